@@ -1,0 +1,94 @@
+// Idempotent Kafka producer for relay traffic (enable.idempotence=true, acks=all,
+// unlimited message.timeout.ms so a broker outage never turns into a dropped event).
+// Delivery reports are served by Poll() on the caller's thread; wake_fd() becomes
+// readable when reports are waiting, so a select() loop wakes for them at once.
+//
+//   PublisherOptions opts{.brokers = "127.0.0.1:9092"};
+//   OUTBOXD_ASSIGN_OR_RETURN(auto pub, Publisher::Create(opts, [&](const DeliveryReport& r) {
+//     tracker.Ack(r.tag, r.status);
+//   }));
+//   OUTBOXD_RETURN_IF_ERROR(pub->Produce({.topic = "pedido.confirmado", .key = "77",
+//                                          .value = "{...}", .headers = hdrs, .tag = 1}));
+//   pub->Poll(0);
+#ifndef OUTBOXD_KAFKA_PUBLISHER_H_
+#define OUTBOXD_KAFKA_PUBLISHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace outboxd::kafka {
+
+struct Header {
+  std::string_view name;
+  std::string_view value;
+};
+
+struct OutgoingMessage {
+  std::string_view topic;
+  std::string_view key;
+  std::string_view value;
+  std::span<const Header> headers;
+  uint64_t tag = 0;  // returned in the delivery report
+};
+
+struct DeliveryReport {
+  uint64_t tag = 0;
+  absl::Status status;  // OK once acknowledged by all in-sync replicas
+  int32_t partition = -1;
+  int64_t offset = -1;
+};
+
+struct PublisherOptions {
+  std::string brokers;
+  // librdkafka properties passed through (--kafka KEY=VALUE); they override ours.
+  std::vector<std::pair<std::string, std::string>> properties;
+};
+
+using DeliveryHandler = std::function<void(const DeliveryReport&)>;
+
+class Publisher {
+ public:
+  static absl::StatusOr<std::unique_ptr<Publisher>> Create(const PublisherOptions& options,
+                                                           DeliveryHandler on_delivery);
+  // Flushes (bounded) then destroys the producer.
+  ~Publisher();
+
+  // Enqueues one message. ResourceExhausted when librdkafka's local queue is full
+  // (serve Poll() and retry); InvalidArgument for a message that can never be sent.
+  absl::Status Produce(const OutgoingMessage& message);
+
+  // Serves delivery reports (calls on_delivery); returns how many were served.
+  int Poll(int timeout_ms);
+
+  // Waits until every enqueued message is acknowledged or the timeout passes.
+  absl::Status Flush(absl::Duration timeout);
+
+  // Non-OK once the producer hit a fatal error (e.g. idempotence sequence lost): the
+  // caller must recreate the producer and resume from the confirmed position.
+  absl::Status FatalError() const;
+
+  // Messages enqueued but not yet reported.
+  int InFlight() const;
+
+  // Readable when delivery reports are waiting. Drained by Poll().
+  int wake_fd() const;
+
+ private:
+  struct Impl;
+  explicit Publisher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace outboxd::kafka
+
+#endif  // OUTBOXD_KAFKA_PUBLISHER_H_
