@@ -1,0 +1,86 @@
+// Row -> OutboxEvent with the configured column names.
+#include "outbox/event.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace outboxd::outbox {
+namespace {
+
+int FindColumn(const pgoutput::Relation& relation, const std::string& name) {
+  for (size_t i = 0; i < relation.columns.size(); ++i) {
+    if (relation.columns[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+absl::Status EventMapper::SetRelation(const pgoutput::Relation& relation) {
+  ready_ = false;
+  struct Wanted {
+    const std::string& name;
+    const char* flag;
+    int* index;
+  };
+  const Wanted wanted[] = {
+      {mapping_.id, "--id-column", &id_},
+      {mapping_.aggregate_id, "--aggregate-column", &aggregate_id_},
+      {mapping_.type, "--type-column", &type_},
+      {mapping_.payload, "--payload-column", &payload_},
+      {mapping_.created_at, "--created-at-column", &created_at_},
+  };
+  for (const Wanted& w : wanted) {
+    *w.index = FindColumn(relation, w.name);
+    if (*w.index < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("table ", relation.nspname, ".", relation.relname, " has no column \"",
+                       w.name, "\"; add it or name the right column with ", w.flag));
+    }
+  }
+  column_count_ = relation.columns.size();
+  ready_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const {
+  if (!ready_) return absl::FailedPreconditionError("insert before the outbox Relation message");
+  if (tuple.size() != column_count_) {
+    return absl::InvalidArgumentError(absl::StrCat("row has ", tuple.size(),
+                                                   " columns, the relation ", column_count_));
+  }
+  OutboxEvent event;
+  struct Field {
+    int index;
+    const std::string& name;
+    std::string_view* out;
+  };
+  const Field fields[] = {
+      {id_, mapping_.id, &event.id},
+      {aggregate_id_, mapping_.aggregate_id, &event.aggregate_id},
+      {type_, mapping_.type, &event.type},
+      {payload_, mapping_.payload, &event.payload},
+      {created_at_, mapping_.created_at, &event.created_at},
+  };
+  for (const Field& f : fields) {
+    const pgoutput::TupleValue& value = tuple[f.index];
+    if (value.kind != pgoutput::ValueKind::kText) {
+      return absl::InvalidArgumentError(absl::StrCat("column ", f.name, " is ",
+                                                     value.kind == pgoutput::ValueKind::kNull
+                                                         ? "NULL"
+                                                         : "not in text form"));
+    }
+    *f.out = value.data;
+  }
+  return event;
+}
+
+std::string_view IsoTimestamp(std::string_view ts, std::string& buffer) {
+  buffer.assign(ts);
+  if (buffer.size() > 10 && buffer[10] == ' ') buffer[10] = 'T';
+  // The offset PostgreSQL prints is "+HH", "+HH:MM" or "+HH:MM:SS"; ISO wants "+HH:MM".
+  size_t sign = buffer.find_last_of("+-");
+  if (sign != std::string::npos && sign > 10 && buffer.size() - sign == 3) buffer.append(":00");
+  return buffer;
+}
+
+}  // namespace outboxd::outbox

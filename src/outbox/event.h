@@ -1,0 +1,65 @@
+// The outbox model: which columns of the outbox table carry what, and a row of an
+// INSERT turned into an OutboxEvent. Column names default to the mission's schema
+// (id, aggregate_id, tipo, payload, criado_em); flags rename them, e.g. for a
+// Debezium-style table (id, aggregateid, type, payload, timestamp).
+//
+//   EventMapper mapper(ColumnMapping{});
+//   OUTBOXD_RETURN_IF_ERROR(mapper.SetRelation(relation));     // on each Relation
+//   OUTBOXD_ASSIGN_OR_RETURN(OutboxEvent ev, mapper.Map(insert.tuple));
+#ifndef OUTBOXD_OUTBOX_EVENT_H_
+#define OUTBOXD_OUTBOX_EVENT_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pgoutput/messages.h"
+
+namespace outboxd::outbox {
+
+struct ColumnMapping {
+  std::string id = "id";
+  std::string aggregate_id = "aggregate_id";
+  std::string type = "tipo";
+  std::string payload = "payload";
+  std::string created_at = "criado_em";
+};
+
+// Views into the decoded replication message: valid while that message is.
+struct OutboxEvent {
+  std::string_view id;
+  std::string_view aggregate_id;
+  std::string_view type;
+  std::string_view payload;
+  std::string_view created_at;  // as PostgreSQL renders it (ISO DateStyle, UTC)
+};
+
+class EventMapper {
+ public:
+  explicit EventMapper(ColumnMapping mapping) : mapping_(std::move(mapping)) {}
+
+  // Learns the column positions from the outbox table's Relation message; called
+  // again when the table is altered mid-stream. FailedPrecondition naming the
+  // missing column and the flag that renames it.
+  absl::Status SetRelation(const pgoutput::Relation& relation);
+  bool ready() const { return ready_; }
+
+  // A row of the outbox table as an event. InvalidArgument when a needed value is
+  // NULL, or not sent in text form.
+  absl::StatusOr<OutboxEvent> Map(const pgoutput::Tuple& tuple) const;
+
+ private:
+  ColumnMapping mapping_;
+  bool ready_ = false;
+  size_t column_count_ = 0;
+  int id_ = -1, aggregate_id_ = -1, type_ = -1, payload_ = -1, created_at_ = -1;
+};
+
+// "2026-12-02 12:22:45.123+00" -> "2026-12-02T12:22:45.123+00:00" (ISO-8601 with
+// offset), written into `buffer`; returns a view of it.
+std::string_view IsoTimestamp(std::string_view pg_timestamptz, std::string& buffer);
+
+}  // namespace outboxd::outbox
+
+#endif  // OUTBOXD_OUTBOX_EVENT_H_

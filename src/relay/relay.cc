@@ -1,0 +1,287 @@
+// The relay loop. Reading order matters: pgoutput (protocol 1, no streaming) sends
+// only committed transactions, Begin .. rows .. Commit, so rows are produced as they
+// are decoded and the AckTracker closes the transaction at its Commit.
+#include "relay/relay.h"
+
+#include <sys/select.h>
+
+#include <algorithm>
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "pg/lsn.h"
+#include "spdlog/spdlog.h"
+
+namespace outboxd::relay {
+namespace {
+
+// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
+constexpr int64_t kPgEpochOffsetUs = 946684800LL * 1000000;
+// Messages read per loop turn before delivery reports and feedback get served.
+constexpr int kReadBatch = 2000;
+// Confirmations are batched: at most one feedback message per this interval unless
+// the server asks for a reply.
+constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
+
+}  // namespace
+
+Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
+    : options_(std::move(options)), stats_(stats), stop_(stop), mapper_(options_.columns) {
+  size_t dot = options_.table.find('.');
+  if (dot == std::string::npos) {
+    table_name_ = options_.table;
+  } else {
+    table_schema_ = options_.table.substr(0, dot);
+    table_name_ = options_.table.substr(dot + 1);
+  }
+}
+
+Relay::~Relay() = default;
+
+absl::Status Relay::Run() {
+  OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      publisher_, kafka::Publisher::Create(options_.kafka, [this](const kafka::DeliveryReport& r) {
+        OnDelivery(r);
+      }));
+  OUTBOXD_RETURN_IF_ERROR(Connect());
+  absl::Status status = Loop();
+  if (!status.ok()) return status;
+  return Shutdown();
+}
+
+absl::Status Relay::Connect() {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn,
+                           pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
+  // The watermark starts at the slot's confirmed position so feedback never
+  // reports anything older (PostgreSQL 15 would store a smaller value as given).
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result slot,
+      conn.Exec(absl::StrCat("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = ",
+                             conn.QuoteLiteral(options_.slot))));
+  if (slot.rows() == 0) {
+    return absl::NotFoundError(absl::StrCat("replication slot \"", options_.slot,
+                                            "\" does not exist; run outboxd setup"));
+  }
+  pg::Lsn confirmed = 0;
+  if (!slot.IsNull(0, 0)) {
+    OUTBOXD_ASSIGN_OR_RETURN(confirmed, pg::ParseLsn(slot.Get(0, 0)));
+  }
+  tracker_ = AckTracker(confirmed);
+  last_sent_flush_ = confirmed;
+  received_ = std::max(received_, confirmed);
+  OUTBOXD_ASSIGN_OR_RETURN(pg::ReplicationStream stream,
+                           pg::ReplicationStream::Start(
+                               std::move(conn), {.slot = options_.slot,
+                                                 .publication = options_.publication}));
+  stream_ = std::make_unique<pg::ReplicationStream>(std::move(stream));
+  stats_->streaming = true;
+  PublishStats();
+  spdlog::info("streaming slot {} publication {} from {}", options_.slot, options_.publication,
+               pg::FormatLsn(confirmed));
+  return absl::OkStatus();
+}
+
+absl::Status Relay::Loop() {
+  while (!stop_->requested()) {
+    bool read_any = false;
+    bool reply_requested = false;
+    OUTBOXD_RETURN_IF_ERROR(ReadBatch(read_any, reply_requested));
+    publisher_->Poll(0);
+    OUTBOXD_RETURN_IF_ERROR(publisher_->FatalError());
+    OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
+    PublishStats();
+    if (!read_any) {
+      // Flow control: above the in-flight limit, stop reading the stream but keep
+      // serving delivery reports and sending feedback (the walsender must hear from
+      // us within wal_sender_timeout whatever the broker does).
+      bool want_stream = tracker_.events_in_flight() < options_.max_in_flight;
+      absl::Duration timeout = options_.feedback_interval - (absl::Now() - last_feedback_);
+      if (tracker_.watermark() != last_sent_flush_) timeout = kFeedbackCoalesce;
+      Wait(want_stream, std::clamp(timeout, absl::ZeroDuration(), absl::Seconds(1)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relay::ReadBatch(bool& read_any, bool& reply_requested) {
+  for (int i = 0; i < kReadBatch; ++i) {
+    if (tracker_.events_in_flight() >= options_.max_in_flight) return absl::OkStatus();
+    OUTBOXD_ASSIGN_OR_RETURN(pg::StreamMessage message, stream_->Next());
+    if (std::holds_alternative<pg::NoMessage>(message)) return absl::OkStatus();
+    read_any = true;
+    if (std::holds_alternative<pg::StreamEnd>(message)) {
+      return absl::UnavailableError("PostgreSQL ended the replication stream");
+    }
+    if (auto* data = std::get_if<pg::XLogData>(&message)) {
+      received_ = std::max(received_, data->wal_start);
+      OUTBOXD_RETURN_IF_ERROR(HandleData(data->data));
+    } else if (auto* keepalive = std::get_if<pg::Keepalive>(&message)) {
+      received_ = std::max(received_, keepalive->wal_end);
+      // Nothing in flight: everything up to the server's position was either
+      // published and acknowledged or not ours (other tables). Confirming it keeps
+      // an idle outbox from pinning WAL (DESIGN.md trap "idle slot pins WAL").
+      tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      reply_requested |= keepalive->reply_requested;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relay::HandleData(std::string_view data) {
+  OUTBOXD_RETURN_IF_ERROR(pgoutput::DecodeInto(data, message_));
+  if (auto* insert = std::get_if<pgoutput::Insert>(&message_)) return HandleInsert(*insert);
+  if (auto* begin = std::get_if<pgoutput::Begin>(&message_)) {
+    tx_ = tracker_.Begin(begin->final_lsn, begin->commit_time + kPgEpochOffsetUs);
+    tx_lsn_text_ = pg::FormatLsn(begin->final_lsn);
+  } else if (auto* commit = std::get_if<pgoutput::Commit>(&message_)) {
+    tracker_.Commit(commit->end_lsn);
+  } else if (auto* relation = std::get_if<pgoutput::Relation>(&message_)) {
+    return HandleRelation(*relation);
+  }
+  // Update, Delete and Truncate are never published (the publication asks for
+  // inserts only; if someone widens it, we still ignore them). Origin, Type and
+  // Message carry nothing for us.
+  return absl::OkStatus();
+}
+
+absl::Status Relay::HandleRelation(const pgoutput::Relation& relation) {
+  if (IsOutboxTable(relation)) {
+    // A new Relation for the outbox replaces the mapping (ALTER TABLE mid-stream).
+    OUTBOXD_RETURN_IF_ERROR(mapper_.SetRelation(relation));
+    outbox_relation_id_ = relation.id;
+  }
+  relations_.Put(relation);
+  return absl::OkStatus();
+}
+
+bool Relay::IsOutboxTable(const pgoutput::Relation& relation) const {
+  return relation.relname == table_name_ &&
+         (table_schema_.empty() || relation.nspname == table_schema_);
+}
+
+absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
+  if (insert.relation_id != outbox_relation_id_ || outbox_relation_id_ == 0) {
+    if (!warned_foreign_insert_) {
+      const pgoutput::Relation* rel = relations_.Find(insert.relation_id);
+      spdlog::warn("publication {} also covers table {}; its rows are not published",
+                   options_.publication, rel ? rel->relname : absl::StrCat(insert.relation_id));
+      warned_foreign_insert_ = true;
+    }
+    return absl::OkStatus();
+  }
+  tracker_.AddEvent(tx_);
+  absl::StatusOr<outbox::OutboxEvent> event = mapper_.Map(insert.tuple);
+  absl::Status check = event.ok() ? payload_checker_.Check(event->payload) : event.status();
+  if (!check.ok()) {
+    // A poison row is never skipped: it holds the watermark so nothing after it is
+    // confirmed, and it is counted and logged for an operator.
+    tracker_.MarkFailed(tx_);
+    stats_->events_failed++;
+    spdlog::error("event {} in transaction {} cannot be published: {}",
+                  event.ok() ? event->id : "?", tx_lsn_text_, check.message());
+    return absl::OkStatus();
+  }
+  std::string_view created_at = outbox::IsoTimestamp(event->created_at, created_at_buffer_);
+  const std::array<kafka::Header, 5> headers = {{
+      {"id", event->id},
+      {"type", event->type},
+      {"aggregate_id", event->aggregate_id},
+      {"created_at", created_at},
+      {"lsn", tx_lsn_text_},
+  }};
+  return Produce({.topic = topic_.Render(event->type, table_name_, topic_buffer_),
+                  .key = event->aggregate_id,
+                  .value = event->payload,
+                  .headers = headers,
+                  .tag = tx_});
+}
+
+absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
+  while (true) {
+    absl::Status status = publisher_->Produce(message);
+    if (status.code() != absl::StatusCode::kResourceExhausted) {
+      if (!status.ok()) {
+        tracker_.MarkFailed(message.tag);
+        stats_->events_failed++;
+        spdlog::error("event of transaction {} refused by the producer: {}", tx_lsn_text_,
+                      status.message());
+      }
+      return absl::OkStatus();
+    }
+    // librdkafka's queue is full: serve reports until there is room, and keep the
+    // walsender informed meanwhile.
+    publisher_->Poll(100);
+    OUTBOXD_RETURN_IF_ERROR(publisher_->FatalError());
+    OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
+    if (stop_->requested()) return absl::CancelledError("stopped while the producer queue was full");
+  }
+}
+
+void Relay::OnDelivery(const kafka::DeliveryReport& report) {
+  if (report.status.ok()) {
+    tracker_.Ack(report.tag);
+    stats_->events_published++;
+    return;
+  }
+  // With an unlimited message timeout only permanent errors arrive here (message too
+  // large for the topic, invalid topic, authorization). The event is not lost: the
+  // watermark holds before its transaction.
+  tracker_.MarkFailed(report.tag);
+  stats_->events_failed++;
+  spdlog::error("broker refused an event (partition {}): {}", report.partition,
+                report.status.message());
+}
+
+absl::Status Relay::MaybeSendFeedback(bool force) {
+  absl::Time now = absl::Now();
+  pg::Lsn flush = tracker_.watermark();
+  bool moved = flush != last_sent_flush_ && now - last_feedback_ >= kFeedbackCoalesce;
+  bool due = now - last_feedback_ >= options_.feedback_interval;
+  if (!force && !moved && !due) return absl::OkStatus();
+  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush));
+  last_sent_flush_ = flush;
+  last_feedback_ = now;
+  return absl::OkStatus();
+}
+
+void Relay::Wait(bool want_stream, absl::Duration timeout) {
+  fd_set readable;
+  FD_ZERO(&readable);
+  int max_fd = -1;
+  auto watch = [&](int fd) {
+    if (fd < 0) return;
+    FD_SET(fd, &readable);
+    max_fd = std::max(max_fd, fd);
+  };
+  if (want_stream) watch(stream_->socket());
+  watch(publisher_->wake_fd());
+  watch(stop_->fd());
+  timeval tv = absl::ToTimeval(timeout);
+  select(max_fd + 1, &readable, nullptr, nullptr, &tv);
+}
+
+absl::Status Relay::Shutdown() {
+  spdlog::info("stopping: waiting for {} in-flight events", tracker_.events_in_flight());
+  absl::Time deadline = absl::Now() + options_.shutdown_timeout;
+  while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline) {
+    publisher_->Poll(50);
+    OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
+  }
+  OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(true));
+  PublishStats();
+  spdlog::info("confirmed {}; {} events still unacknowledged will be sent again on restart",
+               pg::FormatLsn(tracker_.watermark()), tracker_.events_in_flight());
+  stats_->streaming = false;
+  return stream_->End();
+}
+
+void Relay::PublishStats() {
+  stats_->received_lsn = received_;
+  stats_->confirmed_lsn = tracker_.watermark();
+  stats_->events_in_flight = tracker_.events_in_flight();
+  stats_->oldest_unacked_commit_us = tracker_.oldest_unacked_commit_time().value_or(0);
+}
+
+}  // namespace outboxd::relay

@@ -1,0 +1,116 @@
+// The CDC relay: reads the outbox table's inserts from a logical replication slot
+// (pgoutput), publishes each as a Kafka message, and confirms the slot only up to
+// the AckTracker's watermark.
+//
+//   PostgreSQL --XLogData--> Decode --> EventMapper --> Publisher.Produce
+//        ^                                                   |
+//        '-- SendFeedback(flush = watermark) <-- AckTracker <-' delivery reports
+//
+// One thread: the loop reads a batch from the stream, serves delivery reports
+// (Publisher::Poll), sends feedback, then sleeps in select() on the PostgreSQL
+// socket, the producer's wake fd and the stop signal.
+//
+//   Relay relay(options, &stats, &stop);
+//   absl::Status s = relay.Run();   // returns after stop.Notify() (OK) or an error
+#ifndef OUTBOXD_RELAY_RELAY_H_
+#define OUTBOXD_RELAY_RELAY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kafka/publisher.h"
+#include "outbox/event.h"
+#include "outbox/payload_check.h"
+#include "pg/replication_stream.h"
+#include "pgoutput/decoder.h"
+#include "relay/ack_tracker.h"
+#include "relay/stop_signal.h"
+#include "relay/topic_template.h"
+
+namespace outboxd::relay {
+
+struct RelayOptions {
+  std::string conninfo;
+  std::string slot = "outboxd";
+  std::string publication = "outboxd";
+  std::string table = "outbox";  // "name" or "schema.name"
+  outbox::ColumnMapping columns;
+  std::string topic_template = "{type}";
+  kafka::PublisherOptions kafka;
+  absl::Duration feedback_interval = absl::Seconds(10);
+  absl::Duration shutdown_timeout = absl::Seconds(30);
+  uint64_t max_in_flight = 100000;  // events; reading pauses above it
+};
+
+// Live figures for /metrics and logs; written by the relay thread only.
+struct RelayStats {
+  std::atomic<uint64_t> events_published{0};
+  std::atomic<uint64_t> events_failed{0};
+  std::atomic<uint64_t> events_in_flight{0};
+  std::atomic<uint64_t> received_lsn{0};
+  std::atomic<uint64_t> confirmed_lsn{0};
+  std::atomic<int64_t> oldest_unacked_commit_us{0};  // 0: nothing unacknowledged
+  std::atomic<bool> streaming{false};
+};
+
+class Relay {
+ public:
+  Relay(RelayOptions options, RelayStats* stats, StopSignal* stop);
+  ~Relay();
+
+  // Runs until the stop signal (then: stop reading, wait up to shutdown_timeout for
+  // in-flight acks, confirm, end the stream, return OK) or an error.
+  absl::Status Run();
+
+ private:
+  absl::Status Connect();
+  absl::Status Loop();
+  absl::Status ReadBatch(bool& read_any, bool& reply_requested);
+  absl::Status HandleData(std::string_view data);
+  absl::Status HandleRelation(const pgoutput::Relation& relation);
+  absl::Status HandleInsert(const pgoutput::Insert& insert);
+  absl::Status Produce(const kafka::OutgoingMessage& message);
+  void OnDelivery(const kafka::DeliveryReport& report);
+  absl::Status MaybeSendFeedback(bool force);
+  absl::Status Shutdown();
+  void Wait(bool want_stream, absl::Duration timeout);
+  void PublishStats();
+  bool IsOutboxTable(const pgoutput::Relation& relation) const;
+
+  RelayOptions options_;
+  RelayStats* stats_;
+  StopSignal* stop_;
+  TopicTemplate topic_;
+  std::string table_name_;    // unqualified, for {table}
+  std::string table_schema_;  // empty: any schema
+
+  std::unique_ptr<pg::ReplicationStream> stream_;
+  std::unique_ptr<kafka::Publisher> publisher_;
+  AckTracker tracker_;
+  pgoutput::RelationCache relations_;
+  outbox::EventMapper mapper_;
+  outbox::PayloadChecker payload_checker_;
+  pgoutput::Message message_;  // reused across DecodeInto calls
+  uint32_t outbox_relation_id_ = 0;
+  bool warned_foreign_insert_ = false;
+
+  // Current transaction.
+  AckTracker::TxId tx_ = 0;
+  std::string tx_lsn_text_;  // commit LSN "X/Y" for the lsn header
+
+  pg::Lsn received_ = 0;
+  pg::Lsn last_sent_flush_ = 0;
+  absl::Time last_feedback_ = absl::InfinitePast();
+
+  // Reused per event.
+  std::string topic_buffer_;
+  std::string created_at_buffer_;
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_RELAY_H_

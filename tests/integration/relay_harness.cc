@@ -1,0 +1,96 @@
+#include "integration/relay_harness.h"
+
+#include <csignal>
+
+#include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace outboxd::testing {
+
+RelayHarness::RelayHarness(const std::vector<std::string>& topics, int brokers) {
+  db_ = TestDatabase::Create();
+  auto cluster = kafka::MockCluster::Create(brokers);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  cluster_ = std::move(*cluster);
+  for (const std::string& topic : topics) {
+    EXPECT_TRUE(cluster_->CreateTopic(topic, 4, std::min(brokers, 3)).ok());
+  }
+  std::string output;
+  EXPECT_EQ(RunOutboxd({"setup", "--pg", db_->conninfo(), "--slot", slot()}, &output), 0)
+      << output;
+  collector_ = std::make_unique<KafkaCollector>(cluster_->bootstraps(), topics);
+}
+
+RelayHarness::~RelayHarness() {
+  if (relay_ && relay_->Running()) StopRelay();
+  collector_.reset();
+}
+
+int RelayHarness::RunOutboxd(std::vector<std::string> args, std::string* output) {
+  args.insert(args.begin(), BinPath("outboxd"));
+  auto child = ChildProcess::Start(args);
+  std::optional<int> code = child->Wait(absl::Seconds(60));
+  if (output != nullptr) *output = child->Log();
+  return code.value_or(-1);
+}
+
+void RelayHarness::StartRelay(std::vector<std::string> extra_args) {
+  std::vector<std::string> args = {BinPath("outboxd"), "run",   "--pg",       db_->conninfo(),
+                                   "--brokers",        cluster_->bootstraps(), "--slot",
+                                   slot(),             "--metrics",            ""};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  relay_ = ChildProcess::Start(args);
+  ASSERT_TRUE(relay_->WaitForLog("streaming slot", absl::Seconds(30))) << relay_->Log();
+}
+
+int RelayHarness::StopRelay() {
+  relay_->Signal(SIGTERM);
+  return relay_->Wait(absl::Seconds(60)).value_or(-1);
+}
+
+std::vector<OutboxRow> RelayHarness::OutboxRows() {
+  auto conn = db_->Connect();
+  auto r = conn.Exec(
+      "SET TimeZone = 'UTC'; SELECT seq, id, aggregate_id, tipo, payload::text, criado_em::text "
+      "FROM outbox ORDER BY seq");
+  EXPECT_TRUE(r.ok()) << r.status();
+  std::vector<OutboxRow> rows;
+  for (int i = 0; r.ok() && i < r->rows(); ++i) {
+    OutboxRow row;
+    EXPECT_TRUE(absl::SimpleAtoi(r->Get(i, 0), &row.seq));
+    row.id = r->Get(i, 1);
+    row.aggregate_id = r->Get(i, 2);
+    row.type = r->Get(i, 3);
+    row.payload = r->Get(i, 4);
+    row.created_at = r->Get(i, 5);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+pg::Lsn RelayHarness::CurrentWalLsn() {
+  auto conn = db_->Connect();
+  auto r = conn.Exec("SELECT pg_current_wal_lsn()");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? pg::ParseLsn(r->Get(0, 0)).value_or(0) : 0;
+}
+
+pg::Lsn RelayHarness::ConfirmedFlushLsn() {
+  auto conn = db_->Connect();
+  auto r = conn.ExecParams(
+      "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", {slot()});
+  EXPECT_TRUE(r.ok() && r->rows() == 1);
+  return r.ok() && r->rows() == 1 ? pg::ParseLsn(r->Get(0, 0)).value_or(0) : 0;
+}
+
+bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ConfirmedFlushLsn() >= lsn) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace outboxd::testing

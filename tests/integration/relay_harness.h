@@ -1,0 +1,64 @@
+// The end-to-end harness: a fresh database with `outboxd setup` done, an in-process
+// mock Kafka cluster, a collector reading every partition, and `outboxd run` as a
+// child process.
+#ifndef OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
+#define OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "kafka/mock_cluster.h"
+#include "pg/lsn.h"
+#include "support/child_process.h"
+#include "support/kafka_collector.h"
+#include "support/pg_fixture.h"
+
+namespace outboxd::testing {
+
+// One outbox row as PostgreSQL holds it.
+struct OutboxRow {
+  int64_t seq;
+  std::string id;
+  std::string aggregate_id;
+  std::string type;
+  std::string payload;     // payload::text
+  std::string created_at;  // criado_em rendered in UTC, ISO DateStyle
+};
+
+class RelayHarness {
+ public:
+  // Creates the database, runs `outboxd setup` (twice when asked) and the cluster.
+  explicit RelayHarness(const std::vector<std::string>& topics, int brokers = 3);
+  ~RelayHarness();
+
+  TestDatabase& db() { return *db_; }
+  kafka::MockCluster& cluster() { return *cluster_; }
+  KafkaCollector& collector() { return *collector_; }
+  const std::string& slot() const { return db_->name(); }
+
+  // Runs `outboxd <args...>` to completion; returns its exit code.
+  int RunOutboxd(std::vector<std::string> args, std::string* output = nullptr);
+  // Starts `outboxd run` against this database and cluster.
+  void StartRelay(std::vector<std::string> extra_args = {});
+  ChildProcess& relay() { return *relay_; }
+  // SIGTERM and wait; returns the exit code.
+  int StopRelay();
+
+  std::vector<OutboxRow> OutboxRows();
+  pg::Lsn CurrentWalLsn();
+  pg::Lsn ConfirmedFlushLsn();
+  // Waits until the slot's confirmed_flush_lsn >= lsn.
+  bool WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout);
+
+ private:
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<kafka::MockCluster> cluster_;
+  std::unique_ptr<KafkaCollector> collector_;
+  std::unique_ptr<ChildProcess> relay_;
+};
+
+}  // namespace outboxd::testing
+
+#endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_

@@ -1,0 +1,87 @@
+#include "support/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/time/clock.h"
+
+namespace outboxd::testing {
+
+std::string BinPath(const std::string& name) { return std::string(OUTBOXD_BIN_DIR) + "/" + name; }
+
+std::unique_ptr<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
+                                                  const std::vector<std::string>& extra_env) {
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
+  char path[] = "/tmp/outboxd-child-XXXXXX";
+  int log_fd = mkstemp(path);
+  child->log_path_ = path;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, STDIN_FILENO);
+    for (const std::string& kv : extra_env) putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(log_fd);
+  child->pid_ = pid;
+  return child;
+}
+
+ChildProcess::~ChildProcess() {
+  if (Running()) {
+    kill(pid_, SIGKILL);
+    Wait(absl::Seconds(10));
+  }
+  unlink(log_path_.c_str());
+}
+
+void ChildProcess::Signal(int signal) {
+  if (!exit_code_) kill(pid_, signal);
+}
+
+std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (!exit_code_) {
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    if (absl::Now() > deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return exit_code_;
+}
+
+bool ChildProcess::Running() { return !Wait(absl::ZeroDuration()).has_value(); }
+
+std::string ChildProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool ChildProcess::WaitForLog(const std::string& text, absl::Duration timeout) const {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (Log().find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace outboxd::testing
