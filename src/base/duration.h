@@ -9,14 +9,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace outboxd {
 
-inline absl::StatusOr<absl::Duration> ParseDuration(std::string_view text) {
+inline absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
   struct Unit {
-    std::string_view suffix;
+    absl::string_view suffix;
     absl::Duration size;
   };
   // "ms" before "s": the longest suffix wins.

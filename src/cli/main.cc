@@ -17,7 +17,7 @@
 #include "pg/connection.h"
 #include "relay/relay.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
-#include "spdlog/spdlog.h"
+#include "base/log.h"
 
 namespace outboxd::cli {
 namespace {
@@ -69,7 +69,7 @@ struct DurationFlag {
   absl::Duration value;
 };
 
-absl::Status ResolveDuration(DurationFlag& flag, std::string_view name) {
+absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name) {
   absl::StatusOr<absl::Duration> parsed = ParseDuration(flag.text);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", parsed.status().message()));

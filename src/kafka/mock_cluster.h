@@ -34,9 +34,12 @@ class MockCluster {
   absl::Status SetAllBrokersUp();
   // Round-trip delay added to every response of one broker.
   absl::Status SetBrokerRtt(int32_t broker_id, int rtt_ms);
+  absl::Status SetAllBrokersRtt(int rtt_ms);
   // The next `count` Produce requests fail with the given Kafka error code
   // (rd_kafka_resp_err_t value, e.g. 6 NOT_LEADER_FOR_PARTITION).
   void PushProduceErrors(int error_code, int count);
+  // Drops Produce errors pushed and not yet consumed.
+  void ClearProduceErrors();
 
  private:
   struct Impl;

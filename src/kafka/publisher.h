@@ -52,6 +52,13 @@ struct PublisherOptions {
   std::string brokers;
   // librdkafka properties passed through (--kafka KEY=VALUE); they override ours.
   std::vector<std::pair<std::string, std::string>> properties;
+  // How long the destructor waits for outstanding acknowledgements before dropping
+  // them unreported. A clean stop calls Flush() itself; this bounds any other teardown.
+  absl::Duration close_timeout = absl::Seconds(5);
+  // librdkafka's log lines (syslog levels: 3 error, 4 warning, 6 info, 7 debug), handed
+  // over on the thread calling Poll()/Flush() like delivery reports. Unset: librdkafka
+  // prints them to stderr itself, from its own threads.
+  std::function<void(int level, std::string_view facility, std::string_view message)> on_log;
 };
 
 using DeliveryHandler = std::function<void(const DeliveryReport&)>;
@@ -80,7 +87,8 @@ class Publisher {
   // Messages enqueued but not yet reported.
   int InFlight() const;
 
-  // Readable when delivery reports are waiting. Drained by Poll().
+  // Readable when delivery reports are waiting. Drained by Poll(). Other events (log
+  // lines when on_log is set) wake it too, so a wake-up may serve no report.
   int wake_fd() const;
 
  private:

@@ -6,7 +6,7 @@
 namespace outboxd::ops {
 namespace {
 
-void Add(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+void Add(std::string& out, absl::string_view name, absl::string_view type, absl::string_view help,
          double value) {
   absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
                   value, "\n");

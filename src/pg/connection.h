@@ -58,8 +58,11 @@ class Connection {
   Connection(Connection&&) = default;
   Connection& operator=(Connection&&) = default;
 
-  // Runs one or more statements; OK for COMMAND_OK / TUPLES_OK / COPY_BOTH, an
-  // Internal/FailedPrecondition status carrying the server's message otherwise.
+  // Runs one or more statements; OK for COMMAND_OK / TUPLES_OK / COPY_BOTH. An error
+  // carries the server's primary message and SQLSTATE (see SqlStateOf), its code
+  // mapped from the SQLSTATE: 42P01/42704/42883/3D000 NotFound, 42501
+  // PermissionDenied, 23505/42710/42P07 AlreadyExists, 55006 and class 08/57
+  // Unavailable, other 42xxx/22xxx InvalidArgument, 40xxx Aborted, else Internal.
   absl::StatusOr<Result> Exec(std::string_view sql);
   // Runs one parameterised statement ($1, $2 ...); std::nullopt binds NULL.
   absl::StatusOr<Result> ExecParams(std::string_view sql,
@@ -71,16 +74,36 @@ class Connection {
 
   PGconn* get() const { return conn_.get(); }
   int socket() const { return PQsocket(conn_.get()); }
-  // SQLSTATE of the last failed Exec, or "" (e.g. "42704", "55006").
+  // SQLSTATE of the most recent Exec/ExecParams if it failed, else "" (e.g. "42704").
   const std::string& last_sqlstate() const { return last_sqlstate_; }
+  // User, host and port of this connection, for messages ("postgres", "127.0.0.1:5432").
+  std::string user() const;
+  std::string endpoint() const;
 
  private:
+  friend class ReplicationStream;  // maps the results that end a copy stream
   explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
   absl::Status CheckResult(const Result& result, std::string_view sql);
 
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
   std::string last_sqlstate_;
 };
+
+// The SQLSTATE an Exec/ExecParams error carries (as a status payload), or "" for
+// statuses that did not come from the server.
+//
+//   if (SqlStateOf(result.status()) == "55006") { /* object in use: retry later */ }
+std::string SqlStateOf(const absl::Status& status);
+
+// A name for SQL shown to users in a fix ("ALTER ROLE app REPLICATION"): bare when
+// it is a plain lower-case name, double-quoted otherwise. SQL that runs uses
+// Connection::QuoteIdentifier, which always quotes.
+std::string SqlIdentifier(std::string_view name);
+
+// A conninfo string or URI with any password removed, safe to print:
+//   RedactConninfo("host=db password=secret") == "host=db"
+//   RedactConninfo("postgresql://app:secret@db/app") == "postgresql://app@db/app"
+std::string RedactConninfo(std::string_view conninfo);
 
 }  // namespace outboxd::pg
 

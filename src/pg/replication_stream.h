@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "pg/connection.h"
 #include "pg/lsn.h"
 
@@ -24,10 +25,10 @@ namespace outboxd::pg {
 
 // 'w' message: a chunk of WAL decoded by the output plugin.
 struct XLogData {
-  Lsn wal_start = 0;       // start of the data in WAL
-  Lsn wal_end = 0;         // current end of WAL on the server
-  int64_t send_time = 0;   // microseconds since 2000-01-01
-  std::string_view data;   // the pgoutput message; valid until the next Next()
+  Lsn wal_start = 0;      // start of the data in WAL
+  Lsn wal_end = 0;        // current end of WAL on the server
+  int64_t send_time = 0;  // microseconds since 2000-01-01
+  std::string_view data;  // the pgoutput message; valid until the next Next()
 };
 
 // 'k' message: primary keepalive.
@@ -48,33 +49,70 @@ struct StreamOptions {
   Lsn start_lsn = 0;  // 0: the slot's confirmed_flush_lsn
 };
 
+// Parses one CopyData payload from the walsender ('w' or 'k'), bounds-checked:
+// truncated or unknown messages are DataLoss. XLogData::data points into `message`.
+absl::StatusOr<StreamMessage> ParseCopyData(std::string_view message);
+
 class ReplicationStream {
  public:
   // Sends START_REPLICATION SLOT <slot> LOGICAL <lsn> (proto_version '1',
   // publication_names '<publication>'). Errors for a missing or busy slot carry
   // SQLSTATE-derived codes: NotFound (no slot), Unavailable (slot active elsewhere).
+  // `conn` must be a ConnectionKind::kReplication connection. On success the
+  // connection is switched to non-blocking mode.
   static absl::StatusOr<ReplicationStream> Start(Connection conn, const StreamOptions& options);
 
-  ReplicationStream(ReplicationStream&&) = default;
-  ReplicationStream& operator=(ReplicationStream&&) = default;
+  // Move-only: buffer_ is owned (PQfreemem), so the moved-from stream gives it up.
+  ReplicationStream(ReplicationStream&& other) noexcept;
+  ReplicationStream& operator=(ReplicationStream&& other) noexcept;
+  ReplicationStream(const ReplicationStream&) = delete;
+  ReplicationStream& operator=(const ReplicationStream&) = delete;
   ~ReplicationStream();
 
   // Non-blocking read of the next message (consumes input from the socket first).
+  // A publication missing from the database surfaces here, once pgoutput decodes
+  // the first change, as FailedPrecondition. Also retries a pending flush. When the
+  // server ends the stream, reads its final results (waiting up to 10 s for them).
   absl::StatusOr<StreamMessage> Next();
 
   // Standby status update ('r'): write = received, flush = apply = confirmed.
-  // Flushes the connection's output buffer (non-blocking best effort).
+  // Flushes the connection's output buffer (non-blocking best effort). Positions
+  // never go backwards: a lower value than one already sent is raised to it.
   absl::Status SendFeedback(Lsn received, Lsn confirmed, bool reply_requested = false);
 
-  // Ends the copy stream cleanly (PQputCopyEnd, drain the final results).
-  absl::Status End();
+  // True while output (feedback) is queued because the socket was not writable:
+  // wait for socket() to be writable (or readable) and call Flush() or Next().
+  bool wants_write() const { return wants_write_; }
+  // Sends what libpq has queued without blocking; updates wants_write().
+  absl::Status Flush();
+
+  // Ends the copy stream cleanly (PQputCopyEnd, drain the final results), waiting at
+  // most `timeout` for the server. Send the final feedback before calling this.
+  absl::Status End(absl::Duration timeout = absl::Seconds(10));
 
   int socket() const;
+  // The last positions sent with SendFeedback (0 before the first).
+  Lsn last_received() const { return last_received_; }
+  Lsn last_confirmed() const { return last_confirmed_; }
 
  private:
-  explicit ReplicationStream(Connection conn) : conn_(std::move(conn)) {}
+  ReplicationStream(Connection conn, const StreamOptions& options)
+      : conn_(std::move(conn)), options_(options) {}
+  void FreeBuffer();
+  absl::StatusOr<StreamMessage> FinishCopy();
+  absl::Status DrainResults(absl::Time deadline);
+  absl::Status FlushUntil(absl::Time deadline);
+  absl::Status WaitSocket(int events, absl::Time deadline);
+  absl::Status ConnectionLost() const;
+  absl::Status StreamError(absl::Status status) const;
+
   Connection conn_;
+  StreamOptions options_;
   char* buffer_ = nullptr;  // current PQgetCopyData buffer, PQfreemem'd on next read
+  bool wants_write_ = false;
+  bool ended_ = false;  // the copy stream is over (server ended it, error, or End())
+  Lsn last_received_ = 0;
+  Lsn last_confirmed_ = 0;
 };
 
 }  // namespace outboxd::pg

@@ -16,9 +16,18 @@
 
 namespace outboxd::pgoutput {
 
+// Decodes one pgoutput message (protocol version 1: the payload of an XLogData,
+// starting at its type byte). Errors are InvalidArgument: empty, truncated or
+// trailing input, an unknown message type or tuple value kind, a count or length
+// larger than the input holds. The result's string_views point into `bytes`.
 absl::StatusOr<Message> Decode(std::string_view bytes);
 
-// Decodes into an existing Message, reusing its storage (the hot path).
+// Decodes into an existing Message, reusing its storage (the hot path): an Insert of
+// up to 16 columns into a Message that already holds an Insert does not allocate.
+// On error `out` holds an unspecified, valid message; do not use its contents.
+//
+//   Message message;
+//   while (...) { OUTBOXD_RETURN_IF_ERROR(DecodeInto(xlog.data, message)); ... }
 absl::Status DecodeInto(std::string_view bytes, Message& out);
 
 // Relation schemas by id. A Relation message for a known id replaces the cached

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
-#include "spdlog/spdlog.h"
+#include "base/log.h"
 
 namespace outboxd::relay {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace outboxd::testing {
+namespace outboxd::test {
 
 RelayHarness::RelayHarness(const std::vector<std::string>& topics, int brokers) {
   db_ = TestDatabase::Create();
@@ -19,7 +19,9 @@ RelayHarness::RelayHarness(const std::vector<std::string>& topics, int brokers) 
   std::string output;
   EXPECT_EQ(RunOutboxd({"setup", "--pg", db_->conninfo(), "--slot", slot()}, &output), 0)
       << output;
-  collector_ = std::make_unique<KafkaCollector>(cluster_->bootstraps(), topics);
+  auto collector = KafkaCollector::Start(cluster_->bootstraps(), topics);
+  EXPECT_TRUE(collector.ok()) << collector.status();
+  collector_ = std::move(*collector);
 }
 
 RelayHarness::~RelayHarness() {
@@ -58,7 +60,7 @@ std::vector<OutboxRow> RelayHarness::OutboxRows() {
   std::vector<OutboxRow> rows;
   for (int i = 0; r.ok() && i < r->rows(); ++i) {
     OutboxRow row;
-    EXPECT_TRUE(absl::SimpleAtoi(r->Get(i, 0), &row.seq));
+    EXPECT_TRUE(absl::SimpleAtoi(std::string(r->Get(i, 0)), &row.seq));
     row.id = r->Get(i, 1);
     row.aggregate_id = r->Get(i, 2);
     row.type = r->Get(i, 3);
@@ -93,4 +95,4 @@ bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
   return false;
 }
 
-}  // namespace outboxd::testing
+}  // namespace outboxd::test

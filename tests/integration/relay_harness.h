@@ -15,7 +15,7 @@
 #include "support/kafka_collector.h"
 #include "support/pg_fixture.h"
 
-namespace outboxd::testing {
+namespace outboxd::test {
 
 // One outbox row as PostgreSQL holds it.
 struct OutboxRow {
@@ -59,6 +59,6 @@ class RelayHarness {
   std::unique_ptr<ChildProcess> relay_;
 };
 
-}  // namespace outboxd::testing
+}  // namespace outboxd::test
 
 #endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_

@@ -11,7 +11,7 @@
 
 #include "absl/time/clock.h"
 
-namespace outboxd::testing {
+namespace outboxd::test {
 
 std::string BinPath(const std::string& name) { return std::string(OUTBOXD_BIN_DIR) + "/" + name; }
 
@@ -84,4 +84,4 @@ bool ChildProcess::WaitForLog(const std::string& text, absl::Duration timeout) c
   return false;
 }
 
-}  // namespace outboxd::testing
+}  // namespace outboxd::test

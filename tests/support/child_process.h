@@ -16,7 +16,7 @@
 
 #include "absl/time/time.h"
 
-namespace outboxd::testing {
+namespace outboxd::test {
 
 // build/bin/<name>
 std::string BinPath(const std::string& name);
@@ -43,6 +43,6 @@ class ChildProcess {
   std::string log_path_;
 };
 
-}  // namespace outboxd::testing
+}  // namespace outboxd::test
 
 #endif  // OUTBOXD_TESTS_SUPPORT_CHILD_PROCESS_H_

@@ -1,0 +1,42 @@
+// `outboxd setup`: prepares a database for the relay. Creates, where missing, the
+// outbox and inbox tables (DESIGN.md's schema), the publication of the outbox's
+// inserts and the pgoutput logical replication slot. Idempotent: a second run
+// changes nothing and succeeds.
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo));
+//   SetupReport report;
+//   OUTBOXD_RETURN_IF_ERROR(Setup(conn, SetupOptions{.table = "events"}, &report));
+//   for (const auto& what : report.created) std::cout << "created " << what << "\n";
+#ifndef OUTBOXD_OPS_SETUP_H_
+#define OUTBOXD_OPS_SETUP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "pg/connection.h"
+
+namespace outboxd::ops {
+
+struct SetupOptions {
+  std::string table = "outbox";  // may be schema-qualified: "app.outbox"
+  std::string publication = "outboxd";
+  std::string slot = "outboxd";
+  std::string inbox_table = "inbox";  // created in the outbox table's schema
+};
+
+// What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}.
+struct SetupReport {
+  std::vector<std::string> created;
+};
+
+// `conn` must be a regular (not a replication) connection whose role may create
+// tables and publications and has REPLICATION (or is superuser). Fails with
+// FailedPrecondition when wal_level is not logical, or when an existing publication
+// or slot cannot serve outboxd (the message says how to fix it).
+absl::Status Setup(pg::Connection& conn, const SetupOptions& options,
+                   SetupReport* report = nullptr);
+
+}  // namespace outboxd::ops
+
+#endif  // OUTBOXD_OPS_SETUP_H_

@@ -1,0 +1,52 @@
+// QuerySlot: one row of pg_replication_slots. Uses a literal instead of a bound
+// parameter because walsender connections do not speak the extended protocol.
+#include "pg/slot.h"
+
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace outboxd::pg {
+namespace {
+
+template <typename T>
+bool ParseInt(std::string_view text, T& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+absl::StatusOr<Lsn> LsnField(const Result& result, int col) {
+  if (result.IsNull(0, col)) return kInvalidLsn;
+  return ParseLsn(result.Get(0, col));
+}
+
+}  // namespace
+
+absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      Result result,
+      conn.Exec(absl::StrCat(
+          "SELECT active, coalesce(active_pid, 0), coalesce(database, ''), "
+          "coalesce(plugin, ''), slot_type, confirmed_flush_lsn, restart_lsn, "
+          "coalesce(wal_status, ''), "
+          "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
+          "FROM pg_replication_slots WHERE slot_name = ",
+          conn.QuoteLiteral(slot))));
+  SlotInfo info;
+  if (result.rows() == 0) return info;
+  info.exists = true;
+  info.active = result.Get(0, 0) == "t";
+  if (!ParseInt(result.Get(0, 1), info.active_pid) || !ParseInt(result.Get(0, 8), info.lag_bytes)) {
+    return absl::InternalError("unexpected pg_replication_slots row");
+  }
+  info.database = result.Get(0, 2);
+  info.plugin = result.Get(0, 3);
+  info.slot_type = result.Get(0, 4);
+  OUTBOXD_ASSIGN_OR_RETURN(info.confirmed_flush_lsn, LsnField(result, 5));
+  OUTBOXD_ASSIGN_OR_RETURN(info.restart_lsn, LsnField(result, 6));
+  info.wal_status = result.Get(0, 7);
+  return info;
+}
+
+}  // namespace outboxd::pg

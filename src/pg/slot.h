@@ -1,0 +1,38 @@
+// Replication slot state from pg_replication_slots, for setup, tests and
+// `outboxd status`. Works on regular and replication connections.
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(SlotInfo slot, QuerySlot(conn, "outboxd"));
+//   if (!slot.exists) return absl::NotFoundError("run outboxd setup");
+//   LOG(INFO) << "slot lag: " << slot.lag_bytes << " bytes";
+#ifndef OUTBOXD_PG_SLOT_H_
+#define OUTBOXD_PG_SLOT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "pg/connection.h"
+#include "pg/lsn.h"
+
+namespace outboxd::pg {
+
+struct SlotInfo {
+  bool exists = false;    // the other fields are meaningful only when true
+  bool active = false;    // a walsender is streaming from it
+  int active_pid = 0;     // that walsender's PID, 0 when inactive
+  std::string database;   // "" for a physical slot
+  std::string plugin;     // "pgoutput" for outboxd's slots
+  std::string slot_type;  // "logical" or "physical"
+  Lsn confirmed_flush_lsn = kInvalidLsn;
+  Lsn restart_lsn = kInvalidLsn;
+  std::string wal_status;  // reserved, extended, unreserved, lost
+  // WAL the slot keeps unconfirmed: pg_current_wal_lsn() - confirmed_flush_lsn.
+  int64_t lag_bytes = 0;
+};
+
+absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot);
+
+}  // namespace outboxd::pg
+
+#endif  // OUTBOXD_PG_SLOT_H_

@@ -1,0 +1,249 @@
+// Runs build/bin/outboxd-mock-broker as the demo and the fault tests do (a separate
+// process, driven through stdin and a control FIFO) and checks what it hosts with
+// kcat, an independent Kafka client.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kafka/publisher.h"
+
+namespace outboxd::kafka {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kTool[] = OUTBOXD_BIN_DIR "/outboxd-mock-broker";
+
+// A child process with its stdin and stdout on pipes; killed if still running when
+// destroyed.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args) {
+    int in[2];
+    int out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    CloseStdin();
+    if (stdout_ >= 0) close(stdout_);
+  }
+
+  bool started() const { return pid_ > 0; }
+
+  void Send(std::string_view line) {
+    const std::string text = absl::StrCat(absl::string_view(line.data(), line.size()), "\n");
+    ASSERT_EQ(write(stdin_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+
+  void CloseStdin() {
+    if (stdin_ >= 0) close(stdin_);
+    stdin_ = -1;
+  }
+
+  // Next stdout line, or nullopt after the timeout or at EOF.
+  std::optional<std::string> ReadLine(absl::Duration timeout = absl::Seconds(10)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      if (size_t eol = buffer_.find('\n'); eol != std::string::npos) {
+        std::string line = buffer_.substr(0, eol);
+        buffer_.erase(0, eol + 1);
+        return line;
+      }
+      const int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      pollfd p{stdout_, POLLIN, 0};
+      if (left <= 0 || poll(&p, 1, left) <= 0) return std::nullopt;
+      char chunk[1024];
+      const ssize_t n = read(stdout_, chunk, sizeof(chunk));
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  std::string Command(std::string_view line) {
+    Send(line);
+    return ReadLine().value_or("<no reply>");
+  }
+
+  bool Running() {
+    if (exited_) return false;
+    exited_ = waitpid(pid_, &status_, WNOHANG) == pid_;
+    return !exited_;
+  }
+
+  // Exit code after `signal`, or -1 if it did not exit normally within the timeout.
+  int Stop(int signal, absl::Duration timeout) {
+    if (Running()) kill(pid_, signal);
+    return Wait(timeout);
+  }
+
+  // Exit code, or -1 if it did not exit normally within the timeout.
+  int Wait(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (Running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    if (!exited_) return -1;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string buffer_;
+};
+
+std::string RunShell(const std::string& command) {
+  std::unique_ptr<FILE, decltype(&pclose)> pipe(popen(command.c_str(), "r"), &pclose);
+  std::string out;
+  if (pipe == nullptr) return out;
+  char chunk[4096];
+  while (size_t n = fread(chunk, 1, sizeof(chunk), pipe.get())) out.append(chunk, n);
+  return out;
+}
+
+bool Accepts(const std::string& host_port) {
+  std::vector<std::string> parts = absl::StrSplit(host_port, ':');
+  int port = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, parts[0].c_str(), &addr.sin_addr);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+class MockBrokerToolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/outboxd-mock-broker-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+};
+
+TEST_F(MockBrokerToolTest, PrintsBootstrapAndObeysControlCommands) {
+  const std::string bootstrap_file = dir_ + "/bootstrap";
+  Child broker({kTool, "--brokers", "2", "--topic", "tool.topic", "--partitions", "3",
+                "--bootstrap-file", bootstrap_file});
+  ASSERT_TRUE(broker.started());
+  const std::optional<std::string> first = broker.ReadLine();
+  ASSERT_TRUE(first.has_value());
+  ASSERT_THAT(*first, StartsWith("bootstrap.servers="));
+  const std::string bootstraps(absl::StripPrefix(*first, "bootstrap.servers="));
+  const std::vector<std::string> brokers = absl::StrSplit(bootstraps, ',');
+  ASSERT_EQ(brokers.size(), 2u);
+  std::ifstream file(bootstrap_file);
+  std::string from_file;
+  std::getline(file, from_file);
+  EXPECT_EQ(from_file, bootstraps);
+
+  EXPECT_EQ(broker.Command("down all"), "ok");
+  for (const std::string& b : brokers) EXPECT_FALSE(Accepts(b)) << b;
+  EXPECT_EQ(broker.Command("up all"), "ok");
+  for (const std::string& b : brokers) EXPECT_TRUE(Accepts(b)) << b;
+  EXPECT_EQ(broker.Command("down 2"), "ok");
+  EXPECT_EQ(broker.Command("up 2"), "ok");
+  EXPECT_EQ(broker.Command("rtt all 0"), "ok");
+  EXPECT_EQ(broker.Command("topic extra 2"), "ok");
+  EXPECT_THAT(broker.Command("topic extra 2"), StartsWith("error: "));
+  EXPECT_THAT(broker.Command("down 7"), StartsWith("error: "));
+  EXPECT_THAT(broker.Command("fly away"), StartsWith("error: "));
+  EXPECT_EQ(broker.Command("produce-errors 19 2"), "ok");  // NOT_ENOUGH_REPLICAS, retried
+
+  int acked = 0;
+  auto publisher = Publisher::Create({.brokers = bootstraps}, [&](const DeliveryReport& r) {
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    ++acked;
+  });
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  const Header headers[] = {{"id", "abc"}};
+  ASSERT_TRUE(
+      (*publisher)
+          ->Produce({.topic = "tool.topic", .key = "77", .value = "hello", .headers = headers})
+          .ok());
+  ASSERT_TRUE((*publisher)->Flush(absl::Seconds(20)).ok());
+  EXPECT_EQ(acked, 1);
+  publisher->reset();  // before the broker goes away, or it logs the disconnects
+
+  const std::string listing = RunShell(absl::StrCat("timeout 20 kcat -b ", bootstraps, " -L"));
+  EXPECT_THAT(listing, HasSubstr("topic \"tool.topic\" with 3 partitions"));
+  EXPECT_THAT(listing, HasSubstr("topic \"extra\" with 2 partitions"));
+  const std::string consumed = RunShell(absl::StrCat(
+      "timeout 20 kcat -b ", bootstraps, " -C -t tool.topic -o beginning -e -q -f '%k|%s|%h\\n'"));
+  EXPECT_EQ(consumed, "77|hello|id=abc\n");
+
+  EXPECT_EQ(broker.Stop(SIGTERM, absl::Seconds(5)), 0);
+}
+
+TEST_F(MockBrokerToolTest, KeepsRunningAfterStdinEofAndListensOnTheControlFifo) {
+  const std::string fifo = dir_ + "/control";
+  Child broker({kTool, "--brokers", "1", "--control", fifo});
+  ASSERT_TRUE(broker.started());
+  ASSERT_THAT(broker.ReadLine().value_or(""), StartsWith("bootstrap.servers="));
+  broker.CloseStdin();  // as when started in the background with stdin=/dev/null
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(broker.Running());
+
+  for (const char* command : {"down 1", "up 1"}) {
+    std::ofstream(fifo) << command << "\n";  // each client opens, writes, closes
+    EXPECT_EQ(broker.ReadLine().value_or("<no reply>"), "ok") << command;
+  }
+  EXPECT_TRUE(broker.Running());
+  EXPECT_EQ(broker.Stop(SIGINT, absl::Seconds(5)), 0);
+}
+
+TEST_F(MockBrokerToolTest, BadFlagsExitWithCodeTwo) {
+  Child broker({kTool, "--brokers", "0"});
+  ASSERT_TRUE(broker.started());
+  EXPECT_EQ(broker.Wait(absl::Seconds(10)), 2);
+}
+
+}  // namespace
+}  // namespace outboxd::kafka

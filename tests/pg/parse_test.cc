@@ -1,0 +1,78 @@
+// Pure helpers of src/pg that need no server: conninfo redaction and the
+// bounds-checked parser of walsender CopyData messages.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+#include "pg/connection.h"
+#include "pg/replication_stream.h"
+
+namespace outboxd::pg {
+namespace {
+
+TEST(RedactConninfo, DropsPasswordsFromKeyValueStrings) {
+  EXPECT_EQ(RedactConninfo("host=db password=secret dbname=app"), "host=db dbname=app");
+  EXPECT_EQ(RedactConninfo("password = 'se cr\\'et' host=db"), "host=db");
+  EXPECT_EQ(RedactConninfo("host=db user=app"), "host=db user=app");
+  EXPECT_EQ(RedactConninfo("app"), "app");
+}
+
+TEST(RedactConninfo, DropsPasswordsFromUris) {
+  EXPECT_EQ(RedactConninfo("postgresql://app:secret@db:5432/app"), "postgresql://app@db:5432/app");
+  EXPECT_EQ(RedactConninfo("postgres://db/app?user=app&password=secret&sslmode=off"),
+            "postgres://db/app?user=app&sslmode=off");
+  EXPECT_EQ(RedactConninfo("postgresql://db/app?password=secret"), "postgresql://db/app");
+  EXPECT_EQ(RedactConninfo("postgresql://app@db"), "postgresql://app@db");
+}
+
+std::string Bytes(std::initializer_list<int> bytes) {
+  std::string out;
+  for (int b : bytes) out += static_cast<char>(b);
+  return out;
+}
+
+TEST(ParseCopyData, ReadsXLogDataHeaderAndPayload) {
+  std::string message = Bytes({'w', 0,  0, 0,    0x16, 0xB3, 0x74, 0xD8, 0x48,  // wal_start
+                               0,   0,  0, 0x16, 0xB3, 0x74, 0xD8, 0x50,        // wal_end
+                               0,   0,  0, 0,    0,    0,    0x01, 0x00,        // send_time
+                               'B', 'x'});
+  absl::StatusOr<StreamMessage> parsed = ParseCopyData(message);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const auto& data = std::get<XLogData>(*parsed);
+  EXPECT_EQ(data.wal_start, 0x16B374D848u);
+  EXPECT_EQ(data.wal_end, 0x16B374D850u);
+  EXPECT_EQ(data.send_time, 256);
+  EXPECT_EQ(data.data, "Bx");
+}
+
+TEST(ParseCopyData, ReadsKeepalive) {
+  std::string message = Bytes({'k', 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 1});
+  absl::StatusOr<StreamMessage> parsed = ParseCopyData(message);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const auto& keepalive = std::get<Keepalive>(*parsed);
+  EXPECT_EQ(keepalive.wal_end, 0x100000002u);
+  EXPECT_EQ(keepalive.send_time, 3);
+  EXPECT_TRUE(keepalive.reply_requested);
+}
+
+TEST(ParseCopyData, RejectsTruncatedAndUnknownMessages) {
+  const std::string xlog(25, '\0');
+  const std::string keepalive(18, '\0');
+  for (size_t len = 1; len < 25; ++len) {
+    EXPECT_EQ(ParseCopyData("w" + xlog.substr(0, len - 1)).status().code(),
+              absl::StatusCode::kDataLoss)
+        << "XLogData of " << len << " bytes";
+  }
+  for (size_t len = 1; len < 18; ++len) {
+    EXPECT_EQ(ParseCopyData("k" + keepalive.substr(0, len - 1)).status().code(),
+              absl::StatusCode::kDataLoss)
+        << "keepalive of " << len << " bytes";
+  }
+  EXPECT_TRUE(ParseCopyData("w" + xlog.substr(1)).ok());  // header only, empty data
+  EXPECT_EQ(ParseCopyData("").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseCopyData("zzzz").status().message(), "unknown replication message type 0x7a");
+}
+
+}  // namespace
+}  // namespace outboxd::pg

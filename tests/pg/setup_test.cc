@@ -1,0 +1,189 @@
+// `outboxd setup` on a real PostgreSQL: creates DESIGN.md's schema, the publication
+// and the slot; is idempotent; and refuses, in one line, what cannot work.
+#include "ops/setup.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pg/slot.h"
+#include "support/pg_fixture.h"
+
+namespace outboxd::ops {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+// Everything Setup could create or change, as text.
+std::string CatalogFingerprint(test::TestDatabase& db) {
+  return db.Scalar(
+      "SELECT concat_ws(' | ',"
+      " (SELECT string_agg(c.oid || ':' || c.relname || ':' || c.relkind::text, ',' ORDER BY c.oid)"
+      "    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+      "   WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')),"
+      " (SELECT string_agg(oid || ':' || pubname || ':' || pubinsert || pubupdate || pubdelete,"
+      "                    ',' ORDER BY oid) FROM pg_publication),"
+      " (SELECT string_agg(prpubid || ':' || prrelid, ',' ORDER BY oid) FROM pg_publication_rel),"
+      " (SELECT string_agg(slot_name || ':' || confirmed_flush_lsn, ',' ORDER BY slot_name)"
+      "    FROM pg_replication_slots WHERE database = current_database()))");
+}
+
+TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  SetupReport report;
+  absl::Status status = ops::Setup(conn, {.slot = db->name()}, &report);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes", "table inbox",
+                                          "publication outboxd", "replication slot " + db->name()));
+
+  absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  EXPECT_TRUE(slot->exists);
+  EXPECT_FALSE(slot->active);
+  EXPECT_EQ(slot->plugin, "pgoutput");
+  EXPECT_EQ(slot->slot_type, "logical");
+  EXPECT_EQ(slot->database, db->name());
+  EXPECT_NE(slot->confirmed_flush_lsn, pg::kInvalidLsn);
+  EXPECT_EQ(db->Scalar("SELECT pubinsert::text || pubupdate || pubdelete || pubtruncate "
+                       "FROM pg_publication WHERE pubname = 'outboxd'"),
+            "truefalsefalsefalse");
+  EXPECT_EQ(db->Scalar("SELECT string_agg(tablename, ',') FROM pg_publication_tables "
+                       "WHERE pubname = 'outboxd'"),
+            "outbox");
+}
+
+TEST(Setup, CreatesTheSchemaOfDesignMd) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  ASSERT_TRUE(ops::Setup(conn, {.slot = db->name()}).ok());
+  auto columns = [&](const char* table) {
+    return db->Scalar(
+        std::string("SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || "
+                    "CASE WHEN attnotnull THEN ' not null' ELSE '' END || "
+                    "coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '') || "
+                    "CASE WHEN attidentity = 'a' THEN ' identity' ELSE '' END, ', ' "
+                    "ORDER BY attnum) FROM pg_attribute a LEFT JOIN pg_attrdef d "
+                    "ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+                    "WHERE attrelid = '") +
+        table + "'::regclass AND attnum > 0 AND NOT attisdropped");
+  };
+  EXPECT_EQ(columns("outbox"),
+            "seq bigint not null identity, id uuid not null default gen_random_uuid(), "
+            "aggregate_id text not null, tipo text not null, payload jsonb not null, "
+            "criado_em timestamp with time zone not null default now(), "
+            "publicado_em timestamp with time zone, tentativas integer not null default 0, "
+            "ultimo_erro text, proxima_tentativa_em timestamp with time zone not null "
+            "default now()");
+  EXPECT_EQ(columns("inbox"),
+            "message_id uuid not null, processado_em timestamp with time zone not null "
+            "default now()");
+  EXPECT_EQ(db->Scalar("SELECT pg_get_indexdef('outbox_pendentes'::regclass)"),
+            "CREATE INDEX outbox_pendentes ON public.outbox USING btree (seq) "
+            "WHERE (publicado_em IS NULL)");
+  EXPECT_EQ(db->Scalar("SELECT count(*) FROM pg_index WHERE indrelid = 'outbox'::regclass "
+                       "AND indisunique"),
+            "2");  // primary key (seq) and UNIQUE (id)
+  db->Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('a', 't', '{}')");
+}
+
+TEST(Setup, RunningTwiceChangesNothing) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  ASSERT_TRUE(ops::Setup(conn, {.slot = db->name()}).ok());
+  const std::string before = CatalogFingerprint(*db);
+  SetupReport report;
+  absl::Status again = ops::Setup(conn, {.slot = db->name()}, &report);
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_THAT(report.created, IsEmpty());
+  EXPECT_EQ(CatalogFingerprint(*db), before);
+}
+
+TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
+  auto db = test::TestDatabase::Create();
+  db->Exec("CREATE SCHEMA app");
+  pg::Connection conn = db->Connect();
+  SetupReport report;
+  absl::Status status = ops::Setup(
+      conn, {.table = "app.eventos", .publication = "pub_eventos", .slot = db->name()}, &report);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(report.created,
+              ElementsAre("table app.eventos", "index eventos_pendentes", "table inbox",
+                          "publication pub_eventos", "replication slot " + db->name()));
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
+  EXPECT_EQ(db->Scalar("SELECT schemaname || '.' || tablename FROM pg_publication_tables "
+                       "WHERE pubname = 'pub_eventos'"),
+            "app.eventos");
+  EXPECT_TRUE(
+      ops::Setup(conn, {.table = "app.eventos", .publication = "pub_eventos", .slot = db->name()})
+          .ok());
+}
+
+TEST(Setup, RefusesAPublicationThatDoesNotPublishTheTableAndRollsBack) {
+  auto db = test::TestDatabase::Create();
+  db->Exec("CREATE TABLE other (a int); CREATE PUBLICATION outboxd FOR TABLE other");
+  pg::Connection conn = db->Connect();
+  absl::Status status = ops::Setup(conn, {.slot = db->name()});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Message(status),
+            "publication outboxd exists but does not publish table outbox: ALTER PUBLICATION "
+            "outboxd ADD TABLE outbox, or choose another --publication");
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('outbox') IS NULL"), "t") << "rolled back";
+  EXPECT_EQ(db->Scalar("SELECT count(*) FROM pg_replication_slots WHERE database = "
+                       "current_database()"),
+            "0");
+}
+
+TEST(Setup, RefusesASlotWithAnotherPlugin) {
+  auto db = test::TestDatabase::Create();
+  db->Exec("SELECT pg_create_logical_replication_slot('" + db->name() + "', 'test_decoding')");
+  pg::Connection conn = db->Connect();
+  absl::Status status = ops::Setup(conn, {.slot = db->name()});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Message(status), "replication slot " + db->name() +
+                                 " uses plugin test_decoding, not pgoutput: drop it with SELECT "
+                                 "pg_drop_replication_slot('" +
+                                 db->name() + "') or choose another --slot");
+}
+
+TEST(Setup, RoleWithoutReplicationCannotCreateTheSlot) {
+  auto db = test::TestDatabase::Create();
+  const std::string role = db->CreateRole("NOREPLICATION");
+  db->Exec("ALTER DATABASE " + db->name() + " OWNER TO " + role);
+  pg::Connection conn = std::move(pg::Connection::Open(db->ConninfoWith("user=" + role))).value();
+  absl::Status status = ops::Setup(conn, {.slot = db->name()});
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Message(status),
+            "role " + role + " lacks REPLICATION: ALTER ROLE " + role + " REPLICATION");
+}
+
+TEST(QuerySlot, ReportsAMissingSlotAndTheLagOfAnExistingOne) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  absl::StatusOr<pg::SlotInfo> missing = pg::QuerySlot(conn, db->name());
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_FALSE(missing->exists);
+
+  ASSERT_TRUE(ops::Setup(conn, {.slot = db->name()}).ok());
+  db->Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('a', 't', '{}')");
+  absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  EXPECT_GT(slot->lag_bytes, 0);
+  EXPECT_EQ(slot->wal_status, "reserved");
+  EXPECT_LE(slot->restart_lsn, slot->confirmed_flush_lsn);
+
+  // Works on a replication connection too (no extended protocol there).
+  pg::Connection repl = db->Connect(pg::ConnectionKind::kReplication);
+  absl::StatusOr<pg::SlotInfo> via_repl = pg::QuerySlot(repl, db->name());
+  ASSERT_TRUE(via_repl.ok()) << via_repl.status();
+  EXPECT_TRUE(via_repl->exists);
+}
+
+}  // namespace
+}  // namespace outboxd::ops

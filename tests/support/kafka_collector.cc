@@ -1,0 +1,230 @@
+// KafkaCollector over librdkafka's consumer: manual assignment only (rd_kafka_assign),
+// one thread that both discovers topics and consumes, so positions it resumes from on
+// a reassignment are exactly the offsets it has already kept.
+#include "support/kafka_collector.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace outboxd::test {
+namespace {
+
+using QueuePtr = std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)>;
+using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t,
+                                decltype(&rd_kafka_topic_partition_list_destroy)>;
+using ConfPtr = std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)>;
+
+constexpr size_t kBatch = 4096;
+constexpr int kPollMs = 50;
+constexpr auto kRediscoverEvery = std::chrono::milliseconds(100);
+
+void DestroyConsumer(rd_kafka_t* rk) {
+  // Never joined a group, so there is nothing to leave; skipping the close also keeps
+  // Stop() prompt when the brokers are down.
+  rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+}
+
+std::string Bytes(const void* data, size_t size) {
+  return data == nullptr ? std::string() : std::string(static_cast<const char*>(data), size);
+}
+
+CollectedMessage ToCollected(const rd_kafka_message_t* m) {
+  CollectedMessage out;
+  out.topic = rd_kafka_topic_name(m->rkt);
+  out.partition = m->partition;
+  out.offset = m->offset;
+  out.key = Bytes(m->key, m->key_len);
+  out.value = Bytes(m->payload, m->len);
+  rd_kafka_headers_t* headers = nullptr;
+  if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* name;
+    const void* value;
+    size_t size;
+    for (size_t i = 0;
+         rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
+      out.headers.emplace_back(name, Bytes(value, size));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> CollectedMessage::Header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::unique_ptr<KafkaCollector>> KafkaCollector::Start(
+    std::string bootstraps, std::vector<std::string> topics) {
+  ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
+  const std::pair<const char*, std::string> settings[] = {
+      {"bootstrap.servers", bootstraps},
+      // rd_kafka_assign() in 2.0.2 refuses to work without a group id ("Unknown
+      // group"); we never subscribe, so the group is never joined or rebalanced.
+      {"group.id", "outboxd-test-collector"},
+      {"enable.auto.commit", "false"},
+      {"enable.auto.offset.store", "false"},
+      {"auto.offset.reset", "earliest"},
+      {"fetch.wait.max.ms", "10"},
+      // Bigger fetches than the 1 MB default: the mock drops a partition's oldest
+      // messages beyond ~5 MB, so the collector must not trail a fast producer by more.
+      {"max.partition.fetch.bytes", "4194304"},
+      {"reconnect.backoff.max.ms", "500"},
+      {"log.connection.close", "false"},
+  };
+  // Error events repeat lines librdkafka has already logged; don't print them twice.
+  rd_kafka_conf_set_error_cb(conf.get(), [](rd_kafka_t*, int, const char*, void*) {});
+  char errstr[512];
+  for (const auto& [name, value] : settings) {
+    if (rd_kafka_conf_set(conf.get(), name, value.c_str(), errstr, sizeof(errstr)) !=
+        RD_KAFKA_CONF_OK) {
+      return absl::InvalidArgumentError(absl::StrCat("collector ", name, ": ", errstr));
+    }
+  }
+  ConsumerPtr consumer(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof(errstr)),
+                       &DestroyConsumer);
+  if (consumer == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("collector: ", errstr));
+  }
+  conf.release();  // rd_kafka_new() took it
+  // Route fetched messages to the consumer queue that Run() reads in batches.
+  rd_kafka_poll_set_consumer(consumer.get());
+  std::unique_ptr<KafkaCollector> collector(
+      new KafkaCollector(std::move(consumer), std::move(topics)));
+  collector->thread_ = std::thread([c = collector.get()] { c->Run(); });
+  return collector;
+}
+
+KafkaCollector::KafkaCollector(ConsumerPtr consumer, std::vector<std::string> topics)
+    : consumer_(std::move(consumer)), wanted_(std::move(topics)) {
+  std::sort(wanted_.begin(), wanted_.end());
+  wanted_.erase(std::unique(wanted_.begin(), wanted_.end()), wanted_.end());
+}
+
+KafkaCollector::~KafkaCollector() { Stop(); }
+
+void KafkaCollector::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  consumer_.reset();
+}
+
+bool KafkaCollector::WaitUntilAssigned(absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  return arrived_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                           [&] { return all_assigned_; });
+}
+
+bool KafkaCollector::WaitForCount(size_t n, absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  return arrived_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                           [&] { return messages_.size() >= n; });
+}
+
+std::vector<CollectedMessage> KafkaCollector::Messages() const {
+  std::lock_guard lock(mu_);
+  return messages_;
+}
+
+int64_t KafkaCollector::Skipped() const {
+  std::lock_guard lock(mu_);
+  return skipped_;
+}
+
+size_t KafkaCollector::Count() const {
+  std::lock_guard lock(mu_);
+  return messages_.size();
+}
+
+void KafkaCollector::Run() {
+  QueuePtr queue(rd_kafka_queue_get_consumer(consumer_.get()), &rd_kafka_queue_destroy);
+  rd_kafka_message_t* batch[kBatch];
+  auto next_discovery = std::chrono::steady_clock::now();
+  while (!stop_) {
+    if (assigned_topics_.size() < wanted_.size() &&
+        std::chrono::steady_clock::now() >= next_discovery) {
+      DiscoverTopics();
+      next_discovery = std::chrono::steady_clock::now() + kRediscoverEvery;
+    }
+    const ssize_t n = rd_kafka_consume_batch_queue(queue.get(), kPollMs, batch, kBatch);
+    if (n > 0) Collect(batch, static_cast<size_t>(n));
+  }
+}
+
+void KafkaCollector::DiscoverTopics() {
+  const rd_kafka_metadata_t* md = nullptr;
+  // all_topics=1: lists what exists without naming (and so auto-creating) anything.
+  if (rd_kafka_metadata(consumer_.get(), 1, nullptr, &md, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return;  // brokers unreachable: try again later
+  }
+  std::unique_ptr<const rd_kafka_metadata_t, decltype(&rd_kafka_metadata_destroy)> owned(
+      md, &rd_kafka_metadata_destroy);
+  bool grew = false;
+  for (int t = 0; t < md->topic_cnt; ++t) {
+    const rd_kafka_metadata_topic_t& topic = md->topics[t];
+    const std::string name = topic.topic;
+    const bool wanted = std::find(wanted_.begin(), wanted_.end(), name) != wanted_.end();
+    if (!wanted || assigned_topics_.count(name) != 0 || topic.err != 0 ||
+        topic.partition_cnt == 0) {
+      continue;
+    }
+    for (int p = 0; p < topic.partition_cnt; ++p) {
+      next_offset_.try_emplace({name, topic.partitions[p].id}, RD_KAFKA_OFFSET_BEGINNING);
+    }
+    assigned_topics_.insert(name);
+    grew = true;
+  }
+  if (!grew) return;
+  ListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(next_offset_.size())),
+               &rd_kafka_topic_partition_list_destroy);
+  for (const auto& [key, offset] : next_offset_) {
+    rd_kafka_topic_partition_list_add(list.get(), key.topic.c_str(), key.partition)->offset =
+        offset;
+  }
+  if (rd_kafka_assign(consumer_.get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    assigned_topics_.clear();  // rediscover and try again
+    return;
+  }
+  if (assigned_topics_.size() == wanted_.size()) {
+    std::lock_guard lock(mu_);
+    all_assigned_ = true;
+  }
+  arrived_.notify_all();
+}
+
+void KafkaCollector::Collect(rd_kafka_message_t* const* batch, size_t count) {
+  std::vector<CollectedMessage> kept;
+  kept.reserve(count);
+  int64_t skipped = 0;
+  for (size_t i = 0; i < count; ++i) {
+    std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> m(
+        batch[i], &rd_kafka_message_destroy);
+    // Errors here are transient (broker down, reconnecting); the consumer retries.
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    int64_t& next = next_offset_[{rd_kafka_topic_name(m->rkt), m->partition}];
+    // Offsets on the mock are contiguous from 0 (no compaction, no control records
+    // without transactions), so a jump is messages dropped by retention.
+    if (m->offset > std::max<int64_t>(next, 0)) skipped += m->offset - std::max<int64_t>(next, 0);
+    next = m->offset + 1;
+    kept.push_back(ToCollected(m.get()));
+  }
+  if (kept.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    for (CollectedMessage& m : kept) messages_.push_back(std::move(m));
+    skipped_ += skipped;
+  }
+  arrived_.notify_all();
+}
+
+}  // namespace outboxd::test
