@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -21,8 +21,10 @@ inline absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
     absl::Duration size;
   };
   // "ms" before "s": the longest suffix wins.
-  static const Unit kUnits[] = {{"ms", absl::Milliseconds(1)}, {"s", absl::Seconds(1)},
-                                {"m", absl::Minutes(1)},       {"h", absl::Hours(1)},
+  static const Unit kUnits[] = {{"ms", absl::Milliseconds(1)},
+                                {"s", absl::Seconds(1)},
+                                {"m", absl::Minutes(1)},
+                                {"h", absl::Hours(1)},
                                 {"d", absl::Hours(24)}};
   for (const Unit& unit : kUnits) {
     if (text.size() <= unit.suffix.size() || !absl::EndsWith(text, unit.suffix)) continue;

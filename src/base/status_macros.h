@@ -9,9 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define OUTBOXD_RETURN_IF_ERROR(expr)        \
-  do {                                       \
-    ::absl::Status _outboxd_status = (expr); \
+#define OUTBOXD_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status _outboxd_status = (expr);           \
     if (!_outboxd_status.ok()) return _outboxd_status; \
   } while (0)
 

@@ -17,10 +17,14 @@ namespace {
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 404: return "Not Found";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 404:
+      return "Not Found";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
   }
 }
 
@@ -68,9 +72,9 @@ absl::Status HttpServer::Start(const std::string& address) {
     std::string error = std::strerror(errno);
     close(listen_fd_);
     listen_fd_ = -1;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot listen on ", address, " for metrics: ", error,
-        "; pick another address with --metrics or OUTBOXD_METRICS"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot listen on ", address, " for metrics: ", error,
+                     "; pick another address with --metrics or OUTBOXD_METRICS"));
   }
   socklen_t len = sizeof(addr);
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);

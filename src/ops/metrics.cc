@@ -16,8 +16,8 @@ void Add(std::string& out, absl::string_view name, absl::string_view type, absl:
 
 std::string RenderMetrics(const relay::RelayStats& stats) {
   std::string out;
-  Add(out, "outboxd_events_published_total", "counter",
-      "Events acknowledged by the broker.", static_cast<double>(stats.events_published.load()));
+  Add(out, "outboxd_events_published_total", "counter", "Events acknowledged by the broker.",
+      static_cast<double>(stats.events_published.load()));
   Add(out, "outboxd_events_failed_total", "counter",
       "Events that could not be published (poison payload, refused by the broker).",
       static_cast<double>(stats.events_failed.load()));

@@ -45,8 +45,8 @@ absl::Status EventMapper::SetRelation(const pgoutput::Relation& relation) {
 absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const {
   if (!ready_) return absl::FailedPreconditionError("insert before the outbox Relation message");
   if (tuple.size() != column_count_) {
-    return absl::InvalidArgumentError(absl::StrCat("row has ", tuple.size(),
-                                                   " columns, the relation ", column_count_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("row has ", tuple.size(), " columns, the relation ", column_count_));
   }
   OutboxEvent event;
   struct Field {
@@ -64,10 +64,9 @@ absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const
   for (const Field& f : fields) {
     const pgoutput::TupleValue& value = tuple[f.index];
     if (value.kind != pgoutput::ValueKind::kText) {
-      return absl::InvalidArgumentError(absl::StrCat("column ", f.name, " is ",
-                                                     value.kind == pgoutput::ValueKind::kNull
-                                                         ? "NULL"
-                                                         : "not in text form"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("column ", f.name, " is ",
+                       value.kind == pgoutput::ValueKind::kNull ? "NULL" : "not in text form"));
     }
     *f.out = value.data;
   }

@@ -22,7 +22,8 @@ absl::Status PayloadChecker::Check(std::string_view payload) {
     case simdjson::dom::element_type::ARRAY:
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError("payload is a JSON scalar; an event needs an object or array");
+      return absl::InvalidArgumentError(
+          "payload is a JSON scalar; an event needs an object or array");
   }
 }
 

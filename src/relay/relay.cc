@@ -9,9 +9,9 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
-#include "base/log.h"
 
 namespace outboxd::relay {
 namespace {
@@ -42,9 +42,8 @@ Relay::~Relay() = default;
 absl::Status Relay::Run() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_ASSIGN_OR_RETURN(
-      publisher_, kafka::Publisher::Create(options_.kafka, [this](const kafka::DeliveryReport& r) {
-        OnDelivery(r);
-      }));
+      publisher_, kafka::Publisher::Create(
+                      options_.kafka, [this](const kafka::DeliveryReport& r) { OnDelivery(r); }));
   OUTBOXD_RETURN_IF_ERROR(Connect());
   absl::Status status = Loop();
   if (!status.ok()) return status;
@@ -52,17 +51,19 @@ absl::Status Relay::Run() {
 }
 
 absl::Status Relay::Connect() {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn,
-                           pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Connection conn,
+      pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
   // The watermark starts at the slot's confirmed position so feedback never
   // reports anything older (PostgreSQL 15 would store a smaller value as given).
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result slot,
-      conn.Exec(absl::StrCat("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = ",
-                             conn.QuoteLiteral(options_.slot))));
+      conn.Exec(
+          absl::StrCat("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = ",
+                       conn.QuoteLiteral(options_.slot))));
   if (slot.rows() == 0) {
-    return absl::NotFoundError(absl::StrCat("replication slot \"", options_.slot,
-                                            "\" does not exist; run outboxd setup"));
+    return absl::NotFoundError(
+        absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
   }
   pg::Lsn confirmed = 0;
   if (!slot.IsNull(0, 0)) {
@@ -71,10 +72,10 @@ absl::Status Relay::Connect() {
   tracker_ = AckTracker(confirmed);
   last_sent_flush_ = confirmed;
   received_ = std::max(received_, confirmed);
-  OUTBOXD_ASSIGN_OR_RETURN(pg::ReplicationStream stream,
-                           pg::ReplicationStream::Start(
-                               std::move(conn), {.slot = options_.slot,
-                                                 .publication = options_.publication}));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::ReplicationStream stream,
+      pg::ReplicationStream::Start(std::move(conn),
+                                   {.slot = options_.slot, .publication = options_.publication}));
   stream_ = std::make_unique<pg::ReplicationStream>(std::move(stream));
   stats_->streaming = true;
   PublishStats();
@@ -91,6 +92,7 @@ absl::Status Relay::Loop() {
     publisher_->Poll(0);
     OUTBOXD_RETURN_IF_ERROR(publisher_->FatalError());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
+    if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
     if (!read_any) {
       // Flow control: above the in-flight limit, stop reading the stream but keep
@@ -215,7 +217,8 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
     publisher_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(publisher_->FatalError());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
-    if (stop_->requested()) return absl::CancelledError("stopped while the producer queue was full");
+    if (stop_->requested())
+      return absl::CancelledError("stopped while the producer queue was full");
   }
 }
 
@@ -247,8 +250,9 @@ absl::Status Relay::MaybeSendFeedback(bool force) {
 }
 
 void Relay::Wait(bool want_stream, absl::Duration timeout) {
-  fd_set readable;
+  fd_set readable, writable;
   FD_ZERO(&readable);
+  FD_ZERO(&writable);
   int max_fd = -1;
   auto watch = [&](int fd) {
     if (fd < 0) return;
@@ -258,8 +262,12 @@ void Relay::Wait(bool want_stream, absl::Duration timeout) {
   if (want_stream) watch(stream_->socket());
   watch(publisher_->wake_fd());
   watch(stop_->fd());
+  if (stream_->wants_write()) {  // feedback queued behind a full socket buffer
+    FD_SET(stream_->socket(), &writable);
+    max_fd = std::max(max_fd, stream_->socket());
+  }
   timeval tv = absl::ToTimeval(timeout);
-  select(max_fd + 1, &readable, nullptr, nullptr, &tv);
+  select(max_fd + 1, &readable, &writable, nullptr, &tv);
 }
 
 absl::Status Relay::Shutdown() {

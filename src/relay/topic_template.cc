@@ -15,7 +15,8 @@ absl::StatusOr<TopicTemplate> TopicTemplate::Parse(std::string_view text) {
     size_t close = text.find('}', i);
     if (close == std::string_view::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--topic \"", std::string(text), "\": unclosed '{'; placeholders are {type} and {table}"));
+          absl::StrCat("--topic \"", std::string(text),
+                       "\": unclosed '{'; placeholders are {type} and {table}"));
     }
     std::string_view name = text.substr(i + 1, close - i - 1);
     Kind kind;
@@ -24,8 +25,9 @@ absl::StatusOr<TopicTemplate> TopicTemplate::Parse(std::string_view text) {
     } else if (name == "table") {
       kind = Kind::kTable;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("--topic \"", std::string(text), "\": unknown placeholder {",
-                                                     std::string(name), "}; use {type} or {table}"));
+      return absl::InvalidArgumentError(absl::StrCat("--topic \"", std::string(text),
+                                                     "\": unknown placeholder {", std::string(name),
+                                                     "}; use {type} or {table}"));
     }
     if (!literal.empty()) t.parts_.push_back({Kind::kLiteral, std::move(literal)});
     literal.clear();

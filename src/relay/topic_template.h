@@ -19,8 +19,7 @@ class TopicTemplate {
  public:
   static absl::StatusOr<TopicTemplate> Parse(std::string_view text);
   // The topic for one event; may point into `buffer` or into `type`.
-  std::string_view Render(std::string_view type, std::string_view table,
-                          std::string& buffer) const;
+  std::string_view Render(std::string_view type, std::string_view table, std::string& buffer) const;
 
  private:
   enum class Kind { kLiteral, kType, kTable };

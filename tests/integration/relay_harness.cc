@@ -17,8 +17,7 @@ RelayHarness::RelayHarness(const std::vector<std::string>& topics, int brokers) 
     EXPECT_TRUE(cluster_->CreateTopic(topic, 4, std::min(brokers, 3)).ok());
   }
   std::string output;
-  EXPECT_EQ(RunOutboxd({"setup", "--pg", db_->conninfo(), "--slot", slot()}, &output), 0)
-      << output;
+  EXPECT_EQ(RunOutboxd({"setup", "--pg", db_->conninfo(), "--slot", slot()}, &output), 0) << output;
   auto collector = KafkaCollector::Start(cluster_->bootstraps(), topics);
   EXPECT_TRUE(collector.ok()) << collector.status();
   collector_ = std::move(*collector);
@@ -38,9 +37,9 @@ int RelayHarness::RunOutboxd(std::vector<std::string> args, std::string* output)
 }
 
 void RelayHarness::StartRelay(std::vector<std::string> extra_args) {
-  std::vector<std::string> args = {BinPath("outboxd"), "run",   "--pg",       db_->conninfo(),
-                                   "--brokers",        cluster_->bootstraps(), "--slot",
-                                   slot(),             "--metrics",            ""};
+  std::vector<std::string> args = {
+      BinPath("outboxd"),     "run",    "--pg", db_->conninfo(), "--brokers",
+      cluster_->bootstraps(), "--slot", slot(), "--metrics",     ""};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   relay_ = ChildProcess::Start(args);
   ASSERT_TRUE(relay_->WaitForLog("streaming slot", absl::Seconds(30))) << relay_->Log();

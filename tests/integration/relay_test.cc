@@ -66,17 +66,20 @@ TEST(Relay, EveryCommittedEventArrivesInOrderWithItsHeaders) {
         ++rolled_back;
         break;
       case 9:  // ten rows of one aggregate in one transaction, with an UPDATE on the outbox
-        MustExec(conn, absl::StrCat(
-                           "BEGIN; INSERT INTO outbox (aggregate_id, tipo, payload) "
-                           "SELECT '", agg, "', '", type,
-                           "', jsonb_build_object('i', ", i, ", 'n', n) FROM generate_series(1, 10) n; "
-                           "UPDATE outbox SET tentativas = tentativas + 1 WHERE seq % 50 = 0; COMMIT"));
+        MustExec(conn,
+                 absl::StrCat(
+                     "BEGIN; INSERT INTO outbox (aggregate_id, tipo, payload) "
+                     "SELECT '",
+                     agg, "', '", type, "', jsonb_build_object('i', ", i,
+                     ", 'n', n) FROM generate_series(1, 10) n; "
+                     "UPDATE outbox SET tentativas = tentativas + 1 WHERE seq % 50 = 0; COMMIT"));
         break;
       default:
         MustExec(conn, Insert(i, agg, type));
     }
     if (i % 300 == 299) {  // deleting a row does not unpublish it, and is not an event
-      auto r = conn.Exec("DELETE FROM outbox WHERE seq = (SELECT min(seq) FROM outbox) RETURNING id");
+      auto r =
+          conn.Exec("DELETE FROM outbox WHERE seq = (SELECT min(seq) FROM outbox) RETURNING id");
       ASSERT_TRUE(r.ok()) << r.status();
       deleted_ids.insert(std::string(r->Get(0, 0)));
     }
@@ -146,8 +149,9 @@ TEST(Relay, EveryCommittedEventArrivesInOrderWithItsHeaders) {
     }
   }
   // An independent client agrees on what the broker holds.
-  std::string kcat = Shell(absl::StrCat("kcat -b ", h.cluster().bootstraps(),
-                                      " -C -t pedido.cancelado -o beginning -e -q -f '%k\\n' | wc -l"));
+  std::string kcat =
+      Shell(absl::StrCat("kcat -b ", h.cluster().bootstraps(),
+                         " -C -t pedido.cancelado -o beginning -e -q -f '%k\\n' | wc -l"));
   size_t cancelled = 0;
   for (const CollectedMessage& m : messages) cancelled += m.topic == "pedido.cancelado";
   EXPECT_EQ(std::stoul(kcat), cancelled);
@@ -197,8 +201,9 @@ TEST(Relay, IdleOutboxDoesNotPinWalWhileOtherTablesWrite) {
   h.StartRelay();
   pg::Lsn start = h.CurrentWalLsn();
   for (int i = 0; i < 6; ++i) {
-    MustExec(conn, "INSERT INTO busy (filler) SELECT repeat(md5(n::text), 32) "
-                   "FROM generate_series(1, 5000) n");
+    MustExec(conn,
+             "INSERT INTO busy (filler) SELECT repeat(md5(n::text), 32) "
+             "FROM generate_series(1, 5000) n");
   }
   pg::Lsn head = h.CurrentWalLsn();
   ASSERT_GT(head - start, 20u << 20) << "the load should write tens of MiB of WAL";
@@ -235,8 +240,8 @@ TEST(Relay, SetupTwiceThenSigtermExitsZeroAndConfirms) {
   // The watermark is always a transaction end or an idle server position, so being at
   // or past the last commit record's start means the last transaction is confirmed.
   EXPECT_GE(h.ConfirmedFlushLsn(), last_commit);
-  auto r = conn.ExecParams("SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                           {h.slot()});
+  auto r =
+      conn.ExecParams("SELECT active FROM pg_replication_slots WHERE slot_name = $1", {h.slot()});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->Get(0, 0), "f") << "the stream must be ended on exit";
 }

@@ -21,10 +21,12 @@ TEST(EventMapper, MapsTheDefaultColumnsByNameWhateverTheirPosition) {
                   .SetRelation(OutboxRelation({"seq", "payload", "id", "tipo", "aggregate_id",
                                                "criado_em", "publicado_em"}))
                   .ok());
-  pgoutput::Tuple row = {Text("1"),     Text("{}"),
+  pgoutput::Tuple row = {Text("1"),
+                         Text("{}"),
                          Text("0b1f6a52-6d8c-4a39-9c1e-3f1d2a7c9e10"),
                          Text("pedido.confirmado"),
-                         Text("77"),    Text("2026-12-02 12:00:00+00"),
+                         Text("77"),
+                         Text("2026-12-02 12:00:00+00"),
                          {pgoutput::ValueKind::kNull, {}}};
   auto ev = mapper.Map(row);
   ASSERT_TRUE(ev.ok()) << ev.status();
@@ -36,8 +38,8 @@ TEST(EventMapper, MapsTheDefaultColumnsByNameWhateverTheirPosition) {
 }
 
 TEST(EventMapper, RenamedColumnsForADebeziumStyleTable) {
-  EventMapper mapper{ColumnMapping{.aggregate_id = "aggregateid", .type = "type",
-                                   .created_at = "timestamp"}};
+  EventMapper mapper{
+      ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = "timestamp"}};
   ASSERT_TRUE(
       mapper.SetRelation(OutboxRelation({"id", "aggregateid", "type", "payload", "timestamp"}))
           .ok());
@@ -81,8 +83,8 @@ TEST(EventMapper, NullValueIsAnErrorNotACrash) {
   ASSERT_TRUE(
       mapper.SetRelation(OutboxRelation({"id", "aggregate_id", "tipo", "payload", "criado_em"}))
           .ok());
-  pgoutput::Tuple row = {Text("i"), {pgoutput::ValueKind::kNull, {}}, Text("t"), Text("{}"),
-                         Text("c")};
+  pgoutput::Tuple row = {
+      Text("i"), {pgoutput::ValueKind::kNull, {}}, Text("t"), Text("{}"), Text("c")};
   EXPECT_EQ(mapper.Map(row).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,0 +1,59 @@
+// Shared by the subcommands: flags with their OUTBOXD_* environment variables, exit
+// codes, durations, --kafka properties, the stop signal.
+//
+//   Flag(cmd, "pg", pg, "PostgreSQL conninfo")->required();   // --pg or OUTBOXD_PG
+//   if (!status.ok()) return Fail(status, /*starting=*/true);
+#ifndef OUTBOXD_CLI_COMMON_H_
+#define OUTBOXD_CLI_COMMON_H_
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "kafka/publisher.h"
+#include "relay/stop_signal.h"
+
+namespace outboxd::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitConfig = 2;
+
+// Logs the error and returns the exit code: 2 for configuration and environment
+// errors (and, while `starting`, an unreachable server), 1 otherwise.
+int Fail(const absl::Status& status, bool starting);
+
+// Adds --<name> with its environment variable OUTBOXD_<NAME> (dashes become
+// underscores); a flag wins over its variable.
+template <typename T>
+CLI::Option* Flag(CLI::App* app, const std::string& name, T& value, const std::string& help) {
+  std::string env = "OUTBOXD_";
+  for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return app->add_option("--" + name, value, help)->envname(env);
+}
+
+// A duration flag: the text as given ("500ms"), parsed by ResolveDuration.
+struct DurationFlag {
+  std::string text;
+  absl::Duration value;
+};
+absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name);
+
+// --kafka KEY=VALUE pairs into the publisher's property list.
+absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
+                                  kafka::PublisherOptions& options);
+
+// SIGTERM and SIGINT notify `stop` until the returned guard is destroyed.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(relay::StopSignal* stop);
+  ~StopOnSignals();
+};
+
+}  // namespace outboxd::cli
+
+#endif  // OUTBOXD_CLI_COMMON_H_

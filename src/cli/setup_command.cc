@@ -1,0 +1,43 @@
+// outboxd setup: tables, publication and slot, idempotently.
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "ops/setup.h"
+#include "pg/connection.h"
+
+namespace outboxd::cli {
+namespace {
+
+struct SetupCommand {
+  std::string pg;
+  ops::SetupOptions options;
+
+  CLI::App* Register(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("setup", "Create the outbox tables, publication and slot");
+    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    Flag(cmd, "table", options.table, "Outbox table")->capture_default_str();
+    Flag(cmd, "publication", options.publication, "Publication name")->capture_default_str();
+    Flag(cmd, "slot", options.slot, "Logical replication slot name")->capture_default_str();
+    return cmd;
+  }
+
+  int Run() {
+    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    if (!conn.ok()) return Fail(conn.status(), true);
+    absl::Status status = ops::Setup(*conn, options);
+    if (!status.ok()) return Fail(status, true);
+    spdlog::info("ready: table {}, publication {}, slot {}", options.table, options.publication,
+                 options.slot);
+    return kExitOk;
+  }
+};
+
+}  // namespace
+
+Command RegisterSetup(CLI::App& app) {
+  auto command = std::make_shared<SetupCommand>();
+  CLI::App* cmd = command->Register(app);
+  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
+}
+
+}  // namespace outboxd::cli
