@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -41,7 +40,10 @@ using HeadersPtr = std::unique_ptr<rd_kafka_headers_t, decltype(&rd_kafka_header
 //     ack means every in-sync replica has the event (guarantees 1 and 2).
 //   message.timeout.ms=0: never give up on a message; an outage must delay delivery,
 //     never fail it (DESIGN.md, "librdkafka message timeout").
-//   linger.ms=1: latency target is p50 <= 2 ms insert->ack; 1 ms still batches bursts.
+//   linger.ms=1: the latency target is p50 <= 2 ms insert->ack, and 1 ms still batches
+//     bursts. Measured on the mock (3 brokers, 200-byte messages, busy 2-core box):
+//     1,000 msg/s p50 2.1 ms (linger.ms=0: 1.1 ms); 5,000 msg/s p99 7 ms (linger.ms=0:
+//     15-47 ms, batches too small). Override with --kafka linger.ms=0 for idle loads.
 //   socket.nagle.disable: with pipelined produce requests Nagle + delayed ACK can hold
 //     a small request back for ~40 ms.
 //   reconnect.backoff.max.ms=1000: after an outage reconnect within a second instead
@@ -151,10 +153,8 @@ absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name, const s
 }  // namespace
 
 struct Publisher::Impl {
-  // Declaration order is destruction order in reverse: topics and the queue handle
-  // go before the producer, the pipe only after it (librdkafka writes to it).
-  int wake_read = -1;
-  int wake_write = -1;
+  int wake_read = -1;   // closed by ~Impl, after the producer
+  int wake_write = -1;  // librdkafka's threads write here until rd_kafka_destroy()
   DeliveryHandler on_delivery;
   std::function<void(int, std::string_view, std::string_view)> on_log;
   HandlePtr rk{nullptr, &rd_kafka_destroy};
@@ -164,6 +164,8 @@ struct Publisher::Impl {
   int in_flight = 0;
   int served = 0;  // delivery reports handed out by the current Poll()
 
+  // Dependency order: topic and queue handles are references into the producer, and
+  // the producer's threads may write to the pipe until it is destroyed.
   ~Impl() {
     topics.clear();
     main_queue.reset();
@@ -204,8 +206,10 @@ struct Publisher::Impl {
     }
   }
 
+  // The cached handle for a topic; a name is validated once, when first seen.
   absl::StatusOr<rd_kafka_topic_t*> Topic(std::string_view name) {
     if (auto it = topics.find(AsAbsl(name)); it != topics.end()) return it->second.get();
+    OUTBOXD_RETURN_IF_ERROR(ValidateTopicName(name));
     std::string owned(name);
     TopicPtr topic(rd_kafka_topic_new(rk.get(), owned.c_str(), nullptr), &rd_kafka_topic_destroy);
     if (topic == nullptr) {
@@ -233,8 +237,9 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
     }
   }
   bool has_brokers = !options.brokers.empty();
-  if (has_brokers)
+  if (has_brokers) {
     OUTBOXD_RETURN_IF_ERROR(SetProperty(conf.get(), "bootstrap.servers", options.brokers));
+  }
   for (const auto& [name, value] : options.properties) {
     OUTBOXD_RETURN_IF_ERROR(SetProperty(conf.get(), name, value));
     if (name == "bootstrap.servers" || name == "metadata.broker.list") has_brokers = true;
@@ -290,7 +295,6 @@ Publisher::~Publisher() {
 }
 
 absl::Status Publisher::Produce(const OutgoingMessage& message) {
-  OUTBOXD_RETURN_IF_ERROR(ValidateTopicName(message.topic));
   OUTBOXD_ASSIGN_OR_RETURN(rd_kafka_topic_t * topic, impl_->Topic(message.topic));
 
   HeadersPtr headers(nullptr, &rd_kafka_headers_destroy);
