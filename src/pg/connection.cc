@@ -349,6 +349,13 @@ std::string SqlIdentifier(std::string_view name) {
   return quoted + "\"";
 }
 
+absl::Status WithSqlStateOf(absl::Status error, const absl::Status& cause) {
+  if (auto state = cause.GetPayload(kSqlStatePayload); state && !error.ok()) {
+    error.SetPayload(kSqlStatePayload, *state);
+  }
+  return error;
+}
+
 std::string SqlStateOf(const absl::Status& status) {
   auto state = status.GetPayload(kSqlStatePayload);
   return state ? std::string(*state) : std::string();

@@ -94,6 +94,9 @@ class Connection {
 //
 //   if (SqlStateOf(result.status()) == "55006") { /* object in use: retry later */ }
 std::string SqlStateOf(const absl::Status& status);
+// `error` with the SQLSTATE of `cause` attached (when it has one): for errors that
+// reword the server's message but must stay classifiable.
+absl::Status WithSqlStateOf(absl::Status error, const absl::Status& cause);
 
 // A name for SQL shown to users in a fix ("ALTER ROLE app REPLICATION"): bare when
 // it is a plain lower-case name, double-quoted otherwise. SQL that runs uses

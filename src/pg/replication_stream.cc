@@ -50,7 +50,15 @@ std::string ActivePid(std::string_view message) {
   return std::string(rest.substr(0, rest.find_first_not_of("0123456789")));
 }
 
+absl::Status StartErrorMessage(const absl::Status& status, const StreamOptions& options);
+
+// The user-facing error keeps the server's SQLSTATE, so callers can tell "slot in
+// use" (55006: stand by) from the rest.
 absl::Status StartError(const absl::Status& status, const StreamOptions& options) {
+  return WithSqlStateOf(StartErrorMessage(status, options), status);
+}
+
+absl::Status StartErrorMessage(const absl::Status& status, const StreamOptions& options) {
   const std::string state = SqlStateOf(status);
   const std::string message(status.message());
   if (state == "42704" && absl::StrContains(message, "replication slot")) {

@@ -48,6 +48,15 @@ void AckTracker::MarkFailed(TxId tx) {
   ++failed_;
 }
 
+void AckTracker::Reset(pg::Lsn confirmed) {
+  first_id_ += txs_.size();  // ids stay unique, so stale reports match nothing
+  txs_.clear();
+  open_ = false;
+  events_in_flight_ = 0;
+  failed_ = 0;
+  watermark_ = std::max(watermark_, confirmed);
+}
+
 void AckTracker::ConfirmIdlePosition(pg::Lsn lsn) {
   if (Idle()) watermark_ = std::max(watermark_, lsn);
 }

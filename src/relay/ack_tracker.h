@@ -41,6 +41,11 @@ class AckTracker {
   // until the caller resolves it (dead letter) with Ack().
   void MarkFailed(TxId tx);
 
+  // A new session (reconnect, new producer): forgets every transaction in flight
+  // (their late reports are ignored; they will be streamed again) and moves the
+  // watermark to `confirmed` if that is newer.
+  void Reset(pg::Lsn confirmed);
+
   // Nothing open and nothing unacknowledged: a keepalive's position may be confirmed.
   bool Idle() const { return !open_ && txs_.empty(); }
   // Confirms a server position while idle (no-op otherwise, never backwards).

@@ -12,6 +12,8 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
+#include "pg/slot.h"
+#include "relay/backoff.h"
 
 namespace outboxd::relay {
 namespace {
@@ -41,46 +43,124 @@ Relay::~Relay() = default;
 
 absl::Status Relay::Run() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
+  Backoff backoff(options_.reconnect_base, options_.reconnect_cap);
+  bool streamed = false;
+  bool standing_by = false;
+  while (!stop_->requested()) {
+    absl::Status status = Connect();
+    if (status.ok()) {
+      streamed = true;
+      standing_by = false;
+      backoff.Reset();
+      status = Loop();
+      if (status.ok()) return Shutdown();
+    }
+    EndSession();
+    if (pg::SqlStateOf(status) == "55006") {
+      // Another relay holds the slot: stand by and take over when it goes away.
+      if (!standing_by) spdlog::info("standing by: {}", status);
+      standing_by = true;
+      WaitFor(options_.standby_poll);
+      continue;
+    }
+    // Before the first stream, any error is the configuration's or the environment's
+    // (exit 2); later, only those that retrying cannot fix end the relay.
+    if (!streamed || IsPermanent(status)) return status;
+    if (status.code() == absl::StatusCode::kAborted) {
+      spdlog::warn("{}; recreating the producer, resuming from {}", status,
+                   pg::FormatLsn(tracker_.watermark()));
+      publisher_.reset();
+      OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
+      continue;
+    }
+    absl::Duration wait = backoff.Next();
+    stats_->reconnects++;
+    spdlog::warn("replication stream lost: {}; reconnecting in {} (attempt {})", status,
+                 absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))),
+                 backoff.attempts());
+    WaitFor(wait);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relay::CreatePublisher() {
   OUTBOXD_ASSIGN_OR_RETURN(
       publisher_, kafka::Publisher::Create(
                       options_.kafka, [this](const kafka::DeliveryReport& r) { OnDelivery(r); }));
-  OUTBOXD_RETURN_IF_ERROR(Connect());
-  absl::Status status = Loop();
-  if (!status.ok()) return status;
-  return Shutdown();
+  return absl::OkStatus();
+}
+
+bool Relay::IsPermanent(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Relay::EndSession() {
+  stats_->streaming = false;
+  stream_.reset();
+  // Reports for events already produced still count: wait a little for them so the
+  // next session resumes after them instead of sending them again.
+  absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline &&
+         !stop_->requested()) {
+    publisher_->Poll(50);
+  }
+  tracker_.Reset(tracker_.watermark());
+  outbox_relation_id_ = 0;
+  PublishStats();
+}
+
+void Relay::WaitFor(absl::Duration duration) {
+  absl::Time until = absl::Now() + duration;
+  while (!stop_->requested() && absl::Now() < until) {
+    fd_set readable;
+    FD_ZERO(&readable);
+    FD_SET(stop_->fd(), &readable);
+    FD_SET(publisher_->wake_fd(), &readable);
+    timeval tv = absl::ToTimeval(std::min(until - absl::Now(), absl::Milliseconds(200)));
+    select(std::max(stop_->fd(), publisher_->wake_fd()) + 1, &readable, nullptr, nullptr, &tv);
+    publisher_->Poll(0);
+  }
 }
 
 absl::Status Relay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Connection conn,
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
-  // The watermark starts at the slot's confirmed position so feedback never
-  // reports anything older (PostgreSQL 15 would store a smaller value as given).
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result slot,
-      conn.Exec(
-          absl::StrCat("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = ",
-                       conn.QuoteLiteral(options_.slot))));
-  if (slot.rows() == 0) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
+  if (!slot.exists) {
     return absl::NotFoundError(
         absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
   }
-  pg::Lsn confirmed = 0;
-  if (!slot.IsNull(0, 0)) {
-    OUTBOXD_ASSIGN_OR_RETURN(confirmed, pg::ParseLsn(slot.Get(0, 0)));
-  }
-  tracker_ = AckTracker(confirmed);
-  last_sent_flush_ = confirmed;
-  received_ = std::max(received_, confirmed);
+  // Resume after whatever this process already had acknowledged: the slot may be
+  // behind it (feedback lost with the connection, or a server crash rolled
+  // confirmed_flush_lsn back to the last checkpoint). The watermark never goes back,
+  // and feedback never reports less than the slot holds (PostgreSQL 15 would store a
+  // smaller value as given).
+  tracker_.Reset(slot.confirmed_flush_lsn);
+  pg::Lsn start = tracker_.watermark();
+  last_sent_flush_ = start;
+  received_ = std::max(received_, start);
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::ReplicationStream stream,
-      pg::ReplicationStream::Start(std::move(conn),
-                                   {.slot = options_.slot, .publication = options_.publication}));
+      pg::ReplicationStream::Start(
+          std::move(conn),
+          {.slot = options_.slot, .publication = options_.publication, .start_lsn = start}));
   stream_ = std::make_unique<pg::ReplicationStream>(std::move(stream));
+  last_feedback_ = absl::InfinitePast();
   stats_->streaming = true;
   PublishStats();
   spdlog::info("streaming slot {} publication {} from {}", options_.slot, options_.publication,
-               pg::FormatLsn(confirmed));
+               pg::FormatLsn(start));
   return absl::OkStatus();
 }
 
@@ -90,7 +170,7 @@ absl::Status Relay::Loop() {
     bool reply_requested = false;
     OUTBOXD_RETURN_IF_ERROR(ReadBatch(read_any, reply_requested));
     publisher_->Poll(0);
-    OUTBOXD_RETURN_IF_ERROR(publisher_->FatalError());
+    OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
     if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
@@ -215,11 +295,19 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
     // librdkafka's queue is full: serve reports until there is room, and keep the
     // walsender informed meanwhile.
     publisher_->Poll(100);
-    OUTBOXD_RETURN_IF_ERROR(publisher_->FatalError());
+    OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
     if (stop_->requested())
       return absl::CancelledError("stopped while the producer queue was full");
   }
+}
+
+absl::Status Relay::ProducerHealth() {
+  absl::Status fatal = publisher_->FatalError();
+  if (fatal.ok()) return fatal;
+  // An idempotent producer that lost its sequence state cannot go on without risking
+  // reordering: the session ends and a new producer resumes from the watermark.
+  return absl::AbortedError(absl::StrCat("fatal producer error: ", fatal.message()));
 }
 
 void Relay::OnDelivery(const kafka::DeliveryReport& report) {

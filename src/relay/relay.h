@@ -44,6 +44,11 @@ struct RelayOptions {
   absl::Duration feedback_interval = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Seconds(30);
   uint64_t max_in_flight = 100000;  // events; reading pauses above it
+  // Reconnects after a lost stream: capped exponential backoff with jitter.
+  absl::Duration reconnect_base = absl::Milliseconds(200);
+  absl::Duration reconnect_cap = absl::Seconds(30);
+  // While another relay holds the slot, retry this often.
+  absl::Duration standby_poll = absl::Seconds(1);
 };
 
 // Live figures for /metrics and logs; written by the relay thread only.
@@ -54,6 +59,7 @@ struct RelayStats {
   std::atomic<uint64_t> received_lsn{0};
   std::atomic<uint64_t> confirmed_lsn{0};
   std::atomic<int64_t> oldest_unacked_commit_us{0};  // 0: nothing unacknowledged
+  std::atomic<uint64_t> reconnects{0};
   std::atomic<bool> streaming{false};
 };
 
@@ -63,11 +69,19 @@ class Relay {
   ~Relay();
 
   // Runs until the stop signal (then: stop reading, wait up to shutdown_timeout for
-  // in-flight acks, confirm, end the stream, return OK) or an error.
+  // in-flight acks, confirm, end the stream, return OK) or an error. A lost stream
+  // reconnects with backoff; a slot held by another relay means standing by; a fatal
+  // producer error recreates the producer. Errors before the first stream, and
+  // configuration errors at any time, are returned.
   absl::Status Run();
 
  private:
+  absl::Status CreatePublisher();
   absl::Status Connect();
+  void EndSession();
+  void WaitFor(absl::Duration duration);
+  absl::Status ProducerHealth();
+  static bool IsPermanent(const absl::Status& status);
   absl::Status Loop();
   absl::Status ReadBatch(bool& read_any, bool& reply_requested);
   absl::Status HandleData(std::string_view data);

@@ -1,6 +1,8 @@
 #include "integration/relay_harness.h"
 
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
@@ -8,8 +10,9 @@
 
 namespace outboxd::test {
 
-RelayHarness::RelayHarness(const std::vector<std::string>& topics, int brokers) {
-  db_ = TestDatabase::Create();
+RelayHarness::RelayHarness(const std::vector<std::string>& topics, int brokers,
+                           const std::string& pg_base) {
+  db_ = pg_base.empty() ? TestDatabase::Create() : TestDatabase::Create(pg_base);
   auto cluster = kafka::MockCluster::Create(brokers);
   EXPECT_TRUE(cluster.ok()) << cluster.status();
   cluster_ = std::move(*cluster);
@@ -36,14 +39,46 @@ int RelayHarness::RunOutboxd(std::vector<std::string> args, std::string* output)
   return code.value_or(-1);
 }
 
-void RelayHarness::StartRelay(std::vector<std::string> extra_args) {
+void RelayHarness::StartRelay(std::vector<std::string> extra_args, const std::string& wait_for) {
+  relay_ = SpawnRelay(std::move(extra_args));
+  ASSERT_TRUE(relay_->WaitForLog(wait_for, absl::Seconds(30))) << relay_->Log();
+}
+
+std::unique_ptr<ChildProcess> RelayHarness::SpawnRelay(std::vector<std::string> extra_args) {
   std::vector<std::string> args = {
       BinPath("outboxd"),     "run",    "--pg", db_->conninfo(), "--brokers",
-      cluster_->bootstraps(), "--slot", slot(), "--metrics",     ""};
+      cluster_->bootstraps(), "--slot", slot(), "--metrics",     "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  relay_ = ChildProcess::Start(args);
-  ASSERT_TRUE(relay_->WaitForLog("streaming slot", absl::Seconds(30))) << relay_->Log();
+  return ChildProcess::Start(args);
 }
+
+namespace {
+
+// GET http://127.0.0.1:<the relay's metrics port><path> with curl: {status, body}.
+std::pair<int, std::string> HttpGet(ChildProcess& relay, const std::string& path) {
+  const std::string marker = "metrics on http://127.0.0.1:";
+  std::string log = relay.Log();
+  size_t at = log.find(marker);
+  if (at == std::string::npos) return {-1, ""};
+  int port = std::atoi(log.c_str() + at + marker.size());
+  std::string command =
+      "curl -s -w '\\n%{http_code}' --max-time 2 http://127.0.0.1:" + std::to_string(port) + path;
+  FILE* p = popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  size_t nl = out.rfind('\n');
+  if (nl == std::string::npos) return {-1, ""};
+  return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
+}
+
+}  // namespace
+
+int RelayHarness::HealthStatus(ChildProcess& relay) { return HttpGet(relay, "/healthz").first; }
+
+std::string RelayHarness::Metrics(ChildProcess& relay) { return HttpGet(relay, "/metrics").second; }
 
 int RelayHarness::StopRelay() {
   relay_->Signal(SIGTERM);

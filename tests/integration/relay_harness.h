@@ -30,7 +30,9 @@ struct OutboxRow {
 class RelayHarness {
  public:
   // Creates the database, runs `outboxd setup` (twice when asked) and the cluster.
-  explicit RelayHarness(const std::vector<std::string>& topics, int brokers = 3);
+  // `pg_base`: the cluster's maintenance conninfo (default: OUTBOXD_TEST_PG).
+  explicit RelayHarness(const std::vector<std::string>& topics, int brokers = 3,
+                        const std::string& pg_base = "");
   ~RelayHarness();
 
   TestDatabase& db() { return *db_; }
@@ -40,9 +42,18 @@ class RelayHarness {
 
   // Runs `outboxd <args...>` to completion; returns its exit code.
   int RunOutboxd(std::vector<std::string> args, std::string* output = nullptr);
-  // Starts `outboxd run` against this database and cluster.
-  void StartRelay(std::vector<std::string> extra_args = {});
+  // Starts `outboxd run` against this database and cluster and waits until it
+  // streams (or, with wait_for = "standing by", until it stands by).
+  void StartRelay(std::vector<std::string> extra_args = {},
+                  const std::string& wait_for = "streaming slot");
+  // Another `outboxd run` on the same slot (a standby), not owned by the harness.
+  std::unique_ptr<ChildProcess> SpawnRelay(std::vector<std::string> extra_args = {});
   ChildProcess& relay() { return *relay_; }
+  void set_relay(std::unique_ptr<ChildProcess> relay) { relay_ = std::move(relay); }
+  // The relay's /healthz status code (it runs with --metrics 127.0.0.1:0), or -1.
+  int HealthStatus(ChildProcess& relay);
+  // The relay's /metrics text, or "".
+  std::string Metrics(ChildProcess& relay);
   // SIGTERM and wait; returns the exit code.
   int StopRelay();
 

@@ -231,6 +231,10 @@ TEST(Relay, SetupTwiceThenSigtermExitsZeroAndConfirms) {
   auto conn = h.db().Connect();
   for (int i = 0; i < 10; ++i) MustExec(conn, Insert(i, "x", kTopics[0]));
   ASSERT_TRUE(h.collector().WaitForCount(10, absl::Seconds(30)));
+  EXPECT_EQ(h.HealthStatus(h.relay()), 200);
+  std::string metrics = h.Metrics(h.relay());
+  EXPECT_NE(metrics.find("outboxd_events_published_total 10\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("outboxd_confirmed_lsn "), std::string::npos) << metrics;
   pg::Lsn last_commit = 0;
   for (const auto& m : h.collector().Messages()) {
     last_commit = std::max(last_commit, pg::ParseLsn(m.Header("lsn").value_or("")).value_or(0));

@@ -13,6 +13,7 @@
 
 #include "ops/setup.h"
 #include "pg/connection.h"
+#include "support/private_cluster.h"
 
 namespace outboxd {
 namespace {
@@ -21,32 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-// scripts/pg-cluster in a temporary directory, stopped and removed on destruction.
-class PrivateCluster {
- public:
-  explicit PrivateCluster(const std::string& extra_conf) {
-    char dir[] = "/tmp/outboxd-pgtest-XXXXXX";
-    dir_ = ::mkdtemp(dir);
-    const std::string command = std::string(OUTBOXD_SOURCE_DIR) + "/scripts/pg-cluster start " +
-                                dir_ + " '" + extra_conf + "' 2>&1";
-    FILE* out = ::popen(command.c_str(), "r");
-    std::array<char, 512> line{};
-    while (out != nullptr && std::fgets(line.data(), line.size(), out)) conninfo_ = line.data();
-    if (out != nullptr) ::pclose(out);
-    while (!conninfo_.empty() && conninfo_.back() == '\n') conninfo_.pop_back();
-  }
-  ~PrivateCluster() {
-    const std::string command =
-        std::string(OUTBOXD_SOURCE_DIR) + "/scripts/pg-cluster stop " + dir_;
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
-  const std::string& conninfo() const { return conninfo_; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  std::string conninfo_;  // the last line pg-cluster printed: the conninfo, or an error
-};
+using test::PrivateCluster;
 
 class PrivateClusterTest : public ::testing::Test {
  protected:

@@ -132,6 +132,30 @@ TEST(AckTracker, StaleAndDuplicateAcksAreIgnored) {
   EXPECT_EQ(t.events_in_flight(), 0u);
 }
 
+TEST(AckTracker, ResetForgetsInFlightTransactionsAndIgnoresTheirLateReports) {
+  AckTracker t(100);
+  auto a = t.Begin(150, 0);
+  t.AddEvent(a);
+  t.Commit(160);
+  auto b = t.Begin(170, 0);  // the session died inside this one
+  t.AddEvent(b);
+  t.Reset(120);
+  EXPECT_TRUE(t.Idle());
+  EXPECT_EQ(t.watermark(), 120u);
+  auto c = t.Begin(150, 0);  // streamed again in the new session
+  EXPECT_NE(c, a);
+  EXPECT_NE(c, b);
+  t.AddEvent(c);
+  t.Commit(160);
+  t.Ack(a);  // a late report of the old session
+  t.Ack(b);
+  EXPECT_EQ(t.watermark(), 120u);
+  t.Ack(c);
+  EXPECT_EQ(t.watermark(), 160u);
+  t.Reset(50);  // an older slot position (PostgreSQL crash) never moves it back
+  EXPECT_EQ(t.watermark(), 160u);
+}
+
 TEST(AckTracker, OldestUnackedCommitTimeIsTheFirstIncompleteTransaction) {
   AckTracker t(0);
   EXPECT_FALSE(t.oldest_unacked_commit_time().has_value());

@@ -80,6 +80,9 @@ absl::StatusOr<std::unique_ptr<KafkaCollector>> KafkaCollector::Start(
       // messages beyond ~5 MB, so the collector must not trail a fast producer by more.
       {"max.partition.fetch.bytes", "4194304"},
       {"reconnect.backoff.max.ms", "500"},
+      // A mock broker set down keeps its open connections silent: give up on them
+      // quickly instead of after the 60 s default.
+      {"socket.timeout.ms", "5000"},
       {"log.connection.close", "false"},
   };
   // Error events repeat lines librdkafka has already logged; don't print them twice.

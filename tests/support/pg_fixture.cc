@@ -67,6 +67,10 @@ pg::Connection ConnectOrDie(const std::string& conninfo, pg::ConnectionKind kind
 std::unique_ptr<TestDatabase> TestDatabase::Create() {
   const char* base = std::getenv("OUTBOXD_TEST_PG");
   if (base == nullptr || *base == '\0') Fatal("OUTBOXD_TEST_PG not set: run scripts/test");
+  return Create(std::string(base));
+}
+
+std::unique_ptr<TestDatabase> TestDatabase::Create(const std::string& base) {
   std::string name = UniqueName();
   pg::Connection admin = ConnectOrDie(base, pg::ConnectionKind::kRegular);
   absl::StatusOr<pg::Result> created = admin.Exec("CREATE DATABASE " + admin.QuoteIdentifier(name));

@@ -26,6 +26,8 @@ class TestDatabase {
   // Creates the database. Without OUTBOXD_TEST_PG, or when the cluster cannot be
   // reached, the test fails and the process aborts: integration tests never skip.
   static std::unique_ptr<TestDatabase> Create();
+  // The same on another cluster (e.g. a PrivateCluster a fault test restarts).
+  static std::unique_ptr<TestDatabase> Create(const std::string& base_conninfo);
 
   TestDatabase(const TestDatabase&) = delete;
   TestDatabase& operator=(const TestDatabase&) = delete;
