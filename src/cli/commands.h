@@ -14,6 +14,9 @@ using Command = std::function<int()>;
 
 Command RegisterSetup(CLI::App& app);
 Command RegisterRun(CLI::App& app);
+Command RegisterPoll(CLI::App& app);
+Command RegisterReconcile(CLI::App& app);
+Command RegisterDeadLetter(CLI::App& app);
 
 }  // namespace outboxd::cli
 

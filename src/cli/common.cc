@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <algorithm>
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,32 @@ int Fail(const absl::Status& status, bool starting) {
     return kExitConfig;
   }
   return kExitFailure;
+}
+
+int ParseFailure(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(error);
+  // The deepest subcommand parsed so far: its --help lists the flags that apply.
+  const CLI::App* command = &app;
+  std::string path = "outboxd";
+  while (!command->get_subcommands().empty()) {
+    command = command->get_subcommands().front();
+    absl::StrAppend(&path, " ", command->get_name());
+  }
+  std::string what = error.what();
+  std::replace(what.begin(), what.end(), '\n', ' ');
+  const std::string suffix = " is required";
+  if (command == &app && !app.remaining().empty()) {
+    spdlog::error("unknown command \"{}\"; see outboxd --help", app.remaining().front());
+  } else if (what.size() > suffix.size() && what.compare(0, 2, "--") == 0 &&
+             what.compare(what.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const CLI::Option* option =
+        command->get_option_no_throw(what.substr(0, what.size() - suffix.size()));
+    const std::string env = option ? option->get_envname() : "";
+    spdlog::error("{}{}; see {} --help", what, env.empty() ? "" : " (or set " + env + ")", path);
+  } else {
+    spdlog::error("{}; see {} --help", what, path);
+  }
+  return kExitConfig;
 }
 
 absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name) {

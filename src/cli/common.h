@@ -27,6 +27,11 @@ constexpr int kExitConfig = 2;
 // errors (and, while `starting`, an unreachable server), 1 otherwise.
 int Fail(const absl::Status& status, bool starting);
 
+// A command-line parse error as one log line with the fix, e.g.
+//   "--brokers is required (or set OUTBOXD_BROKERS); see outboxd run --help"
+// and its exit code (2; 0 for --help and --version, which print as usual).
+int ParseFailure(const CLI::App& app, const CLI::ParseError& error);
+
 // Adds --<name> with its environment variable OUTBOXD_<NAME> (dashes become
 // underscores); a flag wins over its variable.
 template <typename T>

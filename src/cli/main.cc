@@ -19,11 +19,12 @@ int main(int argc, char** argv) {
   CLI::App app{"outboxd: publishes transactional-outbox events from PostgreSQL's WAL to Kafka"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "outboxd 0.1.0");
-  std::vector<Command> commands = {RegisterSetup(app), RegisterRun(app)};
+  std::vector<Command> commands = {RegisterSetup(app), RegisterRun(app), RegisterPoll(app),
+                                   RegisterReconcile(app), RegisterDeadLetter(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? kExitOk : kExitConfig;
+    return ParseFailure(app, e);
   }
   for (const Command& command : commands) {
     if (int code = command(); code >= 0) return code;

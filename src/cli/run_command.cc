@@ -1,10 +1,16 @@
 // outboxd run: the CDC relay, with /metrics and /healthz.
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ops/http_server.h"
 #include "ops/metrics.h"
+#include "pg/connection.h"
+#include "relay/preflight.h"
 #include "relay/relay.h"
+#include "relay/topic_template.h"
 
 namespace outboxd::cli {
 namespace {
@@ -48,14 +54,52 @@ struct RunCommand {
     return cmd;
   }
 
-  int Run() {
-    for (absl::Status s : {ResolveDuration(feedback_interval, "feedback-interval"),
-                           ResolveDuration(shutdown_timeout, "shutdown-timeout"),
-                           ParseKafkaProperties(kafka_properties, options.kafka)}) {
-      if (!s.ok()) return Fail(s, true);
+  // Flag values that parsed but cannot work; checked before anything connects.
+  absl::Status CheckFlags() {
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(feedback_interval, "feedback-interval"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(shutdown_timeout, "shutdown-timeout"));
+    OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
+    OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
+    if (feedback_interval.value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
+    }
+    if (options.max_in_flight == 0) {
+      // Zero would never read the stream: a relay that hangs doing nothing.
+      return absl::InvalidArgumentError("--max-in-flight must be at least 1, e.g. 100000");
     }
     options.feedback_interval = feedback_interval.value;
     options.shutdown_timeout = shutdown_timeout.value;
+    return CheckKafka();
+  }
+
+  // librdkafka checks property names and values as they are set, and some
+  // combinations (acks=1 with idempotence) only when the producer is built: build one
+  // and discard it, so a bad --kafka ends the run before anything else starts.
+  absl::Status CheckKafka() {
+    kafka::PublisherOptions quiet = options.kafka;
+    // Its log lines (it may already try the brokers) stay queued and are dropped.
+    quiet.on_log = [](int, std::string_view, std::string_view) {};
+    absl::StatusOr<std::unique_ptr<kafka::Publisher>> producer =
+        kafka::Publisher::Create(quiet, [](const kafka::DeliveryReport&) {});
+    if (producer.ok() || producer.status().code() != absl::StatusCode::kInvalidArgument ||
+        !absl::StartsWith(producer.status().message(), "Kafka ")) {
+      return producer.status();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(producer.status().message(),
+                     "; fix that --kafka setting (names and values as in librdkafka's "
+                     "CONFIGURATION.md)"));
+  }
+
+  // The database can serve the relay: one line naming the problem and the fix if not.
+  absl::Status CheckDatabase() {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options.conninfo));
+    return relay::Preflight(conn, options);
+  }
+
+  int Run() {
+    if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
+    if (absl::Status s = CheckDatabase(); !s.ok()) return Fail(s, true);
 
     relay::StopSignal stop;
     StopOnSignals signals(&stop);

@@ -4,6 +4,7 @@
 #include "cli/common.h"
 #include "ops/setup.h"
 #include "pg/connection.h"
+#include "relay/preflight.h"
 
 namespace outboxd::cli {
 namespace {
@@ -24,7 +25,10 @@ struct SetupCommand {
   int Run() {
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), true);
-    absl::Status status = ops::Setup(*conn, options);
+    // Before Setup creates anything: without REPLICATION it would create the tables
+    // and the publication, then fail on the slot.
+    absl::Status status = relay::CheckReplicationPrivilege(*conn);
+    if (status.ok()) status = ops::Setup(*conn, options);
     if (!status.ok()) return Fail(status, true);
     spdlog::info("ready: table {}, publication {}, slot {}", options.table, options.publication,
                  options.slot);

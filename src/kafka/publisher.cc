@@ -183,8 +183,28 @@ struct Publisher::Impl {
     report.status = DeliveryStatus(msg->err, rd_kafka_topic_name(msg->rkt));
     report.partition = msg->partition;
     report.offset = msg->offset;
+    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) DescribeMessage(msg, report);
     ++self->served;
     self->on_delivery(report);
+  }
+
+  static void DescribeMessage(const rd_kafka_message_t* msg, DeliveryReport& report) {
+    auto view = [](const void* data, size_t len) {
+      return data == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(data), len);
+    };
+    report.topic = rd_kafka_topic_name(msg->rkt);
+    report.key = view(msg->key, msg->key_len);
+    report.value = view(msg->payload, msg->len);
+    rd_kafka_headers_t* headers = nullptr;
+    if (rd_kafka_message_headers(msg, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    const char* name;
+    const void* value;
+    size_t size;
+    for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
+                       RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
+      report.headers.push_back({name, view(value, size)});
+    }
   }
 
   static void OnLog(const rd_kafka_t* rk, int level, const char* facility, const char* text) {

@@ -21,6 +21,11 @@ std::string RenderMetrics(const relay::RelayStats& stats) {
   Add(out, "outboxd_events_failed_total", "counter",
       "Events that could not be published (poison payload, refused by the broker).",
       static_cast<double>(stats.events_failed.load()));
+  Add(out, "outboxd_events_dead_lettered_total", "counter",
+      "Events written to the dead-letter table instead of Kafka.",
+      static_cast<double>(stats.events_dead_lettered.load()));
+  Add(out, "outboxd_reconnects_total", "counter", "Replication stream reconnects.",
+      static_cast<double>(stats.reconnects.load()));
   Add(out, "outboxd_events_in_flight", "gauge", "Events produced and not yet acknowledged.",
       static_cast<double>(stats.events_in_flight.load()));
   Add(out, "outboxd_received_lsn", "gauge", "Newest WAL position received from PostgreSQL.",

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "outbox/dead_letter.h"
 #include "pg/slot.h"
 
 namespace outboxd::ops {
@@ -101,6 +102,11 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                       absl::StrCat("CREATE INDEX ", conn.QuoteIdentifier(index.name), " ON ",
                                    outbox.quoted, " (seq) WHERE publicado_em IS NULL"),
                       report));
+  const outbox::DeadLetterStore dead_letters(options.table);
+  const TableName dead_letter_table = Sibling(conn, outbox, dead_letters.table());
+  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table,
+                                          "table " + dead_letters.table(),
+                                          dead_letters.CreateSql(conn), report));
   return CreateIfMissing(conn, inbox, "table " + options.inbox_table,
                          absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
   message_id    uuid PRIMARY KEY,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -25,11 +26,17 @@ constexpr int kReadBatch = 2000;
 // Confirmations are batched: at most one feedback message per this interval unless
 // the server asks for a reply.
 constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
+// How often the set of aggregates with dead letters is re-read while it is not empty.
+constexpr absl::Duration kDeadLetterRefresh = absl::Seconds(2);
 
 }  // namespace
 
 Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
-    : options_(std::move(options)), stats_(stats), stop_(stop), mapper_(options_.columns) {
+    : options_(std::move(options)),
+      stats_(stats),
+      stop_(stop),
+      dead_letters_(options_.table),
+      mapper_(options_.columns) {
   size_t dot = options_.table.find('.');
   if (dot == std::string::npos) {
     table_name_ = options_.table;
@@ -107,6 +114,7 @@ bool Relay::IsPermanent(const absl::Status& status) {
 void Relay::EndSession() {
   stats_->streaming = false;
   stream_.reset();
+  pending_error_ = absl::OkStatus();
   // Reports for events already produced still count: wait a little for them so the
   // next session resumes after them instead of sending them again.
   absl::Time deadline = absl::Now() + absl::Seconds(2);
@@ -115,6 +123,7 @@ void Relay::EndSession() {
     publisher_->Poll(50);
   }
   tracker_.Reset(tracker_.watermark());
+  control_.reset();
   outbox_relation_id_ = 0;
   PublishStats();
 }
@@ -136,6 +145,9 @@ absl::Status Relay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Connection conn,
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
+  control_.emplace(std::move(control));
+  OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
   if (!slot.exists) {
     return absl::NotFoundError(
@@ -171,6 +183,11 @@ absl::Status Relay::Loop() {
     OUTBOXD_RETURN_IF_ERROR(ReadBatch(read_any, reply_requested));
     publisher_->Poll(0);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
+    OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));
+    // A replay empties an aggregate's dead letters: let its new events flow again.
+    if (!dead_aggregates_.empty() && absl::Now() - dead_refreshed_ > kDeadLetterRefresh) {
+      OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
+    }
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
     if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
@@ -253,18 +270,14 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
     }
     return absl::OkStatus();
   }
-  tracker_.AddEvent(tx_);
   absl::StatusOr<outbox::OutboxEvent> event = mapper_.Map(insert.tuple);
-  absl::Status check = event.ok() ? payload_checker_.Check(event->payload) : event.status();
-  if (!check.ok()) {
-    // A poison row is never skipped: it holds the watermark so nothing after it is
-    // confirmed, and it is counted and logged for an operator.
-    tracker_.MarkFailed(tx_);
-    stats_->events_failed++;
-    spdlog::error("event {} in transaction {} cannot be published: {}",
-                  event.ok() ? event->id : "?", tx_lsn_text_, check.message());
-    return absl::OkStatus();
+  if (!event.ok()) {
+    // Only a row that contradicts its own Relation gets here (NULL in a mapped
+    // column): stop with the reason rather than guess at an event.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "outbox row in transaction ", tx_lsn_text_, " cannot be read: ", event.status().message()));
   }
+  tracker_.AddEvent(tx_);
   std::string_view created_at = outbox::IsoTimestamp(event->created_at, created_at_buffer_);
   const std::array<kafka::Header, 5> headers = {{
       {"id", event->id},
@@ -273,33 +286,66 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
       {"created_at", created_at},
       {"lsn", tx_lsn_text_},
   }};
-  return Produce({.topic = topic_.Render(event->type, table_name_, topic_buffer_),
-                  .key = event->aggregate_id,
-                  .value = event->payload,
-                  .headers = headers,
-                  .tag = tx_});
+  kafka::OutgoingMessage message{.topic = topic_.Render(event->type, table_name_, topic_buffer_),
+                                 .key = event->aggregate_id,
+                                 .value = event->payload,
+                                 .headers = headers,
+                                 .tag = tx_};
+  absl::Status check = payload_checker_.Check(event->payload);
+  if (!check.ok()) return DeadLetter(message, check);
+  if (!dead_aggregates_.empty() &&
+      dead_aggregates_.contains(absl::string_view(event->aggregate_id.data(), event->aggregate_id.size()))) {
+    return DeadLetter(message, absl::FailedPreconditionError(
+                                   "follows an earlier dead-lettered event of its aggregate"));
+  }
+  return Produce(message);
 }
 
 absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
   while (true) {
     absl::Status status = publisher_->Produce(message);
-    if (status.code() != absl::StatusCode::kResourceExhausted) {
-      if (!status.ok()) {
-        tracker_.MarkFailed(message.tag);
-        stats_->events_failed++;
-        spdlog::error("event of transaction {} refused by the producer: {}", tx_lsn_text_,
-                      status.message());
-      }
-      return absl::OkStatus();
-    }
+    if (status.ok()) return status;
+    if (status.code() == absl::StatusCode::kAborted) return ProducerHealth();
+    if (status.code() != absl::StatusCode::kResourceExhausted) return DeadLetter(message, status);
     // librdkafka's queue is full: serve reports until there is room, and keep the
     // walsender informed meanwhile.
     publisher_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
-    if (stop_->requested())
+    if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
+    }
   }
+}
+
+absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error) {
+  outbox::DeadLetter letter{.topic = std::string(message.topic),
+                            .error = std::string(error.message())};
+  letter.aggregate_id = message.key;
+  letter.payload = message.value;
+  for (const kafka::Header& h : message.headers) {
+    if (h.name == "id") letter.id = h.value;
+    if (h.name == "type") letter.type = h.value;
+    if (h.name == "created_at") letter.created_at = h.value;
+    if (h.name == "lsn") letter.lsn = h.value;
+  }
+  if (!control_) return absl::UnavailableError("no connection for the dead-letter table");
+  // Written before the event counts as handled: the watermark passes a poison event
+  // only once it is safely in the table.
+  OUTBOXD_RETURN_IF_ERROR(dead_letters_.Insert(*control_, letter));
+  dead_aggregates_.insert(letter.aggregate_id);
+  tracker_.Ack(message.tag);
+  stats_->events_dead_lettered++;
+  spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", letter.id, letter.aggregate_id,
+                dead_letters_.table(), letter.error);
+  return absl::OkStatus();
+}
+
+absl::Status Relay::RefreshDeadAggregates() {
+  if (!control_) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(dead_aggregates_, dead_letters_.Aggregates(*control_));
+  dead_refreshed_ = absl::Now();
+  return absl::OkStatus();
 }
 
 absl::Status Relay::ProducerHealth() {
@@ -316,13 +362,24 @@ void Relay::OnDelivery(const kafka::DeliveryReport& report) {
     stats_->events_published++;
     return;
   }
+  if (report.status.code() == absl::StatusCode::kAborted ||
+      report.status.code() == absl::StatusCode::kCancelled) {
+    return;  // a fatal producer error or a purge: the session restarts, nothing is lost
+  }
   // With an unlimited message timeout only permanent errors arrive here (message too
-  // large for the topic, invalid topic, authorization). The event is not lost: the
-  // watermark holds before its transaction.
-  tracker_.MarkFailed(report.tag);
+  // large for the topic, unknown or forbidden topic). Events of the same aggregate
+  // already in flight may still be delivered; from now on they follow it.
   stats_->events_failed++;
-  spdlog::error("broker refused an event (partition {}): {}", report.partition,
-                report.status.message());
+  kafka::OutgoingMessage message{.topic = report.topic,
+                                 .key = report.key,
+                                 .value = report.value,
+                                 .headers = report.headers,
+                                 .tag = report.tag};
+  absl::Status stored = DeadLetter(message, report.status);
+  if (!stored.ok()) {
+    tracker_.MarkFailed(report.tag);  // holds the watermark; the session ends below
+    if (pending_error_.ok()) pending_error_ = stored;
+  }
 }
 
 absl::Status Relay::MaybeSendFeedback(bool force) {

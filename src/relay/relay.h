@@ -18,11 +18,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
+#include "outbox/dead_letter.h"
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
 #include "pg/replication_stream.h"
@@ -55,6 +58,7 @@ struct RelayOptions {
 struct RelayStats {
   std::atomic<uint64_t> events_published{0};
   std::atomic<uint64_t> events_failed{0};
+  std::atomic<uint64_t> events_dead_lettered{0};
   std::atomic<uint64_t> events_in_flight{0};
   std::atomic<uint64_t> received_lsn{0};
   std::atomic<uint64_t> confirmed_lsn{0};
@@ -88,6 +92,10 @@ class Relay {
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
   absl::Status Produce(const kafka::OutgoingMessage& message);
+  // Stores an event that can never be published in the dead-letter table, then
+  // counts it as handled (acknowledged) so the watermark moves past it.
+  absl::Status DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error);
+  absl::Status RefreshDeadAggregates();
   void OnDelivery(const kafka::DeliveryReport& report);
   absl::Status MaybeSendFeedback(bool force);
   absl::Status Shutdown();
@@ -103,6 +111,11 @@ class Relay {
   std::string table_schema_;  // empty: any schema
 
   std::unique_ptr<pg::ReplicationStream> stream_;
+  std::optional<pg::Connection> control_;  // regular connection: dead letters
+  outbox::DeadLetterStore dead_letters_;
+  absl::flat_hash_set<std::string> dead_aggregates_;
+  absl::Time dead_refreshed_ = absl::InfinitePast();
+  absl::Status pending_error_;  // raised in a delivery callback, returned by the loop
   std::unique_ptr<kafka::Publisher> publisher_;
   AckTracker tracker_;
   pgoutput::RelationCache relations_;

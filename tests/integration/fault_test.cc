@@ -85,7 +85,21 @@ size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(200));
   }
   size_t missing = 0;
-  for (const OutboxRow& row : rows) missing += !seen.count(row.id);
+  for (const OutboxRow& row : rows) {
+    if (seen.count(row.id)) continue;
+    ++missing;
+    // Tell a relay that never published it from a collector that missed it.
+    std::string command = "kcat -b " + h.cluster().bootstraps() +
+                          " -C -t pedido.confirmado -o beginning -e -q -f '%h\\n' | grep -c " +
+                          row.id;
+    FILE* p = popen(command.c_str(), "r");
+    char buf[32] = {0};
+    fread(buf, 1, sizeof(buf) - 1, p);
+    pclose(p);
+    ADD_FAILURE() << "event " << row.id << " (seq " << row.seq << ", aggregate "
+                  << row.aggregate_id << ") missing from the collector; kcat finds it "
+                  << buf << " time(s)";
+  }
   EXPECT_EQ(missing, 0u) << "of " << rows.size() << " committed events\n"
                          << h.Metrics(h.relay()) << h.relay().Log();
   EXPECT_EQ(h.collector().Skipped(), 0u);

@@ -39,7 +39,8 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
   SetupReport report;
   absl::Status status = ops::Setup(conn, {.slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes", "table inbox",
+  EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes",
+                                          "table outbox_dead_letter", "table inbox",
                                           "publication outboxd", "replication slot " + db->name()));
 
   absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
@@ -113,10 +114,12 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
       conn, {.table = "app.eventos", .publication = "pub_eventos", .slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created,
-              ElementsAre("table app.eventos", "index eventos_pendentes", "table inbox",
+              ElementsAre("table app.eventos", "index eventos_pendentes",
+                          "table eventos_dead_letter", "table inbox",
                           "publication pub_eventos", "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_dead_letter') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT schemaname || '.' || tablename FROM pg_publication_tables "
                        "WHERE pubname = 'pub_eventos'"),
             "app.eventos");

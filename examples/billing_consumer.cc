@@ -1,0 +1,107 @@
+// outboxd-example-billing: the billing service as an idempotent consumer
+// (src/inbox/): one invoice per `pedido.confirmado`, however many times Kafka
+// delivers it. One line per message on stdout:
+//
+//   processed pedido-1 message 0b6f1a52-... -> fatura 1 (pedido.confirmado[2]@0)
+//   duplicate pedido-1 message 0b6f1a52-... -> skipped, no second invoice (pedido.confirmado[2]@1)
+//
+// Runs until SIGINT/SIGTERM (exit 0). Exit 1 when a message has no usable `id` header
+// (it is never skipped silently: its offset stays uncommitted), 2 for bad flags or an
+// unreachable database.
+#include <csignal>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "examples/billing.h"
+#include "inbox/consumer.h"
+
+namespace {
+
+using outboxd::inbox::Delivery;
+
+volatile std::sig_atomic_t g_stop = 0;
+
+struct Flags {
+  outboxd::inbox::ConsumerOptions consumer{.group_id = "billing", .topics = {"pedido.confirmado"}};
+  std::string pg;
+  std::vector<std::string> kafka;
+};
+
+absl::Status ParseKafka(const std::vector<std::string>& pairs,
+                        outboxd::inbox::ConsumerOptions& options) {
+  for (const std::string& pair : pairs) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError("--kafka " + pair + ": expected KEY=VALUE");
+    }
+    options.properties.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+  }
+  return absl::OkStatus();
+}
+
+void Print(const Delivery& d, int64_t invoice) {
+  const outboxd::inbox::Message& m = d.message;
+  std::cout << outboxd::inbox::ResultName(d.result) << " " << m.key << " message " << m.id
+            << " -> ";
+  if (d.result == Delivery::Result::kProcessed) std::cout << "fatura " << invoice;
+  if (d.result == Delivery::Result::kDuplicate) std::cout << "skipped, no second invoice";
+  if (d.result == Delivery::Result::kFailed) {
+    std::cout << "attempt " << d.attempt << " rolled back (" << d.error.message() << "), retrying";
+  }
+  std::cout << " (" << m.topic << "[" << m.partition << "]@" << m.offset << ")" << std::endl;
+}
+
+int Fail(const absl::Status& status, int code) {
+  std::cerr << "outboxd-example-billing: " << status.message() << std::endl;
+  return code;
+}
+
+int Consume(outboxd::inbox::Consumer& consumer, const int64_t& last_invoice) {
+  while (!g_stop) {
+    absl::StatusOr<std::optional<Delivery>> delivery = consumer.PollOnce(absl::Milliseconds(200));
+    if (!delivery.ok()) return Fail(delivery.status(), 1);
+    if (*delivery) Print(**delivery, last_invoice);
+  }
+  consumer.Close();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"Bills each confirmed order once, through the inbox table"};
+  app.add_option("--pg", flags.pg, "PostgreSQL conninfo or URI")->required()->envname("OUTBOXD_PG");
+  app.add_option("--brokers", flags.consumer.brokers, "Kafka bootstrap servers")
+      ->required()
+      ->envname("OUTBOXD_BROKERS");
+  app.add_option("--group", flags.consumer.group_id, "Consumer group")->capture_default_str();
+  app.add_option("--topic", flags.consumer.topics, "Topic(s) to consume")->capture_default_str();
+  app.add_option("--kafka", flags.kafka, "librdkafka property KEY=VALUE (repeatable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (absl::Status s = ParseKafka(flags.kafka, flags.consumer); !s.ok()) return Fail(s, 2);
+
+  absl::StatusOr<outboxd::pg::Connection> conn = outboxd::pg::Connection::Open(flags.pg);
+  if (!conn.ok()) return Fail(conn.status(), 2);
+  if (absl::Status s = outboxd::examples::EnsureInvoicesTable(*conn); !s.ok()) return Fail(s, 2);
+
+  int64_t last_invoice = 0;
+  outboxd::inbox::Handler bill = [&last_invoice](outboxd::pg::Connection& c,
+                                                 const outboxd::inbox::Message& m) {
+    absl::StatusOr<int64_t> invoice = outboxd::examples::IssueInvoice(c, m);
+    if (invoice.ok()) last_invoice = *invoice;
+    return invoice.status();
+  };
+  auto consumer =
+      outboxd::inbox::Consumer::Create(std::move(*conn), flags.consumer, std::move(bill));
+  if (!consumer.ok()) return Fail(consumer.status(), 2);
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  return Consume(**consumer, last_invoice);
+}

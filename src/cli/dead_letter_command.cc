@@ -1,0 +1,90 @@
+// outboxd dead-letter list|replay: what could not be published, and republishing it
+// in order once the cause is fixed (a topic created, a payload corrected in the
+// table, a size limit raised).
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "ops/dead_letter_replay.h"
+#include "outbox/dead_letter.h"
+#include "pg/connection.h"
+
+namespace outboxd::cli {
+namespace {
+
+struct DeadLetterCommand {
+  std::string pg;
+  std::string table = "outbox";
+  std::string aggregate;
+  std::vector<std::string> kafka_properties;
+  ops::ReplayOptions replay;
+  CLI::App* list = nullptr;
+  CLI::App* replay_cmd = nullptr;
+
+  CLI::App* Register(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("dead-letter", "List or replay events that could not be "
+                                                      "published");
+    cmd->require_subcommand(1);
+    list = cmd->add_subcommand("list", "Show the dead letters in order");
+    replay_cmd = cmd->add_subcommand("replay", "Republish dead letters in order, removing each "
+                                               "once acknowledged");
+    for (CLI::App* sub : {list, replay_cmd}) {
+      Flag(sub, "pg", pg, "PostgreSQL conninfo or URI")->required();
+      Flag(sub, "table", table, "Outbox table (dead letters live in <table>_dead_letter)")
+          ->capture_default_str();
+      Flag(sub, "aggregate", aggregate, "Only this aggregate's dead letters");
+    }
+    Flag(replay_cmd, "brokers", replay.kafka.brokers, "Kafka bootstrap servers")->required();
+    Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    Flag(replay_cmd, "topic", replay.topic_template,
+         "Topic template for the replay (default: each letter's original topic)");
+    return cmd;
+  }
+
+  int Run() {
+    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    if (!conn.ok()) return Fail(conn.status(), true);
+    outbox::DeadLetterStore store(table);
+    if (!aggregate.empty()) replay.aggregate = aggregate;
+    return list->parsed() ? List(*conn, store) : Replay(*conn, store);
+  }
+
+  int List(pg::Connection& conn, const outbox::DeadLetterStore& store) {
+    absl::StatusOr<std::vector<outbox::DeadLetter>> letters = store.List(conn, replay.aggregate);
+    if (!letters.ok()) return Fail(letters.status(), true);
+    std::printf("%-6s %-20s %-16s %-20s %-36s %s\n", "seq", "dead_at", "aggregate", "type", "id",
+                "error");
+    for (const outbox::DeadLetter& l : *letters) {
+      std::printf("%-6lld %-20s %-16s %-20s %-36s %s\n", static_cast<long long>(l.seq),
+                  l.dead_at.c_str(), l.aggregate_id.c_str(), l.type.c_str(), l.id.c_str(),
+                  l.error.c_str());
+    }
+    std::printf("%zu dead letter(s)\n", letters->size());
+    return kExitOk;
+  }
+
+  int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
+    if (absl::Status s = ParseKafkaProperties(kafka_properties, replay.kafka); !s.ok()) {
+      return Fail(s, true);
+    }
+    replay.table_name = table.substr(table.rfind('.') + 1);
+    absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
+    if (!report.ok()) return Fail(report.status(), false);
+    for (const std::string& failure : report->failures) spdlog::error("not replayed: {}", failure);
+    spdlog::info("replayed {} dead letter(s); {} aggregate(s) still blocked", report->replayed,
+                 report->failures.size());
+    return report->failures.empty() ? kExitOk : kExitFailure;
+  }
+};
+
+}  // namespace
+
+Command RegisterDeadLetter(CLI::App& app) {
+  auto command = std::make_shared<DeadLetterCommand>();
+  CLI::App* cmd = command->Register(app);
+  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
+}
+
+}  // namespace outboxd::cli

@@ -1,0 +1,130 @@
+// outboxd poll: the polling relay (SELECT ... FOR UPDATE SKIP LOCKED batches), for
+// databases without logical replication; same message contract as `run` without the
+// lsn header. Several instances may run on one table.
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "ops/http_server.h"
+#include "pg/connection.h"
+#include "poll/notify_trigger.h"
+#include "poll/poll_metrics.h"
+#include "poll/poll_relay.h"
+
+namespace outboxd::cli {
+namespace {
+
+// A switch (--notify, no value) with its OUTBOXD_<NAME> variable; Flag() makes options
+// that take a value.
+CLI::Option* Switch(CLI::App* app, const std::string& name, bool& value, const std::string& help) {
+  std::string env = "OUTBOXD_";
+  for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return app->add_flag("--" + name, value, help)->envname(env);
+}
+
+struct PollCommand {
+  poll::PollOptions options;
+  std::vector<std::string> kafka_properties;
+  std::string metrics;  // off by default: several instances often share a host
+  DurationFlag interval{"500ms"};
+  DurationFlag publish_timeout{"30s"};
+  bool install_notify_trigger = false;
+
+  CLI::App* Register(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka by polling");
+    Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
+    Flag(cmd, "brokers", options.kafka.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
+        ->required();
+    Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
+    Flag(cmd, "interval", interval.text, "Sleep after an empty batch")->capture_default_str();
+    Flag(cmd, "publish-timeout", publish_timeout.text,
+         "Wait this long for a batch's acks; unacknowledged events count as failed")
+        ->capture_default_str();
+    Switch(cmd, "notify", options.notify, "LISTEN and wake from the sleep on NOTIFY");
+    Flag(cmd, "notify-channel", options.channel, "Channel for --notify")->capture_default_str();
+    Switch(cmd, "install-notify-trigger", install_notify_trigger,
+           "Create (or replace) the AFTER INSERT trigger that NOTIFYs the channel, then poll");
+    Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
+    Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
+        ->capture_default_str();
+    Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
+        ->capture_default_str();
+    RegisterColumns(cmd);
+    return cmd;
+  }
+
+  void RegisterColumns(CLI::App* cmd) {
+    Flag(cmd, "id-column", options.columns.id, "Column with the event id")->capture_default_str();
+    Flag(cmd, "aggregate-column", options.columns.aggregate_id, "Column with the aggregate id")
+        ->capture_default_str();
+    Flag(cmd, "type-column", options.columns.type, "Column with the event type")
+        ->capture_default_str();
+    Flag(cmd, "payload-column", options.columns.payload, "Column with the JSON payload")
+        ->capture_default_str();
+    Flag(cmd, "created-at-column", options.columns.created_at, "Column with the creation time")
+        ->capture_default_str();
+  }
+
+  int Run() {
+    for (absl::Status s : {ResolveDuration(interval, "interval"),
+                           ResolveDuration(publish_timeout, "publish-timeout"),
+                           ParseKafkaProperties(kafka_properties, options.kafka)}) {
+      if (!s.ok()) return Fail(s, true);
+    }
+    options.interval = interval.value;
+    options.publish_timeout = publish_timeout.value;
+    if (install_notify_trigger) {
+      if (absl::Status s = InstallTrigger(); !s.ok()) return Fail(s, true);
+    }
+
+    relay::StopSignal stop;
+    StopOnSignals signals(&stop);
+    poll::PollStats stats;
+    ops::HttpServer http;
+    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, true);
+
+    poll::PollRelay relay(options, &stats);
+    if (absl::Status s = relay.Start(); !s.ok()) return Fail(s, true);
+    if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
+    spdlog::info("stopped cleanly; published {} events, {} failed attempts",
+                 stats.events_published.load(), stats.events_failed.load());
+    return kExitOk;
+  }
+
+  absl::Status InstallTrigger() {
+    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(options.conninfo);
+    if (!conn.ok()) return conn.status();
+    if (absl::Status s = poll::InstallNotifyTrigger(*conn, options.table, options.channel);
+        !s.ok()) {
+      return s;
+    }
+    spdlog::info("NOTIFY trigger {} on {} notifies channel {}", poll::kNotifyTriggerName,
+                 options.table, options.channel);
+    return absl::OkStatus();
+  }
+
+  absl::Status ServeMetrics(ops::HttpServer& http, const poll::PollStats& stats) {
+    if (metrics.empty()) return absl::OkStatus();
+    http.Handle("/metrics", [&stats] {
+      return ops::HttpResponse{200, "text/plain; version=0.0.4", poll::RenderPollMetrics(stats)};
+    });
+    http.Handle("/healthz", [&stats] {
+      return stats.healthy ? ops::HttpResponse{200, "text/plain", "ok\n"}
+                           : ops::HttpResponse{503, "text/plain", "last batch failed\n"};
+    });
+    if (absl::Status s = http.Start(metrics); !s.ok()) return s;
+    spdlog::info("metrics on http://{}:{}/metrics, health on /healthz",
+                 metrics.substr(0, metrics.rfind(':')), http.port());
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+Command RegisterPoll(CLI::App& app) {
+  auto command = std::make_shared<PollCommand>();
+  CLI::App* cmd = command->Register(app);
+  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
+}
+
+}  // namespace outboxd::cli

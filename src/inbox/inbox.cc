@@ -1,0 +1,111 @@
+// Process is the seed article's `consumir`: BEGIN, INSERT the id ON CONFLICT DO
+// NOTHING, the handler only if a row went in, COMMIT; any error rolls back both.
+#include "inbox/inbox.h"
+
+#include <libpq-fe.h>
+
+#include <cctype>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace outboxd::inbox {
+namespace {
+
+// "schema.name" or "name", each part quoted.
+std::string QuotedTable(pg::Connection& conn, const std::string& table) {
+  const size_t dot = table.rfind('.');
+  if (dot == std::string::npos) return conn.QuoteIdentifier(table);
+  return absl::StrCat(conn.QuoteIdentifier(table.substr(0, dot)), ".",
+                      conn.QuoteIdentifier(table.substr(dot + 1)));
+}
+
+// Keeps the code and the SQLSTATE payload under a message with context.
+absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
+  absl::Status out(status.code(), absl::StrCat(std::string(prefix), status.message()));
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+// Ends the transaction without masking the error that made us end it. Nothing to do
+// when PostgreSQL already ended it (a failed COMMIT).
+void Rollback(pg::Connection& conn) {
+  if (PQtransactionStatus(conn.get()) != PQTRANS_IDLE) (void)conn.Exec("ROLLBACK");
+}
+
+// True when the id was not marked before (the INSERT took a row).
+absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message,
+                          const InboxOptions& options) {
+  const std::string sql =
+      absl::StrCat("INSERT INTO ", QuotedTable(conn, options.table), " (",
+                   conn.QuoteIdentifier(options.id_column), ") VALUES ($1) ON CONFLICT DO NOTHING");
+  absl::StatusOr<pg::Result> inserted = conn.ExecParams(sql, {message.id});
+  if (!inserted.ok()) return Prefixed(inserted.status(), "cannot mark the message in the inbox: ");
+  return inserted->AffectedRows() == 1;
+}
+
+// The handler's effect joins the transaction holding the mark; a handler that ends
+// the transaction itself would commit one without the other.
+absl::Status RunHandler(pg::Connection& conn, const Message& message, const Handler& handler) {
+  absl::Status status = handler(conn, message);
+  if (!status.ok()) return Prefixed(status, "handler failed: ");
+  if (PQtransactionStatus(conn.get()) != PQTRANS_INTRANS) {
+    return absl::FailedPreconditionError(
+        "handler failed: it ended or broke the inbox transaction (it must not COMMIT, ROLLBACK "
+        "or swallow an SQL error)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Outcome> ProcessInTransaction(pg::Connection& conn, const Message& message,
+                                             const Handler& handler, const InboxOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool first_time, Mark(conn, message, options));
+  if (!first_time) return Outcome::kDuplicate;
+  OUTBOXD_RETURN_IF_ERROR(RunHandler(conn, message, handler));
+  absl::StatusOr<pg::Result> committed = conn.Exec("COMMIT");
+  if (!committed.ok()) return Prefixed(committed.status(), "COMMIT failed: ");
+  return Outcome::kProcessed;
+}
+
+}  // namespace
+
+std::optional<std::string_view> Message::Header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+std::string_view OutcomeName(Outcome outcome) {
+  return outcome == Outcome::kProcessed ? "processed" : "duplicate";
+}
+
+bool IsUuid(std::string_view text) {
+  if (text.size() != 36) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? text[i] != '-' : !std::isxdigit(static_cast<unsigned char>(text[i]))) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Outcome> Process(pg::Connection& conn, const Message& message,
+                                const Handler& handler, const InboxOptions& options) {
+  if (!IsUuid(message.id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("message id \"", message.id.substr(0, 64), "\" is not a UUID"));
+  }
+  if (PQtransactionStatus(conn.get()) != PQTRANS_IDLE) {
+    return absl::FailedPreconditionError(
+        "inbox::Process needs a connection outside any transaction: it runs its own");
+  }
+  OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
+  absl::StatusOr<Outcome> outcome = ProcessInTransaction(conn, message, handler, options);
+  // A duplicate changed nothing: ROLLBACK releases the row lock the INSERT waited on.
+  if (!outcome.ok() || *outcome == Outcome::kDuplicate) Rollback(conn);
+  return outcome;
+}
+
+}  // namespace outboxd::inbox

@@ -1,0 +1,42 @@
+// `outboxd dead-letter replay`: republishes dead letters in their order and removes
+// each once the broker acknowledged it. One event per aggregate per round, so an
+// aggregate's order holds even when one of its events fails again (that aggregate
+// stops; the others go on).
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(ReplayReport report,
+//                            ReplayDeadLetters(conn, store, {.kafka = opts}));
+#ifndef OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_
+#define OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kafka/publisher.h"
+#include "outbox/dead_letter.h"
+#include "pg/connection.h"
+
+namespace outboxd::ops {
+
+struct ReplayOptions {
+  kafka::PublisherOptions kafka;
+  std::optional<std::string> aggregate;  // only this aggregate's letters
+  std::string topic_template;            // empty: the topic each letter was meant for
+  std::string table_name = "outbox";     // for {table}
+  absl::Duration ack_timeout = absl::Seconds(30);
+};
+
+struct ReplayReport {
+  int replayed = 0;
+  std::vector<std::string> failures;  // "aggregate: error", one per stopped aggregate
+};
+
+absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
+                                               const outbox::DeadLetterStore& store,
+                                               const ReplayOptions& options);
+
+}  // namespace outboxd::ops
+
+#endif  // OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_

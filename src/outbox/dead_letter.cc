@@ -1,0 +1,95 @@
+#include "outbox/dead_letter.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace outboxd::outbox {
+
+DeadLetterStore::DeadLetterStore(const std::string& outbox_table) {
+  size_t dot = outbox_table.rfind('.');
+  if (dot != std::string::npos) schema_ = outbox_table.substr(0, dot);
+  table_ = absl::StrCat(dot == std::string::npos ? outbox_table : outbox_table.substr(dot + 1),
+                        "_dead_letter");
+}
+
+std::string DeadLetterStore::Quoted(pg::Connection& conn) const {
+  std::string name = conn.QuoteIdentifier(table_);
+  return schema_.empty() ? name : absl::StrCat(conn.QuoteIdentifier(schema_), ".", name);
+}
+
+std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
+  // Text columns: a poison event may be exactly what does not fit the outbox's types.
+  return absl::StrCat("CREATE TABLE IF NOT EXISTS ", Quoted(conn), R"sql( (
+  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id           text        NOT NULL UNIQUE,
+  aggregate_id text        NOT NULL,
+  type         text        NOT NULL,
+  payload      text        NOT NULL,
+  created_at   text        NOT NULL,
+  lsn          text        NOT NULL,
+  topic        text        NOT NULL,
+  error        text        NOT NULL,
+  dead_at      timestamptz NOT NULL DEFAULT now()
+); CREATE INDEX IF NOT EXISTS )sql",
+                      conn.QuoteIdentifier(table_ + "_aggregate"), " ON ", Quoted(conn),
+                      " (aggregate_id, seq)");
+}
+
+absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& l) const {
+  return conn
+      .ExecParams(absl::StrCat("INSERT INTO ", Quoted(conn),
+                               " (id, aggregate_id, type, payload, created_at, lsn, topic, error)"
+                               " VALUES ($1, $2, $3, $4, $5, $6, $7, left($8, 2000))"
+                               " ON CONFLICT (id) DO NOTHING"),
+                  {l.id, l.aggregate_id, l.type, l.payload, l.created_at, l.lsn, l.topic, l.error})
+      .status();
+}
+
+absl::StatusOr<absl::flat_hash_set<std::string>> DeadLetterStore::Aggregates(
+    pg::Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.Exec(absl::StrCat("SELECT DISTINCT aggregate_id FROM ", Quoted(conn))));
+  absl::flat_hash_set<std::string> aggregates;
+  for (int i = 0; i < r.rows(); ++i) aggregates.insert(std::string(r.Get(i, 0)));
+  return aggregates;
+}
+
+absl::StatusOr<std::vector<DeadLetter>> DeadLetterStore::List(
+    pg::Connection& conn, const std::optional<std::string>& aggregate) const {
+  std::string sql = absl::StrCat(
+      "SELECT seq, id, aggregate_id, type, payload, created_at, lsn, topic, error, "
+      "to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM ",
+      Quoted(conn), aggregate ? " WHERE aggregate_id = $1" : "", " ORDER BY seq");
+  std::vector<std::optional<std::string>> params;
+  if (aggregate) params.push_back(*aggregate);
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.ExecParams(sql, params));
+  std::vector<DeadLetter> letters(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    DeadLetter& l = letters[i];
+    if (!absl::SimpleAtoi(std::string(r.Get(i, 0)), &l.seq)) {
+      return absl::InternalError("dead letter with a non-numeric seq");
+    }
+    std::string* fields[] = {&l.id,  &l.aggregate_id, &l.type,  &l.payload, &l.created_at,
+                             &l.lsn, &l.topic,        &l.error, &l.dead_at};
+    for (int f = 0; f < 9; ++f) *fields[f] = r.Get(i, f + 1);
+  }
+  return letters;
+}
+
+absl::StatusOr<int64_t> DeadLetterStore::Count(pg::Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.Exec(absl::StrCat("SELECT count(*) FROM ", Quoted(conn))));
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(std::string(r.Get(0, 0)), &n)) return absl::InternalError("bad count");
+  return n;
+}
+
+absl::Status DeadLetterStore::Remove(pg::Connection& conn, int64_t seq) const {
+  return conn
+      .ExecParams(absl::StrCat("DELETE FROM ", Quoted(conn), " WHERE seq = $1"),
+                  {absl::StrCat(seq)})
+      .status();
+}
+
+}  // namespace outboxd::outbox

@@ -1,0 +1,67 @@
+// The dead-letter table: events that can never be published (a payload that is not a
+// JSON object or array, a topic name Kafka refuses, a message too large for the
+// topic), kept in the same database with their error, in arrival order, until
+// `outboxd dead-letter replay` republishes them. Later events of an aggregate with a
+// dead letter follow it here, so that aggregate's order is never broken.
+//
+//   DeadLetterStore store("outbox");                  // table outbox_dead_letter
+//   OUTBOXD_RETURN_IF_ERROR(store.Insert(conn, letter));
+//   OUTBOXD_ASSIGN_OR_RETURN(auto letters, store.List(conn, "pedido-77"));
+#ifndef OUTBOXD_OUTBOX_DEAD_LETTER_H_
+#define OUTBOXD_OUTBOX_DEAD_LETTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pg/connection.h"
+
+namespace outboxd::outbox {
+
+struct DeadLetter {
+  int64_t seq = 0;  // arrival order, assigned by the table
+  std::string id;
+  std::string aggregate_id;
+  std::string type;
+  std::string payload;
+  std::string created_at;  // as in the created_at header
+  std::string lsn;         // commit LSN "X/Y"
+  std::string topic;
+  std::string error;
+  std::string dead_at;  // when it was written (read back only)
+};
+
+class DeadLetterStore {
+ public:
+  // `outbox_table` as given to --table ("outbox" or "schema.outbox"); the dead
+  // letters live beside it in "<table>_dead_letter".
+  explicit DeadLetterStore(const std::string& outbox_table);
+
+  // CREATE TABLE IF NOT EXISTS ... (for outboxd setup).
+  std::string CreateSql(pg::Connection& conn) const;
+  const std::string& table() const { return table_; }
+
+  // Idempotent on the event id: a poison event streamed again after a restart is
+  // stored once.
+  absl::Status Insert(pg::Connection& conn, const DeadLetter& letter) const;
+  // Aggregates that have at least one dead letter.
+  absl::StatusOr<absl::flat_hash_set<std::string>> Aggregates(pg::Connection& conn) const;
+  // In arrival order; one aggregate's, or all.
+  absl::StatusOr<std::vector<DeadLetter>> List(pg::Connection& conn,
+                                               const std::optional<std::string>& aggregate) const;
+  absl::StatusOr<int64_t> Count(pg::Connection& conn) const;
+  absl::Status Remove(pg::Connection& conn, int64_t seq) const;
+
+ private:
+  std::string Quoted(pg::Connection& conn) const;
+  std::string schema_;
+  std::string table_;  // unqualified
+};
+
+}  // namespace outboxd::outbox
+
+#endif  // OUTBOXD_OUTBOX_DEAD_LETTER_H_

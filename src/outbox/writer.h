@@ -1,0 +1,51 @@
+// The writer API: applications add an event to the outbox inside *their* open
+// transaction, on *their* libpq connection, so the business change and the event
+// commit together or not at all (the whole point of the pattern). The relay then
+// publishes the row; nothing here talks to Kafka.
+//
+//   OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
+//   ... UPDATE pedidos SET status = 'confirmado' WHERE id = $1 AND status = 'pendente' ...
+//   absl::StatusOr<std::string> id = outbox::Enqueue(
+//       conn, {.aggregate_id = "pedido-77", .type = "pedido.confirmado",
+//              .payload = R"({"pedidoId":"pedido-77","totalCentavos":1000})"});
+//   if (!id.ok()) { (void)conn.Exec("ROLLBACK"); return id.status(); }
+//   OUTBOXD_RETURN_IF_ERROR(conn.Exec("COMMIT").status());
+#ifndef OUTBOXD_OUTBOX_WRITER_H_
+#define OUTBOXD_OUTBOX_WRITER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "outbox/event.h"
+#include "pg/connection.h"
+
+namespace outboxd::outbox {
+
+struct NewEvent {
+  std::string aggregate_id;  // the Kafka key: events of one aggregate stay in order
+  std::string type;          // the default topic, e.g. "pedido.confirmado"
+  std::string payload;       // JSON text: an object or an array
+};
+
+// Where the event goes. The defaults are DESIGN.md's schema; rename them to match
+// the relay's --table and --*-column flags.
+struct WriterOptions {
+  std::string table = "outbox";  // [schema.]name
+  ColumnMapping columns;         // id, aggregate_id and type/payload columns are used
+};
+
+// Inserts one outbox row with a parameterised INSERT and returns the new event's id
+// (the `id` header consumers deduplicate on). Errors, all leaving the caller to ROLLBACK:
+//   FailedPrecondition  the connection is not inside a transaction block (BEGIN first:
+//                       an event committed on its own defeats the pattern), or the
+//                       transaction has already failed;
+//   InvalidArgument     empty aggregate_id or type, payload not a JSON object/array
+//                       (checked before the INSERT, so the transaction stays usable);
+//   NotFound            the table or a column is missing (run `outboxd setup`);
+//   others              as pg::Connection::ExecParams maps them.
+absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
+                                    const WriterOptions& options = {});
+
+}  // namespace outboxd::outbox
+
+#endif  // OUTBOXD_OUTBOX_WRITER_H_

@@ -1,0 +1,46 @@
+// The polling relay's SQL, built once from the table and column names (quoted by the
+// server's rules), and the start-up check that the table has every column it needs.
+#ifndef OUTBOXD_POLL_INTERNAL_OUTBOX_QUERIES_H_
+#define OUTBOXD_POLL_INTERNAL_OUTBOX_QUERIES_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "outbox/event.h"
+#include "pg/connection.h"
+#include "poll/columns.h"
+
+namespace outboxd::poll::internal {
+
+// A possibly schema-qualified table name.
+struct TableName {
+  std::string schema;  // "" for the search_path default
+  std::string name;
+  std::string quoted;  // "schema"."name" or "name"
+};
+TableName SplitTableName(pg::Connection& conn, const std::string& qualified);
+
+// Column order of the reserve query's result.
+enum ReservedColumn { kSeq = 0, kId, kAggregateId, kType, kPayload, kCreatedAt };
+
+struct OutboxQueries {
+  // $1 = batch size. Due pending rows, only the oldest pending one of each aggregate,
+  // in seq order, locked (rows another relay holds are skipped).
+  std::string reserve;
+  // $1 = bigint[] literal of seqs ("{1,2,3}").
+  std::string mark_published;
+  // $1 = seq, $2 = error text.
+  std::string mark_failed;
+};
+
+OutboxQueries BuildQueries(pg::Connection& conn, const TableName& table,
+                           const outbox::ColumnMapping& columns, const PollColumns& poll_columns);
+
+// NotFound naming the table or the missing column and the fix (flag or schema), so a
+// misconfiguration ends in one line instead of a failed SELECT in the loop.
+absl::Status CheckTable(pg::Connection& conn, const TableName& table,
+                        const outbox::ColumnMapping& columns, const PollColumns& poll_columns);
+
+}  // namespace outboxd::poll::internal
+
+#endif  // OUTBOXD_POLL_INTERNAL_OUTBOX_QUERIES_H_

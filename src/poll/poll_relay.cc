@@ -1,0 +1,293 @@
+// The polling loop. Everything runs on the caller's thread: delivery reports are
+// served by Publisher::Poll() while a batch waits for them, and the sleep between
+// empty batches is a select() on the stop signal and, with --notify, the PostgreSQL
+// socket.
+#include "poll/poll_relay.h"
+
+#include <libpq-fe.h>
+#include <sys/select.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "poll/notify_trigger.h"
+
+namespace outboxd::poll {
+namespace {
+
+// Pause after a failed batch before trying again on a new connection (the seed
+// article's relay waits 2 s too): long enough not to hammer a restarting server.
+constexpr absl::Duration kRetryDelay = absl::Seconds(2);
+// librdkafka scans for timed-out messages about once a second, so the report of a
+// message that hit message.timeout.ms (= publish_timeout) can come up to ~1 s later.
+constexpr absl::Duration kReportGrace = absl::Seconds(2);
+// Longest single Poll() while waiting, so the deadline is checked regularly.
+constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
+
+// Errors worth another batch on a new connection; the rest are configuration (a
+// dropped table or column, lost privileges) and end the loop.
+bool IsTransient(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int ToPollMs(absl::Duration d) {
+  return static_cast<int>(
+      absl::ToInt64Milliseconds(std::clamp(d, absl::ZeroDuration(), kPollSlice)));
+}
+
+}  // namespace
+
+PollRelay::PollRelay(PollOptions options, PollStats* stats)
+    : options_(std::move(options)), stats_(stats) {}
+
+PollRelay::~PollRelay() {
+  // First: the producer's closing flush may still hand reports to OnDelivery, which
+  // reads batch_, a member destroyed before publisher_ would be.
+  publisher_.reset();
+}
+
+absl::Status PollRelay::Start() {
+  if (options_.batch < 1) return absl::InvalidArgumentError("--batch must be at least 1");
+  if (options_.publish_timeout < absl::Milliseconds(1)) {
+    // message.timeout.ms=0 would mean "never": a batch must end.
+    return absl::InvalidArgumentError("--publish-timeout must be at least 1ms");
+  }
+  if (!conn_) OUTBOXD_RETURN_IF_ERROR(Connect());
+  if (!publisher_) OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
+  return absl::OkStatus();
+}
+
+absl::Status PollRelay::Connect() {
+  OUTBOXD_ASSIGN_OR_RETURN(topic_, relay::TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options_.conninfo));
+  const internal::TableName table = internal::SplitTableName(conn, options_.table);
+  OUTBOXD_RETURN_IF_ERROR(
+      internal::CheckTable(conn, table, options_.columns, options_.poll_columns));
+  table_name_ = table.name;
+  queries_ = internal::BuildQueries(conn, table, options_.columns, options_.poll_columns);
+  if (options_.notify) {
+    OUTBOXD_RETURN_IF_ERROR(
+        conn.Exec(absl::StrCat("LISTEN ", conn.QuoteIdentifier(options_.channel))).status());
+    OUTBOXD_ASSIGN_OR_RETURN(bool has_trigger, HasNotifyTrigger(conn, options_.table));
+    if (!has_trigger) {
+      spdlog::warn(
+          "--notify: table {} has no {} trigger, so wake-ups come only from your own NOTIFY {}; "
+          "add --install-notify-trigger to create it",
+          options_.table, kNotifyTriggerName, options_.channel);
+    }
+  }
+  conn_ = std::move(conn);
+  return absl::OkStatus();
+}
+
+absl::Status PollRelay::CreatePublisher() {
+  kafka::PublisherOptions kafka = options_.kafka;
+  // Unlike the CDC relay (unlimited, an outage only delays), a poll attempt must end:
+  // librdkafka itself fails a message at publish_timeout, so a failed attempt leaves
+  // nothing queued that could still reach the broker later and duplicate the retry.
+  // First in the list, so a user's --kafka message.timeout.ms wins.
+  kafka.properties.insert(
+      kafka.properties.begin(),
+      {"message.timeout.ms", absl::StrCat(absl::ToInt64Milliseconds(options_.publish_timeout))});
+  OUTBOXD_ASSIGN_OR_RETURN(
+      publisher_,
+      kafka::Publisher::Create(kafka, [this](const kafka::DeliveryReport& r) { OnDelivery(r); }));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> PollRelay::RunOnce() {
+  OUTBOXD_RETURN_IF_ERROR(Start());
+  absl::Status status = conn_->Exec("BEGIN").status();
+  absl::StatusOr<int> reserved = status.ok() ? ReserveAndPublish() : status;
+  if (reserved.ok()) status = RecordOutcomes();
+  if (!reserved.ok() || !status.ok()) {
+    // Best effort: on a lost connection the server has rolled back already.
+    (void)conn_->Exec("ROLLBACK");
+    stats_->healthy = false;
+    return reserved.ok() ? status : reserved.status();
+  }
+  stats_->batches++;
+  stats_->healthy = true;
+  return reserved;
+}
+
+absl::StatusOr<int> PollRelay::ReserveAndPublish() {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result rows,
+                           conn_->ExecParams(queries_.reserve, {absl::StrCat(options_.batch)}));
+  batch_.assign(rows.rows(), Pending{});
+  first_tag_ = next_tag_;
+  next_tag_ += rows.rows();
+  unreported_ = 0;
+  const absl::Time deadline = absl::Now() + options_.publish_timeout + kReportGrace;
+  for (int row = 0; row < rows.rows(); ++row) {
+    OUTBOXD_RETURN_IF_ERROR(ProduceRow(rows, row, deadline));
+  }
+  AwaitReports(deadline);
+  return rows.rows();
+}
+
+absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time deadline) {
+  using internal::ReservedColumn;
+  Pending& pending = batch_[row];
+  if (!absl::SimpleAtoi(std::string(rows.Get(row, ReservedColumn::kSeq)), &pending.seq)) {
+    return absl::InternalError(absl::StrCat(
+        "outbox seq \"", std::string(rows.Get(row, ReservedColumn::kSeq)), "\" is not an integer"));
+  }
+  pending.id = rows.Get(row, ReservedColumn::kId);
+  const std::string_view type = rows.Get(row, ReservedColumn::kType);
+  const std::string_view payload = rows.Get(row, ReservedColumn::kPayload);
+  const std::string_view aggregate = rows.Get(row, ReservedColumn::kAggregateId);
+  if (absl::Status check = payload_checker_.Check(payload); !check.ok()) {
+    pending.outcome = check;  // a poison payload is a failed attempt like any other
+    return absl::OkStatus();
+  }
+  // The CDC relay's contract minus the lsn header: a polled row has no commit LSN
+  // of its own, and a made-up one would mislead consumers that compare them.
+  const std::array<kafka::Header, 4> headers = {{
+      {"id", pending.id},
+      {"type", type},
+      {"aggregate_id", aggregate},
+      {"created_at",
+       outbox::IsoTimestamp(rows.Get(row, ReservedColumn::kCreatedAt), created_at_buffer_)},
+  }};
+  const kafka::OutgoingMessage message = {.topic = topic_.Render(type, table_name_, topic_buffer_),
+                                          .key = aggregate,
+                                          .value = payload,
+                                          .headers = headers,
+                                          .tag = first_tag_ + row};
+  absl::Status status = publisher_->Produce(message);
+  while (status.code() == absl::StatusCode::kResourceExhausted && absl::Now() < deadline) {
+    publisher_->Poll(ToPollMs(deadline - absl::Now()));  // make room in librdkafka's queue
+    status = publisher_->Produce(message);
+  }
+  if (status.ok()) {
+    ++unreported_;
+  } else {
+    pending.outcome = status;  // e.g. an invalid topic name: fails this event only
+  }
+  return absl::OkStatus();
+}
+
+void PollRelay::AwaitReports(absl::Time deadline) {
+  while (unreported_ > 0 && absl::Now() < deadline) {
+    publisher_->Poll(ToPollMs(deadline - absl::Now()));
+    if (!publisher_->FatalError().ok()) return;  // no report will come any more
+  }
+}
+
+void PollRelay::OnDelivery(const kafka::DeliveryReport& report) {
+  // A message of an earlier batch, reported after that batch gave up on it: its row
+  // was counted as failed and will be sent again (a duplicate the id header reveals).
+  if (report.tag < first_tag_ || report.tag >= first_tag_ + batch_.size()) return;
+  Pending& pending = batch_[report.tag - first_tag_];
+  if (pending.outcome) return;
+  pending.outcome = report.status;
+  --unreported_;
+}
+
+absl::Status PollRelay::RecordOutcomes() {
+  std::vector<int64_t> acked;
+  for (const Pending& pending : batch_) {
+    if (pending.outcome && pending.outcome->ok()) acked.push_back(pending.seq);
+  }
+  if (!acked.empty()) {
+    OUTBOXD_RETURN_IF_ERROR(conn_
+                                ->ExecParams(queries_.mark_published,
+                                             {absl::StrCat("{", absl::StrJoin(acked, ","), "}")})
+                                .status());
+  }
+  const std::string timed_out = absl::StrCat("not acknowledged by Kafka within ",
+                                             absl::FormatDuration(options_.publish_timeout));
+  for (const Pending& pending : batch_) {
+    if (pending.outcome && pending.outcome->ok()) continue;
+    std::string error = pending.outcome ? std::string(pending.outcome->message()) : timed_out;
+    OUTBOXD_RETURN_IF_ERROR(
+        conn_->ExecParams(queries_.mark_failed, {absl::StrCat(pending.seq), error}).status());
+  }
+  OUTBOXD_RETURN_IF_ERROR(conn_->Exec("COMMIT").status());
+  CountAndLog(acked.size());
+  if (absl::Status fatal = publisher_->FatalError(); !fatal.ok()) {
+    // The idempotent producer cannot go on; a new one starts with the next batch.
+    spdlog::error("{}; recreating the Kafka producer", fatal);
+    publisher_.reset();
+  }
+  return absl::OkStatus();
+}
+
+void PollRelay::CountAndLog(size_t published) {
+  stats_->events_published += published;
+  for (const Pending& pending : batch_) {
+    if (pending.outcome && pending.outcome->ok()) continue;
+    stats_->events_failed++;
+    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", pending.id,
+                 pending.seq,
+                 pending.outcome ? std::string(pending.outcome->message()) : "no delivery report");
+  }
+}
+
+absl::Status PollRelay::Run(relay::StopSignal* stop) {
+  OUTBOXD_RETURN_IF_ERROR(Start());
+  spdlog::info("polling table {} (batch {}, interval {}{})", options_.table, options_.batch,
+               absl::FormatDuration(options_.interval),
+               options_.notify ? absl::StrCat(", woken by NOTIFY on ", options_.channel) : "");
+  while (!stop->requested()) {
+    absl::StatusOr<int> reserved = RunOnce();
+    if (reserved.ok()) {
+      if (*reserved == 0) Sleep(options_.interval, stop, options_.notify);
+      continue;
+    }
+    if (!IsTransient(reserved.status())) return reserved.status();
+    spdlog::warn("batch failed, retrying in {} on a new connection: {}",
+                 absl::FormatDuration(kRetryDelay), reserved.status());
+    conn_.reset();  // reconnects (and LISTENs again) in the next RunOnce
+    Sleep(kRetryDelay, stop, false);
+  }
+  return absl::OkStatus();
+}
+
+void PollRelay::Sleep(absl::Duration timeout, relay::StopSignal* stop, bool wake_on_notify) {
+  // A NOTIFY delivered with the last COMMIT is already queued in libpq: the socket
+  // will not become readable for it, so look before sleeping.
+  if (wake_on_notify && DrainNotifications()) return;
+  fd_set readable;
+  FD_ZERO(&readable);
+  FD_SET(stop->fd(), &readable);
+  int max_fd = stop->fd();
+  if (wake_on_notify) {
+    FD_SET(conn_->socket(), &readable);
+    max_fd = std::max(max_fd, conn_->socket());
+  }
+  timeval tv = absl::ToTimeval(timeout);
+  select(max_fd + 1, &readable, nullptr, nullptr, &tv);
+  if (wake_on_notify) DrainNotifications();
+}
+
+bool PollRelay::DrainNotifications() {
+  // A failed read means a lost connection: wake up so the next batch finds out.
+  if (PQconsumeInput(conn_->get()) == 0) return true;
+  bool any = false;
+  while (PGnotify* notification = PQnotifies(conn_->get())) {
+    PQfreemem(notification);
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace outboxd::poll

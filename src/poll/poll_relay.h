@@ -1,0 +1,137 @@
+// The polling relay: the transactional-outbox relay of the pattern, for databases
+// that cannot give a replication slot and as the baseline the CDC relay is measured
+// against. One PostgreSQL transaction per batch:
+//
+//   BEGIN
+//   SELECT due pending rows, oldest pending per aggregate, ORDER BY seq LIMIT batch
+//          FOR UPDATE OF o SKIP LOCKED                      (several relays in parallel)
+//   produce them all, wait for every delivery report (bounded by publish_timeout)
+//   UPDATE acknowledged rows: publicado_em; failed rows: tentativas + 1, ultimo_erro,
+//          proxima_tentativa_em = 2^tentativas s later (at most 300 s)
+//   COMMIT
+//
+// At least once: a crash between the broker's ack and COMMIT rolls the marks back and
+// the rows are published again; consumers drop repeats by the `id` header.
+//
+//   PollRelay relay(PollOptions{.conninfo = "host=db dbname=app",
+//                               .kafka = {.brokers = "kafka:9092"}}, &stats);
+//   absl::StatusOr<int> reserved = relay.RunOnce();   // one batch
+//   absl::Status s = relay.Run(&stop);                // until stop.Notify()
+#ifndef OUTBOXD_POLL_POLL_RELAY_H_
+#define OUTBOXD_POLL_POLL_RELAY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kafka/publisher.h"
+#include "outbox/event.h"
+#include "outbox/payload_check.h"
+#include "pg/connection.h"
+#include "poll/columns.h"
+#include "poll/internal/outbox_queries.h"
+#include "relay/stop_signal.h"
+#include "relay/topic_template.h"
+
+namespace outboxd::poll {
+
+struct PollOptions {
+  std::string conninfo;
+  std::string table = "outbox";  // "name" or "schema.name"
+  outbox::ColumnMapping columns;
+  PollColumns poll_columns;
+  std::string topic_template = "{type}";
+  // The relay adds message.timeout.ms = publish_timeout before these properties (a
+  // user's --kafka message.timeout.ms still wins).
+  kafka::PublisherOptions kafka;
+  int batch = 50;
+  // Sleep after a batch that reserved nothing.
+  absl::Duration interval = absl::Milliseconds(500);
+  // How long one batch waits for its delivery reports; an event not acknowledged by
+  // then counts as a failed attempt, never as published.
+  absl::Duration publish_timeout = absl::Seconds(30);
+  // LISTEN on `channel` and end the sleep when a NOTIFY arrives (needs a trigger on
+  // the table, see notify_trigger.h).
+  bool notify = false;
+  std::string channel = "outboxd_outbox";
+};
+
+// Live figures for /metrics and logs; written by the relay thread only.
+struct PollStats {
+  std::atomic<uint64_t> events_published{0};
+  std::atomic<uint64_t> events_failed{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<bool> healthy{false};  // the last batch reached COMMIT
+};
+
+class PollRelay {
+ public:
+  PollRelay(PollOptions options, PollStats* stats);
+  ~PollRelay();
+  PollRelay(const PollRelay&) = delete;
+  PollRelay& operator=(const PollRelay&) = delete;
+
+  // Connects, checks the table and its columns, creates the producer and LISTENs.
+  // RunOnce() and Run() call it when needed; call it first to tell configuration
+  // errors (missing table or column: NotFound) from later, transient ones.
+  absl::Status Start();
+
+  // One batch, one transaction. Returns how many rows it reserved (published or
+  // failed). On error the transaction is rolled back and the rows stay as they were.
+  absl::StatusOr<int> RunOnce();
+
+  // Runs batches until `stop` is notified; the batch in progress is finished first.
+  // Transient errors (PostgreSQL restart, network) are logged and retried after a
+  // pause with a new connection; configuration errors are returned.
+  absl::Status Run(relay::StopSignal* stop);
+
+ private:
+  // One reserved row and what became of it.
+  struct Pending {
+    int64_t seq = 0;
+    std::string id;
+    std::optional<absl::Status> outcome;  // unset: no delivery report yet
+  };
+
+  absl::Status Connect();
+  absl::Status CreatePublisher();
+  absl::StatusOr<int> ReserveAndPublish();
+  absl::Status ProduceRow(const pg::Result& rows, int row, absl::Time deadline);
+  void AwaitReports(absl::Time deadline);
+  void OnDelivery(const kafka::DeliveryReport& report);
+  absl::Status RecordOutcomes();
+  void CountAndLog(size_t published);
+  void Sleep(absl::Duration timeout, relay::StopSignal* stop, bool wake_on_notify);
+  bool DrainNotifications();
+
+  PollOptions options_;
+  PollStats* stats_;
+  relay::TopicTemplate topic_;
+  std::string table_name_;  // unqualified, for {table}
+  internal::OutboxQueries queries_;
+  std::optional<pg::Connection> conn_;
+  std::unique_ptr<kafka::Publisher> publisher_;
+  outbox::PayloadChecker payload_checker_;
+
+  // The batch in progress. Tags are unique over the relay's life, so a report for a
+  // message of an earlier batch (acknowledged after that batch gave up on it) is
+  // recognised and ignored.
+  std::vector<Pending> batch_;
+  uint64_t first_tag_ = 0;
+  uint64_t next_tag_ = 1;
+  int unreported_ = 0;
+
+  // Reused per event.
+  std::string topic_buffer_;
+  std::string created_at_buffer_;
+};
+
+}  // namespace outboxd::poll
+
+#endif  // OUTBOXD_POLL_POLL_RELAY_H_

@@ -1,0 +1,224 @@
+// Preflight reads pg_settings, pg_roles, pg_class/pg_attribute, pg_publication(_tables)
+// and pg_replication_slots; the messages follow `outboxd setup`'s where both can
+// meet the same problem.
+#include "relay/preflight.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "pg/slot.h"
+
+namespace outboxd::relay {
+namespace {
+
+// The outbox table as the catalog resolved it.
+struct ResolvedTable {
+  std::string oid;
+  std::string schema;
+  std::string name;
+  std::string display;  // schema.name, each part quoted only if needed
+};
+
+// "schema.name" or "name" (found through the search_path), split as the relay does.
+std::string QuotedTableName(pg::Connection& conn, const std::string& table) {
+  const size_t dot = table.find('.');
+  if (dot == std::string::npos) return conn.QuoteIdentifier(table);
+  return absl::StrCat(conn.QuoteIdentifier(table.substr(0, dot)), ".",
+                      conn.QuoteIdentifier(table.substr(dot + 1)));
+}
+
+absl::Status TableNotFound(pg::Connection& conn, const RelayOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result db, conn.Exec("SELECT current_database()"));
+  std::string where = absl::StrCat("database ", std::string(db.Get(0, 0)));
+  if (options.table.find('.') == std::string::npos) {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Result path, conn.Exec("SHOW search_path"));
+    absl::StrAppend(&where, " (search_path: ", std::string(path.Get(0, 0)), ")");
+  }
+  return absl::NotFoundError(absl::StrCat("table ", options.table, " not found in ", where,
+                                          "; run outboxd setup, or name the outbox table "
+                                          "with --table [schema.]name"));
+}
+
+absl::StatusOr<ResolvedTable> ResolveTable(pg::Connection& conn, const RelayOptions& options) {
+  if (options.table.empty()) {
+    return absl::InvalidArgumentError("--table is empty; name the outbox table ([schema.]name)");
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result found,
+      conn.ExecParams("SELECT c.oid, n.nspname, c.relname, c.relkind FROM pg_class c "
+                      "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)",
+                      {QuotedTableName(conn, options.table)}));
+  if (found.rows() == 0) return TableNotFound(conn, options);
+  ResolvedTable table{std::string(found.Get(0, 0)), std::string(found.Get(0, 1)),
+                      std::string(found.Get(0, 2)), ""};
+  table.display = absl::StrCat(pg::SqlIdentifier(table.schema), ".", pg::SqlIdentifier(table.name));
+  const std::string_view kind = found.Get(0, 3);
+  if (kind != "r" && kind != "p") {
+    const std::string what = kind == "v"   ? "a view"
+                             : kind == "m" ? "a materialized view"
+                             : kind == "f"
+                                 ? "a foreign table"
+                                 : absl::StrCat("not a table (relkind ", std::string(kind), ")");
+    return absl::FailedPreconditionError(
+        absl::StrCat(table.display, " is ", what,
+                     ", so no publication can carry its inserts; name the outbox table with "
+                     "--table [schema.]name"));
+  }
+  return table;
+}
+
+// The mapped columns with the flag that renames each (as EventMapper names them).
+struct MappedColumn {
+  const std::string& name;
+  const char* flag;
+};
+
+std::vector<MappedColumn> MappedColumns(const outbox::ColumnMapping& columns) {
+  return {{columns.id, "--id-column"},
+          {columns.aggregate_id, "--aggregate-column"},
+          {columns.type, "--type-column"},
+          {columns.payload, "--payload-column"},
+          {columns.created_at, "--created-at-column"}};
+}
+
+absl::Status CheckColumns(pg::Connection& conn, const RelayOptions& options,
+                          const ResolvedTable& table) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result found,
+      conn.ExecParams("SELECT attname, attgenerated <> '' FROM pg_attribute "
+                      "WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
+                      {table.oid}));
+  for (const MappedColumn& column : MappedColumns(options.columns)) {
+    int row = 0;
+    while (row < found.rows() && found.Get(row, 0) != column.name) ++row;
+    if (row == found.rows()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("table ", table.display, " has no column \"", column.name,
+                       "\"; add it or name the right column with ", column.flag));
+    }
+    // Before PostgreSQL 18 pgoutput never sends generated columns.
+    if (found.Get(row, 1) == "t" && PQserverVersion(conn.get()) < 180000) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("column \"", column.name, "\" of table ", table.display,
+                       " is generated, and logical replication does not send generated columns; "
+                       "name a stored column with ",
+                       column.flag));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The columns the publication sends for the table (its column list, PostgreSQL 15+).
+absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& options,
+                                   const ResolvedTable& table) {
+  if (PQserverVersion(conn.get()) < 150000) return absl::OkStatus();  // no column lists
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result published,
+      conn.ExecParams("SELECT unnest(attnames)::text FROM pg_publication_tables "
+                      "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                      {options.publication, table.schema, table.name}));
+  for (const MappedColumn& column : MappedColumns(options.columns)) {
+    int row = 0;
+    while (row < published.rows() && published.Get(row, 0) != column.name) ++row;
+    if (row == published.rows()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("publication ", options.publication, " leaves column \"", column.name,
+                       "\" of table ", table.display, " out of its column list: ALTER PUBLICATION ",
+                       pg::SqlIdentifier(options.publication), " SET TABLE ", table.display));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
+                              const ResolvedTable& table) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result pub, conn.ExecParams("SELECT pubinsert FROM pg_publication WHERE pubname = $1",
+                                      {options.publication}));
+  const std::string name = pg::SqlIdentifier(options.publication);
+  if (pub.rows() == 0) {
+    return absl::NotFoundError(absl::StrCat("publication ", options.publication,
+                                            " does not exist; run outboxd setup, or name the "
+                                            "publication with --publication"));
+  }
+  if (pub.Get(0, 0) != "t") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "publication ", options.publication, " does not publish inserts: ALTER PUBLICATION ", name,
+        " SET (publish = 'insert')"));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result covered,
+      conn.ExecParams("SELECT 1 FROM pg_publication_tables "
+                      "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+                      {options.publication, table.schema, table.name}));
+  if (covered.rows() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("publication ", options.publication, " does not publish table ", table.display,
+                     ": ALTER PUBLICATION ", name, " ADD TABLE ", table.display,
+                     ", or choose another --publication"));
+  }
+  return CheckPublishedColumns(conn, options, table);
+}
+
+absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
+  if (!slot.exists) {
+    return absl::NotFoundError(absl::StrCat("replication slot ", options.slot,
+                                            " does not exist; run outboxd setup, or name the "
+                                            "slot with --slot"));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result db, conn.Exec("SELECT current_database()"));
+  if (slot.slot_type == "logical" && slot.plugin == "pgoutput" && slot.database == db.Get(0, 0)) {
+    return absl::OkStatus();
+  }
+  const std::string what = slot.slot_type != "logical" ? "is a physical slot"
+                           : slot.plugin != "pgoutput"
+                               ? absl::StrCat("uses plugin ", slot.plugin, ", not pgoutput")
+                               : absl::StrCat("belongs to database ", slot.database);
+  return absl::FailedPreconditionError(
+      absl::StrCat("replication slot ", options.slot, " ", what,
+                   ": choose another --slot, or drop it with SELECT pg_drop_replication_slot(",
+                   conn.QuoteLiteral(options.slot), ") and run outboxd setup"));
+}
+
+}  // namespace
+
+absl::Status CheckWalLevel(pg::Connection& conn) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result result, conn.Exec("SHOW wal_level"));
+  const std::string_view level = result.Get(0, 0);
+  if (level == "logical") return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("wal_level is ", std::string(level),
+                   "; set wal_level = logical in postgresql.conf and restart PostgreSQL"));
+}
+
+absl::Status CheckReplicationPrivilege(pg::Connection& conn) {
+  // Amazon RDS grants replication through membership of rds_replication instead of
+  // the REPLICATION attribute.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result result,
+      conn.Exec("SELECT r.rolsuper OR r.rolreplication OR EXISTS (SELECT 1 FROM pg_roles g "
+                "WHERE g.rolname = 'rds_replication' AND pg_has_role(r.oid, g.oid, 'member')) "
+                "FROM pg_roles r WHERE r.rolname = current_user"));
+  if (result.rows() == 1 && result.Get(0, 0) == "t") return absl::OkStatus();
+  const std::string user = conn.user();
+  return absl::PermissionDeniedError(absl::StrCat("role ", user, " lacks REPLICATION: ALTER ROLE ",
+                                                  pg::SqlIdentifier(user), " REPLICATION"));
+}
+
+absl::Status Preflight(pg::Connection& conn, const RelayOptions& options) {
+  if (options.slot.empty() || options.publication.empty()) {
+    return absl::InvalidArgumentError("--slot and --publication must not be empty");
+  }
+  OUTBOXD_RETURN_IF_ERROR(CheckWalLevel(conn));
+  OUTBOXD_RETURN_IF_ERROR(CheckReplicationPrivilege(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));
+  OUTBOXD_RETURN_IF_ERROR(CheckColumns(conn, options, table));
+  OUTBOXD_RETURN_IF_ERROR(CheckPublication(conn, options, table));
+  return CheckSlot(conn, options);
+}
+
+}  // namespace outboxd::relay

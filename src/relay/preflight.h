@@ -1,0 +1,34 @@
+// Checks, on a regular connection, that a database can serve `outboxd run` before
+// the relay streams: a relay on a table without the type column would otherwise
+// stream until the first outbox Relation message arrives and only then fail.
+// Each failure is one line naming the problem and the fix, with a code the CLI
+// maps to exit 2 (FailedPrecondition, NotFound, PermissionDenied).
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options.conninfo));
+//   OUTBOXD_RETURN_IF_ERROR(Preflight(conn, options));
+//   // e.g. "publication outboxd does not exist; run outboxd setup, or name it with
+//   //       --publication"
+#ifndef OUTBOXD_RELAY_PREFLIGHT_H_
+#define OUTBOXD_RELAY_PREFLIGHT_H_
+
+#include "absl/status/status.h"
+#include "pg/connection.h"
+#include "relay/relay.h"
+
+namespace outboxd::relay {
+
+// In order: wal_level, the role's REPLICATION privilege, the table, the mapped
+// columns, the publication (exists, publishes the table's inserts and the mapped
+// columns), the slot (exists, logical, pgoutput, this database). Reads catalogs
+// only; changes nothing.
+absl::Status Preflight(pg::Connection& conn, const RelayOptions& options);
+
+// The first two checks on their own, for `outboxd setup` (before it creates anything).
+// FailedPrecondition: "wal_level is replica; set wal_level = logical in ...".
+absl::Status CheckWalLevel(pg::Connection& conn);
+// PermissionDenied: "role app lacks REPLICATION: ALTER ROLE app REPLICATION".
+absl::Status CheckReplicationPrivilege(pg::Connection& conn);
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_PREFLIGHT_H_

@@ -1,0 +1,118 @@
+// Poison events (issue 3, point 4): an event that can never be published goes with
+// its error to the dead-letter table, later events of its aggregate follow it there,
+// other aggregates flow on and the slot advances; `outboxd dead-letter replay`
+// republishes them in order and removes them.
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "integration/relay_harness.h"
+
+namespace outboxd::test {
+namespace {
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+
+void Insert(pg::Connection& conn, const std::string& aggregate, const std::string& payload,
+            const std::string& type = "pedido.confirmado") {
+  auto r = conn.ExecParams("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ($1, $2, $3)",
+                           {aggregate, type, payload});
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+std::vector<std::string> DeadLetterAggregates(TestDatabase& db) {
+  std::vector<std::string> out;
+  pg::Result r = db.Exec("SELECT aggregate_id || ':' || payload FROM outbox_dead_letter ORDER BY seq");
+  for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.Get(i, 0));
+  return out;
+}
+
+TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--kafka", "message.max.bytes=3000"});
+  auto conn = h.db().Connect();
+  Insert(conn, "ok-1", R"({"n": 1})");
+  Insert(conn, "bad", "42");                                     // a JSON scalar
+  Insert(conn, "bad", R"({"n": 2})");                            // follows it
+  Insert(conn, "ok-2", R"({"n": 3})");
+  Insert(conn, "topic", R"({"n": 4})", "no spaces allowed!");    // invalid topic name
+  Insert(conn, "big", absl::StrCat(R"({"blob": ")", std::string(5000, 'x'), R"("})"));  // too large
+  Insert(conn, "ok-1", R"({"n": 5})");
+  ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30))) << h.relay().Log();
+  pg::Lsn head = h.CurrentWalLsn();
+  EXPECT_TRUE(h.WaitForConfirmed(head, absl::Seconds(15)))
+      << "the slot must advance past dead-lettered events\n" << h.relay().Log();
+  absl::SleepFor(absl::Milliseconds(500));
+  std::vector<std::string> letters = DeadLetterAggregates(h.db());
+  ASSERT_EQ(letters.size(), 4u) << h.relay().Log();
+  EXPECT_EQ(letters[0], "bad:42");
+  EXPECT_EQ(letters[1], R"(bad:{"n": 2})");
+  EXPECT_EQ(letters[2].substr(0, 6), "topic:");
+  EXPECT_EQ(letters[3].substr(0, 4), "big:");
+  EXPECT_EQ(h.collector().Messages().size(), 3u);
+  EXPECT_NE(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
+                          "ORDER BY seq LIMIT 1").find("scalar"),
+            std::string::npos);
+  std::string metrics = h.Metrics(h.relay());
+  EXPECT_NE(metrics.find("outboxd_events_dead_lettered_total 4\n"), std::string::npos) << metrics;
+
+  // list shows them; replay of one aggregate publishes its letters in order.
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "list", "--pg", h.db().conninfo()}, &out), 0) << out;
+  EXPECT_NE(out.find("4 dead letter(s)"), std::string::npos) << out;
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
+                          h.cluster().bootstraps(), "--aggregate", "bad"},
+                         &out),
+            0)
+      << out;
+  ASSERT_TRUE(h.collector().WaitForCount(5, absl::Seconds(30)));
+  std::vector<std::string> bad;
+  for (const auto& m : h.collector().Messages()) {
+    if (m.key == "bad") bad.push_back(m.value);
+  }
+  EXPECT_EQ(bad, (std::vector<std::string>{"42", R"({"n": 2})"}));
+  EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 2u);
+
+  // The aggregate is clear again: its next event goes straight to Kafka.
+  absl::SleepFor(absl::Seconds(3));
+  Insert(conn, "bad", R"({"n": 6})");
+  ASSERT_TRUE(h.collector().WaitForCount(6, absl::Seconds(30))) << h.relay().Log();
+  EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 2u);
+
+  // An event whose topic cannot exist fails its replay again and stays, with exit 1.
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
+                          h.cluster().bootstraps(), "--aggregate", "topic"},
+                         &out),
+            1)
+      << out;
+  EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 2u);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// An event the broker refuses after the fact (delivery report error, not a refusal at
+// produce time) is dead-lettered from the report, and nothing is lost.
+TEST(DeadLetter, BrokerRefusalAfterProduceIsDeadLetteredFromTheReport) {
+  RelayHarness h(kTopics);
+  h.StartRelay();
+  auto conn = h.db().Connect();
+  Insert(conn, "warmup", "{}");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30)));
+  // MSG_SIZE_TOO_LARGE (10) for every produce request for a while: permanent.
+  h.cluster().PushProduceErrors(10, 50);
+  Insert(conn, "refused", R"({"n": 1})");
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (DeadLetterAggregates(h.db()).empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  std::vector<std::string> letters = DeadLetterAggregates(h.db());
+  ASSERT_EQ(letters.size(), 1u) << h.relay().Log();
+  EXPECT_EQ(letters[0], R"(refused:{"n": 1})");
+  EXPECT_NE(h.db().Scalar("SELECT lsn FROM outbox_dead_letter"), "");
+  h.cluster().ClearProduceErrors();
+  EXPECT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(15)));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+}  // namespace
+}  // namespace outboxd::test

@@ -1,0 +1,135 @@
+// outbox::Enqueue on the real PostgreSQL: the event lives and dies with the caller's
+// transaction, and anything that would defeat that (no transaction, a failed one)
+// or poison the relay (an empty key, a scalar payload) is refused.
+#include "outbox/writer.h"
+
+#include <libpq-fe.h>
+
+#include "gtest/gtest.h"
+#include "ops/setup.h"
+#include "support/pg_fixture.h"
+
+namespace outboxd::outbox {
+namespace {
+
+const NewEvent kEvent{.aggregate_id = "pedido-77",
+                      .type = "pedido.confirmado",
+                      .payload = R"({"pedidoId":"pedido-77","totalCentavos":1000})"};
+
+class WriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = test::TestDatabase::Create();
+    pg::Connection admin = db_->Connect();
+    ASSERT_TRUE(ops::Setup(admin, {.slot = db_->name()}).ok());
+  }
+  int64_t Events() { return std::stoll(db_->Scalar("SELECT count(*) FROM outbox")); }
+  void MustExec(pg::Connection& conn, std::string_view sql) {
+    auto r = conn.Exec(sql);
+    ASSERT_TRUE(r.ok()) << sql << ": " << r.status();
+  }
+
+  std::unique_ptr<test::TestDatabase> db_;
+};
+
+TEST_F(WriterTest, EventBecomesVisibleOnlyWhenTheCallersTransactionCommits) {
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  absl::StatusOr<std::string> id = Enqueue(app, kEvent);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(PQtransactionStatus(app.get()), PQTRANS_INTRANS) << "Enqueue must not commit";
+  EXPECT_EQ(Events(), 0) << "visible before COMMIT";
+  MustExec(app, "COMMIT");
+  pg::Result row = db_->Exec("SELECT id, aggregate_id, tipo, payload::text FROM outbox");
+  ASSERT_EQ(row.rows(), 1);
+  EXPECT_EQ(row.Get(0, 0), *id);
+  EXPECT_EQ(row.Get(0, 1), "pedido-77");
+  EXPECT_EQ(row.Get(0, 2), "pedido.confirmado");
+  EXPECT_EQ(row.Get(0, 3), R"({"pedidoId": "pedido-77", "totalCentavos": 1000})");
+}
+
+TEST_F(WriterTest, EnqueueOutsideATransactionFails) {
+  pg::Connection app = db_->Connect();
+  absl::StatusOr<std::string> id = Enqueue(app, kEvent);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(id.status().message().find("BEGIN first"), absl::string_view::npos) << id.status();
+  EXPECT_EQ(Events(), 0);
+}
+
+TEST_F(WriterTest, EnqueueInAFailedTransactionFails) {
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  EXPECT_FALSE(app.Exec("SELECT 1/0").ok());
+  EXPECT_EQ(Enqueue(app, kEvent).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Both or neither: an error after the event was added (here, in the business change
+// that follows it) and the caller's ROLLBACK take the event with them.
+TEST_F(WriterTest, ErrorAfterEnqueueRollsBackTheEventWithTheBusinessChange) {
+  db_->Exec("CREATE TABLE pedidos (id text PRIMARY KEY, status text)");
+  db_->Exec("INSERT INTO pedidos VALUES ('pedido-77', 'pendente')");
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  MustExec(app, "UPDATE pedidos SET status = 'confirmado' WHERE id = 'pedido-77'");
+  ASSERT_TRUE(Enqueue(app, kEvent).ok());
+  EXPECT_FALSE(app.Exec("INSERT INTO pedidos VALUES ('pedido-77', 'duplicado')").ok());
+  MustExec(app, "ROLLBACK");
+  EXPECT_EQ(Events(), 0);
+  EXPECT_EQ(db_->Scalar("SELECT status FROM pedidos"), "pendente");
+}
+
+// Refused before the INSERT, so the caller's transaction stays usable.
+TEST_F(WriterTest, BadEventsAreRefusedWithoutAbortingTheTransaction) {
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  for (const NewEvent& bad : {NewEvent{"", "pedido.confirmado", "{}"}, NewEvent{"p", "", "{}"},
+                              NewEvent{"p", "t", "42"}, NewEvent{"p", "t", "{not json"}}) {
+    absl::StatusOr<std::string> id = Enqueue(app, bad);
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << bad.payload;
+  }
+  EXPECT_EQ(PQtransactionStatus(app.get()), PQTRANS_INTRANS);
+  EXPECT_TRUE(Enqueue(app, kEvent).ok());
+  MustExec(app, "COMMIT");
+  EXPECT_EQ(Events(), 1);
+}
+
+// Values travel as parameters, never spliced into the SQL.
+TEST_F(WriterTest, ValuesAreParametersNotSql) {
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  const NewEvent tricky{.aggregate_id = "x'); DROP TABLE outbox; --",
+                        .type = "pedido.confirmado",
+                        .payload = R"({"nota": "ação \"citada\" 'aspas'"})"};
+  ASSERT_TRUE(Enqueue(app, tricky).ok());
+  MustExec(app, "COMMIT");
+  EXPECT_EQ(db_->Scalar("SELECT aggregate_id FROM outbox"), tricky.aggregate_id);
+  EXPECT_EQ(db_->Scalar("SELECT payload->>'nota' FROM outbox"), "ação \"citada\" 'aspas'");
+}
+
+TEST_F(WriterTest, TableAndColumnNamesAreConfigurable) {
+  db_->Exec(
+      "CREATE SCHEMA app; CREATE TABLE app.\"Events\" (event_id uuid PRIMARY KEY DEFAULT "
+      "gen_random_uuid(), aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL)");
+  WriterOptions debezium{
+      .table = "app.Events",
+      .columns = {.id = "event_id", .aggregate_id = "aggregateid", .type = "type"}};
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  absl::StatusOr<std::string> id = Enqueue(app, kEvent, debezium);
+  ASSERT_TRUE(id.ok()) << id.status();
+  MustExec(app, "COMMIT");
+  EXPECT_EQ(db_->Scalar("SELECT event_id FROM app.\"Events\" WHERE aggregateid = 'pedido-77'"),
+            *id);
+}
+
+TEST_F(WriterTest, MissingTableSaysToRunSetup) {
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  absl::StatusOr<std::string> id = Enqueue(app, kEvent, {.table = "outbox_nao_existe"});
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(pg::SqlStateOf(id.status()), "42P01");
+  EXPECT_NE(id.status().message().find("outboxd setup"), absl::string_view::npos) << id.status();
+}
+
+}  // namespace
+}  // namespace outboxd::outbox
