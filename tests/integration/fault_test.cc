@@ -226,9 +226,12 @@ TEST(RelayFaults, SlowBrokerAndTransientProduceErrorsLoseNothing) {
   Load load(h.db().conninfo());
   absl::SleepFor(absl::Seconds(2));
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
-  // NOT_LEADER_FOR_PARTITION and REQUEST_TIMED_OUT: retriable, must be retried.
+  // NOT_LEADER_FOR_PARTITION and NOT_ENOUGH_REPLICAS: retriable, must be retried.
+  // (Not REQUEST_TIMED_OUT: librdkafka 2.0.2's mock acknowledges the retry of a batch
+  // it failed that way without storing it -- kcat confirmed the event absent while
+  // the producer had a success report. A real broker stores it or refuses the retry.)
   h.cluster().PushProduceErrors(6, 3);
-  h.cluster().PushProduceErrors(7, 3);
+  h.cluster().PushProduceErrors(19, 3);
   absl::SleepFor(absl::Seconds(2));
   load.Stop();
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));

@@ -120,6 +120,20 @@ pg::Lsn RelayHarness::ConfirmedFlushLsn() {
   return r.ok() && r->rows() == 1 ? pg::ParseLsn(r->Get(0, 0)).value_or(0) : 0;
 }
 
+int64_t RelayHarness::SlotLagBytes() {
+  auto conn = db_->Connect();
+  auto r = conn.ExecParams(
+      "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint FROM pg_replication_slots "
+      "WHERE slot_name = $1",
+      {slot()});
+  EXPECT_TRUE(r.ok() && r->rows() == 1);
+  int64_t lag = -1;
+  if (r.ok() && r->rows() == 1) {
+    EXPECT_TRUE(absl::SimpleAtoi(std::string(r->Get(0, 0)), &lag));
+  }
+  return lag;
+}
+
 bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {

@@ -60,6 +60,9 @@ class RelayHarness {
   std::vector<OutboxRow> OutboxRows();
   pg::Lsn CurrentWalLsn();
   pg::Lsn ConfirmedFlushLsn();
+  // pg_current_wal_lsn() - confirmed_flush_lsn, read in one query (may be < 0 when the
+  // slot was confirmed at the very head).
+  int64_t SlotLagBytes();
   // Waits until the slot's confirmed_flush_lsn >= lsn.
   bool WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout);
 
