@@ -9,6 +9,27 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+namespace outboxd {
+
+// Errors that retrying cannot fix: bad configuration, a missing table, column,
+// publication or slot, a missing privilege, a refused login. The CLI exits 2 on
+// them; the relays stop instead of reconnecting.
+inline bool IsConfigurationError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kAlreadyExists:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace outboxd
+
 #define OUTBOXD_RETURN_IF_ERROR(expr)                  \
   do {                                                 \
     ::absl::Status _outboxd_status = (expr);           \

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 
 namespace outboxd::cli {
 namespace {
@@ -16,26 +17,11 @@ void OnSignal(int) {
   if (g_stop != nullptr) g_stop->Notify();
 }
 
-// Errors a user fixes in configuration or in the database's setup.
-bool IsConfigError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kAlreadyExists:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 int Fail(const absl::Status& status, bool starting) {
   spdlog::error("{}", status.message());
-  if (IsConfigError(status) || (starting && status.code() == absl::StatusCode::kUnavailable)) {
+  if (IsConfigurationError(status) || (starting && status.code() == absl::StatusCode::kUnavailable)) {
     return kExitConfig;
   }
   return kExitFailure;
@@ -65,6 +51,17 @@ int ParseFailure(const CLI::App& app, const CLI::ParseError& error) {
     spdlog::error("{}; see {} --help", what, path);
   }
   return kExitConfig;
+}
+
+void AddColumnFlags(CLI::App* cmd, outbox::ColumnMapping& columns) {
+  Flag(cmd, "id-column", columns.id, "Column with the event id")->capture_default_str();
+  Flag(cmd, "aggregate-column", columns.aggregate_id, "Column with the aggregate id")
+      ->capture_default_str();
+  Flag(cmd, "type-column", columns.type, "Column with the event type")->capture_default_str();
+  Flag(cmd, "payload-column", columns.payload, "Column with the JSON payload")
+      ->capture_default_str();
+  Flag(cmd, "created-at-column", columns.created_at, "Column with the creation time")
+      ->capture_default_str();
 }
 
 absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name) {

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
+#include "outbox/event.h"
 #include "relay/stop_signal.h"
 
 namespace outboxd::cli {
@@ -40,6 +41,10 @@ CLI::Option* Flag(CLI::App* app, const std::string& name, T& value, const std::s
   for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
   return app->add_option("--" + name, value, help)->envname(env);
 }
+
+// --id-column ... --created-at-column: the outbox column mapping (same flags for run
+// and poll).
+void AddColumnFlags(CLI::App* cmd, outbox::ColumnMapping& columns);
 
 // A duration flag: the text as given ("500ms"), parsed by ResolveDuration.
 struct DurationFlag {

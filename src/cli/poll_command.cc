@@ -49,20 +49,8 @@ struct PollCommand {
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
-    RegisterColumns(cmd);
+    AddColumnFlags(cmd, options.columns);
     return cmd;
-  }
-
-  void RegisterColumns(CLI::App* cmd) {
-    Flag(cmd, "id-column", options.columns.id, "Column with the event id")->capture_default_str();
-    Flag(cmd, "aggregate-column", options.columns.aggregate_id, "Column with the aggregate id")
-        ->capture_default_str();
-    Flag(cmd, "type-column", options.columns.type, "Column with the event type")
-        ->capture_default_str();
-    Flag(cmd, "payload-column", options.columns.payload, "Column with the JSON payload")
-        ->capture_default_str();
-    Flag(cmd, "created-at-column", options.columns.created_at, "Column with the creation time")
-        ->capture_default_str();
   }
 
   int Run() {

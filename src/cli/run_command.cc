@@ -35,15 +35,7 @@ struct RunCommand {
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
-    Flag(cmd, "id-column", options.columns.id, "Column with the event id")->capture_default_str();
-    Flag(cmd, "aggregate-column", options.columns.aggregate_id, "Column with the aggregate id")
-        ->capture_default_str();
-    Flag(cmd, "type-column", options.columns.type, "Column with the event type")
-        ->capture_default_str();
-    Flag(cmd, "payload-column", options.columns.payload, "Column with the JSON payload")
-        ->capture_default_str();
-    Flag(cmd, "created-at-column", options.columns.created_at, "Column with the creation time")
-        ->capture_default_str();
+    AddColumnFlags(cmd, options.columns);
     Flag(cmd, "max-in-flight", options.max_in_flight,
          "Pause reading above this many unacked events")
         ->capture_default_str();

@@ -30,23 +30,6 @@ constexpr absl::Duration kReportGrace = absl::Seconds(2);
 // Longest single Poll() while waiting, so the deadline is checked regularly.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
 
-// Errors worth another batch on a new connection; the rest are configuration (a
-// dropped table or column, lost privileges) and end the loop.
-bool IsTransient(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-      return true;
-    default:
-      return false;
-  }
-}
-
 int ToPollMs(absl::Duration d) {
   return static_cast<int>(
       absl::ToInt64Milliseconds(std::clamp(d, absl::ZeroDuration(), kPollSlice)));
@@ -253,7 +236,7 @@ absl::Status PollRelay::Run(relay::StopSignal* stop) {
       if (*reserved == 0) Sleep(options_.interval, stop, options_.notify);
       continue;
     }
-    if (!IsTransient(reserved.status())) return reserved.status();
+    if (IsConfigurationError(reserved.status())) return reserved.status();
     spdlog::warn("batch failed, retrying in {} on a new connection: {}",
                  absl::FormatDuration(kRetryDelay), reserved.status());
     conn_.reset();  // reconnects (and LISTENs again) in the next RunOnce

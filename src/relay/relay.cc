@@ -73,7 +73,7 @@ absl::Status Relay::Run() {
     }
     // Before the first stream, any error is the configuration's or the environment's
     // (exit 2); later, only those that retrying cannot fix end the relay.
-    if (!streamed || IsPermanent(status)) return status;
+    if (!streamed || IsConfigurationError(status)) return status;
     if (status.code() == absl::StatusCode::kAborted) {
       spdlog::warn("{}; recreating the producer, resuming from {}", status,
                    pg::FormatLsn(tracker_.watermark()));
@@ -96,19 +96,6 @@ absl::Status Relay::CreatePublisher() {
       publisher_, kafka::Publisher::Create(
                       options_.kafka, [this](const kafka::DeliveryReport& r) { OnDelivery(r); }));
   return absl::OkStatus();
-}
-
-bool Relay::IsPermanent(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return true;
-    default:
-      return false;
-  }
 }
 
 void Relay::EndSession() {

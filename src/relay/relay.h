@@ -85,7 +85,6 @@ class Relay {
   void EndSession();
   void WaitFor(absl::Duration duration);
   absl::Status ProducerHealth();
-  static bool IsPermanent(const absl::Status& status);
   absl::Status Loop();
   absl::Status ReadBatch(bool& read_any, bool& reply_requested);
   absl::Status HandleData(std::string_view data);

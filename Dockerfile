@@ -1,0 +1,53 @@
+# outboxd image: the relay (`outboxd`) and the example application
+# (`outboxd-example-confirm`, `outboxd-example-billing`) on Debian bookworm.
+#
+#   docker build -t outboxd .
+#   docker run --rm outboxd run --help
+#
+# Configuration is by environment (every flag has OUTBOXD_<FLAG>: OUTBOXD_PG,
+# OUTBOXD_BROKERS, ...) or flags after the subcommand. docker-compose.yml runs the
+# whole stack. tests/deploy/check_compose.sh checks, without Docker, that the runtime
+# packages below provide every shared library the binaries load.
+
+# ---- build ------------------------------------------------------------------------
+FROM debian:bookworm-slim AS build
+# The build packages of scripts/deps, without the test-only ones.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      g++ cmake ninja-build pkg-config ca-certificates \
+      libpq-dev librdkafka-dev \
+      libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev prometheus-cpp-dev \
+      protobuf-compiler libprotobuf-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DOUTBOXD_BUILD_TESTS=OFF -DOUTBOXD_BUILD_BENCH=OFF \
+ && cmake --build /build --target outboxd outboxd_example_confirm \
+      outboxd_example_billing_consumer \
+ && strip --strip-debug /build/bin/outboxd /build/bin/outboxd-example-confirm \
+      /build/bin/outboxd-example-billing
+
+# ---- runtime ----------------------------------------------------------------------
+FROM debian:bookworm-slim
+# Runtime libraries only (Debian bookworm package names): libpq, librdkafka, simdjson,
+# abseil, spdlog/fmt; ca-certificates for TLS; curl for the health check.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libpq5 librdkafka1 libsimdjson14 libabsl20220623 libspdlog1.10 libfmt9 \
+      ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --no-create-home \
+      --home-dir /nonexistent --shell /usr/sbin/nologin outboxd
+COPY --from=build /build/bin/outboxd /build/bin/outboxd-example-confirm \
+     /build/bin/outboxd-example-billing /usr/local/bin/
+USER outboxd
+# In a container /metrics and /healthz must listen on all interfaces.
+ENV OUTBOXD_METRICS=0.0.0.0:9187
+EXPOSE 9187
+# /healthz answers 200 while the relay is streaming, 503 otherwise (outboxd run/poll).
+# The port follows OUTBOXD_METRICS.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD curl -fsS "http://127.0.0.1:${OUTBOXD_METRICS##*:}/healthz" >/dev/null || exit 1
+ENTRYPOINT ["outboxd"]
+CMD ["--help"]
