@@ -221,22 +221,23 @@ TEST(RelayFaults, StandbyTakesOverWithinSecondsWhenTheActiveRelayDies) {
 
 TEST(RelayFaults, SlowBrokerAndTransientProduceErrorsLoseNothing) {
   RelayHarness h(kTopics);
-  h.StartRelay();
+  // One produce request in flight at a time: with requests pipelined, librdkafka
+  // 2.0.2's mock broker sometimes acknowledges a retried batch it never stored
+  // (kcat finds nothing; the same happens with a bare producer, no relay involved).
+  h.StartRelay({"--kafka", "max.in.flight.requests.per.connection=1"});
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(300).ok());
   Load load(h.db().conninfo());
   absl::SleepFor(absl::Seconds(2));
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
   // NOT_LEADER_FOR_PARTITION and NOT_ENOUGH_REPLICAS: retriable, must be retried.
-  // (Not REQUEST_TIMED_OUT: librdkafka 2.0.2's mock acknowledges the retry of a batch
-  // it failed that way without storing it -- kcat confirmed the event absent while
-  // the producer had a success report. A real broker stores it or refuses the retry.)
+  // (Not REQUEST_TIMED_OUT: the mock loses the retried batch outright.)
   h.cluster().PushProduceErrors(6, 3);
   h.cluster().PushProduceErrors(19, 3);
   absl::SleepFor(absl::Seconds(2));
   load.Stop();
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  std::printf("slow broker + transient errors: %zu events, %zu duplicates\n", h.OutboxRows().size(),
-              duplicates);
+  std::printf("slow broker + transient errors: %zu events, %zu duplicates\n",
+              h.OutboxRows().size(), duplicates);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
