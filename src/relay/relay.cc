@@ -98,6 +98,27 @@ absl::Status Relay::CreatePublisher() {
   return absl::OkStatus();
 }
 
+absl::Status Relay::CheckWalStatus(const pg::SlotInfo& slot) {
+  if (slot.wal_status == "lost") {
+    // Streaming on would skip whatever the removed WAL held: stop, loudly.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replication slot ", options_.slot,
+        " has lost WAL it needed (max_slot_wal_keep_size "
+        "exceeded); events committed after ",
+        pg::FormatLsn(slot.confirmed_flush_lsn),
+        " may be missing from it: drop it (SELECT pg_drop_replication_slot('", options_.slot,
+        "')), run outboxd setup, and republish the outbox rows created since the last "
+        "acknowledged event"));
+  }
+  if (slot.wal_status == "unreserved") {
+    spdlog::warn(
+        "replication slot {} is about to lose WAL (wal_status unreserved, lag {} "
+        "bytes): the relay must catch up before the next checkpoint",
+        options_.slot, slot.lag_bytes);
+  }
+  return absl::OkStatus();
+}
+
 void Relay::EndSession() {
   stats_->streaming = false;
   stream_.reset();
@@ -140,6 +161,7 @@ absl::Status Relay::Connect() {
     return absl::NotFoundError(
         absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
   }
+  OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(slot));
   // Resume after whatever this process already had acknowledged: the slot may be
   // behind it (feedback lost with the connection, or a server crash rolled
   // confirmed_flush_lsn back to the last checkpoint). The watermark never goes back,
@@ -280,8 +302,8 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
                                  .tag = tx_};
   absl::Status check = payload_checker_.Check(event->payload);
   if (!check.ok()) return DeadLetter(message, check);
-  if (!dead_aggregates_.empty() &&
-      dead_aggregates_.contains(absl::string_view(event->aggregate_id.data(), event->aggregate_id.size()))) {
+  if (!dead_aggregates_.empty() && dead_aggregates_.contains(absl::string_view(
+                                       event->aggregate_id.data(), event->aggregate_id.size()))) {
     return DeadLetter(message, absl::FailedPreconditionError(
                                    "follows an earlier dead-lettered event of its aggregate"));
   }

@@ -29,6 +29,7 @@
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
 #include "pg/replication_stream.h"
+#include "pg/slot.h"
 #include "pgoutput/decoder.h"
 #include "relay/ack_tracker.h"
 #include "relay/stop_signal.h"
@@ -83,6 +84,8 @@ class Relay {
   absl::Status CreatePublisher();
   absl::Status Connect();
   void EndSession();
+  // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
+  absl::Status CheckWalStatus(const pg::SlotInfo& slot);
   void WaitFor(absl::Duration duration);
   absl::Status ProducerHealth();
   absl::Status Loop();

@@ -96,9 +96,8 @@ size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {
     char buf[32] = {0};
     fread(buf, 1, sizeof(buf) - 1, p);
     pclose(p);
-    ADD_FAILURE() << "event " << row.id << " (seq " << row.seq << ", aggregate "
-                  << row.aggregate_id << ") missing from the collector; kcat finds it "
-                  << buf << " time(s)";
+    ADD_FAILURE() << "event " << row.id << " (seq " << row.seq << ", aggregate " << row.aggregate_id
+                  << ") missing from the collector; kcat finds it " << buf << " time(s)";
   }
   EXPECT_EQ(missing, 0u) << "of " << rows.size() << " committed events\n"
                          << h.Metrics(h.relay()) << h.relay().Log();
@@ -236,9 +235,34 @@ TEST(RelayFaults, SlowBrokerAndTransientProduceErrorsLoseNothing) {
   absl::SleepFor(absl::Seconds(2));
   load.Stop();
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  std::printf("slow broker + transient errors: %zu events, %zu duplicates\n",
-              h.OutboxRows().size(), duplicates);
+  std::printf("slow broker + transient errors: %zu events, %zu duplicates\n", h.OutboxRows().size(),
+              duplicates);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Point 6: a slot whose WAL was removed (max_slot_wal_keep_size exceeded while the
+// relay was away) is never streamed from: outboxd stops with the recovery path.
+TEST(RelayFaults, LostSlotStopsWithTheRecoveryPath) {
+  PrivateCluster cluster("max_slot_wal_keep_size = 1MB");
+  RelayHarness h(kTopics, 3, cluster.conninfo());
+  auto conn = h.db().Connect();
+  // The relay is not running: WAL piles up behind the slot, then a checkpoint
+  // removes the segments it still needed.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+                          "('a', 'pedido.confirmado', '{}'); SELECT pg_switch_wal()")
+                    .ok());
+  }
+  ASSERT_TRUE(conn.Exec("CHECKPOINT").ok());
+  ASSERT_EQ(h.db().Scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" +
+                          h.slot() + "'"),
+            "lost");
+  auto relay = h.SpawnRelay();
+  std::optional<int> code = relay->Wait(absl::Seconds(30));
+  ASSERT_TRUE(code.has_value()) << relay->Log();
+  EXPECT_EQ(*code, 2) << relay->Log();
+  EXPECT_NE(relay->Log().find("has lost WAL"), std::string::npos) << relay->Log();
+  EXPECT_NE(relay->Log().find("pg_drop_replication_slot"), std::string::npos) << relay->Log();
 }
 
 }  // namespace
