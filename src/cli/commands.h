@@ -4,13 +4,23 @@
 #define OUTBOXD_CLI_COMMANDS_H_
 
 #include <functional>
+#include <memory>
 
 #include "CLI/CLI.hpp"
 
 namespace outboxd::cli {
 
-// Registers the subcommand; the returned function runs it after parsing.
+// Registers the subcommand; the returned function runs it after parsing (-1 when
+// another subcommand was chosen).
 using Command = std::function<int()>;
+
+// For a command type with `CLI::App* Register(CLI::App&)` and `int Run()`.
+template <typename T>
+Command RegisterCommand(CLI::App& app) {
+  auto command = std::make_shared<T>();
+  CLI::App* cmd = command->Register(app);
+  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
+}
 
 Command RegisterSetup(CLI::App& app);
 Command RegisterRun(CLI::App& app);

@@ -21,7 +21,8 @@ void OnSignal(int) {
 
 int Fail(const absl::Status& status, bool starting) {
   spdlog::error("{}", status.message());
-  if (IsConfigurationError(status) || (starting && status.code() == absl::StatusCode::kUnavailable)) {
+  if (IsConfigurationError(status) ||
+      (starting && status.code() == absl::StatusCode::kUnavailable)) {
     return kExitConfig;
   }
   return kExitFailure;

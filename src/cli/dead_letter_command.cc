@@ -24,12 +24,14 @@ struct DeadLetterCommand {
   CLI::App* replay_cmd = nullptr;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("dead-letter", "List or replay events that could not be "
-                                                      "published");
+    CLI::App* cmd = app.add_subcommand("dead-letter",
+                                       "List or replay events that could not be "
+                                       "published");
     cmd->require_subcommand(1);
     list = cmd->add_subcommand("list", "Show the dead letters in order");
-    replay_cmd = cmd->add_subcommand("replay", "Republish dead letters in order, removing each "
-                                               "once acknowledged");
+    replay_cmd = cmd->add_subcommand("replay",
+                                     "Republish dead letters in order, removing each "
+                                     "once acknowledged");
     for (CLI::App* sub : {list, replay_cmd}) {
       Flag(sub, "pg", pg, "PostgreSQL conninfo or URI")->required();
       Flag(sub, "table", table, "Outbox table (dead letters live in <table>_dead_letter)")
@@ -81,10 +83,6 @@ struct DeadLetterCommand {
 
 }  // namespace
 
-Command RegisterDeadLetter(CLI::App& app) {
-  auto command = std::make_shared<DeadLetterCommand>();
-  CLI::App* cmd = command->Register(app);
-  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
-}
+Command RegisterDeadLetter(CLI::App& app) { return RegisterCommand<DeadLetterCommand>(app); }
 
 }  // namespace outboxd::cli

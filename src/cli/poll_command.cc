@@ -100,19 +100,12 @@ struct PollCommand {
       return stats.healthy ? ops::HttpResponse{200, "text/plain", "ok\n"}
                            : ops::HttpResponse{503, "text/plain", "last batch failed\n"};
     });
-    if (absl::Status s = http.Start(metrics); !s.ok()) return s;
-    spdlog::info("metrics on http://{}:{}/metrics, health on /healthz",
-                 metrics.substr(0, metrics.rfind(':')), http.port());
-    return absl::OkStatus();
+    return http.Start(metrics);
   }
 };
 
 }  // namespace
 
-Command RegisterPoll(CLI::App& app) {
-  auto command = std::make_shared<PollCommand>();
-  CLI::App* cmd = command->Register(app);
-  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
-}
+Command RegisterPoll(CLI::App& app) { return RegisterCommand<PollCommand>(app); }
 
 }  // namespace outboxd::cli

@@ -61,10 +61,6 @@ struct ReconcileCommand {
 
 }  // namespace
 
-Command RegisterReconcile(CLI::App& app) {
-  auto command = std::make_shared<ReconcileCommand>();
-  CLI::App* cmd = command->Register(app);
-  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
-}
+Command RegisterReconcile(CLI::App& app) { return RegisterCommand<ReconcileCommand>(app); }
 
 }  // namespace outboxd::cli

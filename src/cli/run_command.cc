@@ -107,8 +107,6 @@ struct RunCommand {
                                : ops::HttpResponse{503, "text/plain", "not streaming\n"};
       });
       if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, true);
-      spdlog::info("metrics on http://{}:{}/metrics, health on /healthz",
-                   metrics.substr(0, metrics.rfind(':')), http.port());
     }
     relay::Relay relay(options, &stats, &stop);
     absl::Status status = relay.Run();
@@ -120,10 +118,6 @@ struct RunCommand {
 
 }  // namespace
 
-Command RegisterRun(CLI::App& app) {
-  auto command = std::make_shared<RunCommand>();
-  CLI::App* cmd = command->Register(app);
-  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
-}
+Command RegisterRun(CLI::App& app) { return RegisterCommand<RunCommand>(app); }
 
 }  // namespace outboxd::cli

@@ -38,10 +38,6 @@ struct SetupCommand {
 
 }  // namespace
 
-Command RegisterSetup(CLI::App& app) {
-  auto command = std::make_shared<SetupCommand>();
-  CLI::App* cmd = command->Register(app);
-  return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
-}
+Command RegisterSetup(CLI::App& app) { return RegisterCommand<SetupCommand>(app); }
 
 }  // namespace outboxd::cli

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 
 namespace outboxd::ops {
 namespace {
@@ -79,6 +80,8 @@ absl::Status HttpServer::Start(const std::string& address) {
   socklen_t len = sizeof(addr);
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
+  // Tests and scripts find a port-0 server's port in this line.
+  spdlog::info("metrics on http://{}:{}/metrics, health on /healthz", host, port_);
   thread_ = std::thread([this] { Serve(); });
   return absl::OkStatus();
 }

@@ -33,7 +33,8 @@ class HttpServer {
 
   // Register before Start(). Handlers run on the server thread.
   void Handle(std::string path, Handler handler);
-  // Binds HOST:PORT (port 0: any free port) and serves on a new thread.
+  // Binds HOST:PORT (port 0: any free port), logs the address it serves, and serves
+  // on a new thread.
   absl::Status Start(const std::string& address);
   int port() const { return port_; }
   void Stop();

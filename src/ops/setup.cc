@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
 #include "pg/slot.h"
+#include "relay/preflight.h"
 
 namespace outboxd::ops {
 namespace {
@@ -51,15 +52,6 @@ absl::Status Annotate(const absl::Status& status, const std::string& context) {
   status.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
-}
-
-absl::Status CheckWalLevel(pg::Connection& conn) {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result result, conn.Exec("SHOW wal_level"));
-  const std::string_view level = result.Get(0, 0);
-  if (level == "logical") return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("wal_level is ", std::string(level),
-                   "; set wal_level = logical in postgresql.conf and restart PostgreSQL"));
 }
 
 absl::StatusOr<bool> RelationExists(pg::Connection& conn, const TableName& relation) {
@@ -104,8 +96,7 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                       report));
   const outbox::DeadLetterStore dead_letters(options.table);
   const TableName dead_letter_table = Sibling(conn, outbox, dead_letters.table());
-  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table,
-                                          "table " + dead_letters.table(),
+  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table, "table " + dead_letters.table(),
                                           dead_letters.CreateSql(conn), report));
   return CreateIfMissing(conn, inbox, "table " + options.inbox_table,
                          absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
@@ -173,14 +164,8 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
 // An existing slot must be a pgoutput slot of this database.
 absl::Status CheckSlot(pg::Connection& conn, const SetupOptions& options,
                        const pg::SlotInfo& slot) {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result db, conn.Exec("SELECT current_database()"));
-  if (slot.slot_type == "logical" && slot.plugin == "pgoutput" && slot.database == db.Get(0, 0)) {
-    return absl::OkStatus();
-  }
-  const std::string what = slot.slot_type != "logical" ? "is a physical slot"
-                           : slot.plugin != "pgoutput"
-                               ? absl::StrCat("uses plugin ", slot.plugin, ", not pgoutput")
-                               : absl::StrCat("belongs to database ", slot.database);
+  OUTBOXD_ASSIGN_OR_RETURN(std::string what, pg::SlotMismatch(conn, slot));
+  if (what.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat("replication slot ", options.slot, " ", what,
                    ": drop it with SELECT pg_drop_replication_slot(",
@@ -220,7 +205,7 @@ absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupRepor
   SetupReport local;
   SetupReport& out = report ? *report : local;
   out.created.clear();
-  OUTBOXD_RETURN_IF_ERROR(CheckWalLevel(conn));
+  OUTBOXD_RETURN_IF_ERROR(relay::CheckWalLevel(conn));
   OUTBOXD_RETURN_IF_ERROR(EnsureSchema(conn, options, out));
   return EnsureSlot(conn, options, out);
 }

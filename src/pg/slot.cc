@@ -49,4 +49,12 @@ absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
   return info;
 }
 
+absl::StatusOr<std::string> SlotMismatch(Connection& conn, const SlotInfo& slot) {
+  if (slot.slot_type != "logical") return std::string("is a physical slot");
+  if (slot.plugin != "pgoutput") return absl::StrCat("uses plugin ", slot.plugin, ", not pgoutput");
+  OUTBOXD_ASSIGN_OR_RETURN(Result db, conn.Exec("SELECT current_database()"));
+  if (slot.database != db.Get(0, 0)) return absl::StrCat("belongs to database ", slot.database);
+  return std::string();
+}
+
 }  // namespace outboxd::pg

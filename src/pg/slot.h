@@ -33,6 +33,11 @@ struct SlotInfo {
 
 absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot);
 
+// Why an existing slot cannot serve outboxd on this connection's database ("is a
+// physical slot", "uses plugin X, not pgoutput", "belongs to database D"), or "" when
+// it can.
+absl::StatusOr<std::string> SlotMismatch(Connection& conn, const SlotInfo& slot);
+
 }  // namespace outboxd::pg
 
 #endif  // OUTBOXD_PG_SLOT_H_

@@ -170,14 +170,8 @@ absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
                                             " does not exist; run outboxd setup, or name the "
                                             "slot with --slot"));
   }
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result db, conn.Exec("SELECT current_database()"));
-  if (slot.slot_type == "logical" && slot.plugin == "pgoutput" && slot.database == db.Get(0, 0)) {
-    return absl::OkStatus();
-  }
-  const std::string what = slot.slot_type != "logical" ? "is a physical slot"
-                           : slot.plugin != "pgoutput"
-                               ? absl::StrCat("uses plugin ", slot.plugin, ", not pgoutput")
-                               : absl::StrCat("belongs to database ", slot.database);
+  OUTBOXD_ASSIGN_OR_RETURN(std::string what, pg::SlotMismatch(conn, slot));
+  if (what.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat("replication slot ", options.slot, " ", what,
                    ": choose another --slot, or drop it with SELECT pg_drop_replication_slot(",
