@@ -27,6 +27,8 @@ Command RegisterRun(CLI::App& app);
 Command RegisterPoll(CLI::App& app);
 Command RegisterReconcile(CLI::App& app);
 Command RegisterDeadLetter(CLI::App& app);
+Command RegisterCleanup(CLI::App& app);
+Command RegisterStatus(CLI::App& app);
 
 }  // namespace outboxd::cli
 

@@ -1,6 +1,7 @@
 #include "cli/common.h"
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,13 @@
 #include "base/status_macros.h"
 
 namespace outboxd::cli {
+
+std::string EnvName(const std::string& name) {
+  std::string env = "OUTBOXD_";
+  for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return env;
+}
+
 namespace {
 
 relay::StopSignal* g_stop = nullptr;

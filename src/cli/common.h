@@ -6,7 +6,6 @@
 #ifndef OUTBOXD_CLI_COMMON_H_
 #define OUTBOXD_CLI_COMMON_H_
 
-#include <cctype>
 #include <string>
 #include <vector>
 
@@ -33,13 +32,19 @@ int Fail(const absl::Status& status, bool starting);
 // and its exit code (2; 0 for --help and --version, which print as usual).
 int ParseFailure(const CLI::App& app, const CLI::ParseError& error);
 
-// Adds --<name> with its environment variable OUTBOXD_<NAME> (dashes become
-// underscores); a flag wins over its variable.
+// OUTBOXD_<NAME> for flag --<name> (dashes become underscores).
+std::string EnvName(const std::string& name);
+
+// Adds --<name> with its environment variable; a flag wins over its variable.
 template <typename T>
 CLI::Option* Flag(CLI::App* app, const std::string& name, T& value, const std::string& help) {
-  std::string env = "OUTBOXD_";
-  for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
-  return app->add_option("--" + name, value, help)->envname(env);
+  return app->add_option("--" + name, value, help)->envname(EnvName(name));
+}
+
+// A switch (--json, no value) with its environment variable.
+inline CLI::Option* Switch(CLI::App* app, const std::string& name, bool& value,
+                           const std::string& help) {
+  return app->add_flag("--" + name, value, help)->envname(EnvName(name));
 }
 
 // --id-column ... --created-at-column: the outbox column mapping (same flags for run

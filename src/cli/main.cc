@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "outboxd 0.1.0");
   std::vector<Command> commands = {RegisterSetup(app), RegisterRun(app), RegisterPoll(app),
+                                   RegisterCleanup(app), RegisterStatus(app),
                                    RegisterReconcile(app), RegisterDeadLetter(app)};
   try {
     app.parse(argc, argv);

@@ -13,14 +13,6 @@
 namespace outboxd::cli {
 namespace {
 
-// A switch (--notify, no value) with its OUTBOXD_<NAME> variable; Flag() makes options
-// that take a value.
-CLI::Option* Switch(CLI::App* app, const std::string& name, bool& value, const std::string& help) {
-  std::string env = "OUTBOXD_";
-  for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
-  return app->add_flag("--" + name, value, help)->envname(env);
-}
-
 struct PollCommand {
   poll::PollOptions options;
   std::vector<std::string> kafka_properties;

@@ -1,10 +1,13 @@
-// outboxd run: the CDC relay, with /metrics and /healthz.
+// outboxd run: the CDC relay, with /metrics and /healthz and the cleanup job.
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "ops/cleanup.h"
 #include "ops/http_server.h"
 #include "ops/metrics.h"
 #include "pg/connection.h"
@@ -21,6 +24,9 @@ struct RunCommand {
   std::string metrics = "127.0.0.1:9187";
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
+  DurationFlag cleanup_interval{"1h"};
+  DurationFlag retention{"7d"};
+  DurationFlag inbox_retention{"30d"};
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
@@ -43,6 +49,13 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "shutdown-timeout", shutdown_timeout.text, "Wait for in-flight acks on SIGTERM")
         ->capture_default_str();
+    Flag(cmd, "cleanup-interval", cleanup_interval.text,
+         "Run outboxd cleanup this often (0s: never)")
+        ->capture_default_str();
+    Flag(cmd, "retention", retention.text, "Cleanup: acknowledged outbox rows older than this")
+        ->capture_default_str();
+    Flag(cmd, "inbox-retention", inbox_retention.text, "Cleanup: inbox rows older than this")
+        ->capture_default_str();
     return cmd;
   }
 
@@ -50,6 +63,9 @@ struct RunCommand {
   absl::Status CheckFlags() {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(feedback_interval, "feedback-interval"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(shutdown_timeout, "shutdown-timeout"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(cleanup_interval, "cleanup-interval"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(retention, "retention"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(inbox_retention, "inbox-retention"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
@@ -107,6 +123,15 @@ struct RunCommand {
                                : ops::HttpResponse{503, "text/plain", "not streaming\n"};
       });
       if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, true);
+    }
+    std::optional<ops::CleanupJob> cleanup;
+    if (cleanup_interval.value > absl::ZeroDuration()) {
+      cleanup.emplace(options.conninfo,
+                      ops::CleanupOptions{.table = options.table,
+                                          .created_at_column = options.columns.created_at,
+                                          .retention = retention.value,
+                                          .inbox_retention = inbox_retention.value},
+                      cleanup_interval.value);
     }
     relay::Relay relay(options, &stats, &stop);
     absl::Status status = relay.Run();

@@ -19,6 +19,9 @@ struct SetupCommand {
     Flag(cmd, "table", options.table, "Outbox table")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication name")->capture_default_str();
     Flag(cmd, "slot", options.slot, "Logical replication slot name")->capture_default_str();
+    Switch(cmd, "recreate-slot", options.recreate_slot,
+         "Drop the slot; run then recreates it and republishes the rows after the last "
+         "acknowledged position (recovery from wal_status lost)");
     return cmd;
   }
 
@@ -28,8 +31,10 @@ struct SetupCommand {
     // Before Setup creates anything: without REPLICATION it would create the tables
     // and the publication, then fail on the slot.
     absl::Status status = relay::CheckReplicationPrivilege(*conn);
-    if (status.ok()) status = ops::Setup(*conn, options);
+    ops::SetupReport report;
+    if (status.ok()) status = ops::Setup(*conn, options, &report);
     if (!status.ok()) return Fail(status, true);
+    for (const std::string& what : report.created) spdlog::info("setup: {}", what);
     spdlog::info("ready: table {}, publication {}, slot {}", options.table, options.publication,
                  options.slot);
     return kExitOk;

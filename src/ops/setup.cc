@@ -10,41 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
+#include "outbox/relay_state.h"
 #include "pg/slot.h"
+#include "pg/table_name.h"
 #include "relay/preflight.h"
 
 namespace outboxd::ops {
 namespace {
 
-// A possibly schema-qualified table name, split and quoted.
-struct TableName {
-  std::string schema;  // "" for the search_path default
-  std::string name;
-  std::string quoted;  // "schema"."name" or "name"
-};
-
-TableName SplitTableName(pg::Connection& conn, const std::string& qualified) {
-  TableName table;
-  const size_t dot = qualified.rfind('.');
-  table.name = dot == std::string::npos ? qualified : qualified.substr(dot + 1);
-  table.schema = dot == std::string::npos ? "" : qualified.substr(0, dot);
-  table.quoted = conn.QuoteIdentifier(table.name);
-  if (!table.schema.empty()) {
-    table.quoted = absl::StrCat(conn.QuoteIdentifier(table.schema), ".", table.quoted);
-  }
-  return table;
-}
-
-// The table's name for messages: schema.name, each part quoted only if needed.
-std::string DisplayName(const TableName& table) {
-  std::string name = pg::SqlIdentifier(table.name);
-  return table.schema.empty() ? name : absl::StrCat(pg::SqlIdentifier(table.schema), ".", name);
-}
-
-// A sibling relation (index, inbox) in the same schema as `table`.
-TableName Sibling(pg::Connection& conn, const TableName& table, const std::string& name) {
-  return SplitTableName(conn, table.schema.empty() ? name : absl::StrCat(table.schema, ".", name));
-}
+using pg::TableName;
 
 // Keeps the code and the SQLSTATE payload, prefixes the message with context.
 absl::Status Annotate(const absl::Status& status, const std::string& context) {
@@ -54,16 +28,10 @@ absl::Status Annotate(const absl::Status& status, const std::string& context) {
   return out;
 }
 
-absl::StatusOr<bool> RelationExists(pg::Connection& conn, const TableName& relation) {
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result result, conn.ExecParams("SELECT to_regclass($1) IS NOT NULL", {relation.quoted}));
-  return result.Get(0, 0) == "t";
-}
-
 // Runs `sql` if `relation` is missing and records it in `report` as `what`.
 absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
                              const std::string& what, const std::string& sql, SetupReport& report) {
-  OUTBOXD_ASSIGN_OR_RETURN(bool exists, RelationExists(conn, relation));
+  OUTBOXD_ASSIGN_OR_RETURN(bool exists, relation.Exists(conn));
   if (exists) return absl::OkStatus();
   absl::StatusOr<pg::Result> created = conn.Exec(sql);
   if (!created.ok()) return Annotate(created.status(), absl::StrCat("cannot create ", what));
@@ -72,9 +40,9 @@ absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
 }
 
 absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
-  const TableName outbox = SplitTableName(conn, options.table);
-  const TableName index = Sibling(conn, outbox, outbox.name + "_pendentes");
-  const TableName inbox = Sibling(conn, outbox, options.inbox_table);
+  const TableName outbox = TableName::Split(conn, options.table);
+  const TableName index = outbox.Sibling(conn, outbox.name + "_pendentes");
+  const TableName inbox = outbox.Sibling(conn, options.inbox_table);
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox, "table " + options.table,
                                           absl::StrCat("CREATE TABLE ", outbox.quoted, R"sql( (
   seq                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -95,9 +63,12 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                    outbox.quoted, " (seq) WHERE publicado_em IS NULL"),
                       report));
   const outbox::DeadLetterStore dead_letters(options.table);
-  const TableName dead_letter_table = Sibling(conn, outbox, dead_letters.table());
+  const TableName dead_letter_table = outbox.Sibling(conn, dead_letters.table());
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table, "table " + dead_letters.table(),
                                           dead_letters.CreateSql(conn), report));
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox.Sibling(conn, state.table()),
+                                          "table " + state.table(), state.CreateSql(conn), report));
   return CreateIfMissing(conn, inbox, "table " + options.inbox_table,
                          absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
   message_id    uuid PRIMARY KEY,
@@ -123,12 +94,12 @@ absl::Status CheckPublication(pg::Connection& conn, const SetupOptions& options,
   return absl::FailedPreconditionError(
       absl::StrCat("publication ", options.publication, " exists but does not publish table ",
                    options.table, ": ALTER PUBLICATION ", pg::SqlIdentifier(options.publication),
-                   " ADD TABLE ", DisplayName(outbox), ", or choose another --publication"));
+                   " ADD TABLE ", outbox.Display(), ", or choose another --publication"));
 }
 
 absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options,
                                SetupReport& report) {
-  const TableName outbox = SplitTableName(conn, options.table);
+  const TableName outbox = TableName::Split(conn, options.table);
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result existing,
       conn.ExecParams("SELECT pubinsert FROM pg_publication WHERE pubname = $1",
@@ -172,26 +143,97 @@ absl::Status CheckSlot(pg::Connection& conn, const SetupOptions& options,
                    conn.QuoteLiteral(options.slot), ") or choose another --slot"));
 }
 
-absl::Status EnsureSlot(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
-  if (slot.exists) return CheckSlot(conn, options, slot);
-  absl::StatusOr<pg::Result> created =
-      conn.ExecParams("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {options.slot});
-  if (created.ok()) {
+// Rows a new slot would never stream: committed before its consistent point, still
+// pending. Counted in the slot's exported snapshot, so a row committed just after
+// is streamed, never missed.
+absl::StatusOr<int64_t> PendingBeforeSlot(pg::Connection& conn, const SetupOptions& options,
+                                          const pg::CreatedSlot& created) {
+  const TableName outbox = TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, "publicado_em"));
+  if (!polled) return 0;
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection reader, pg::Connection::Open(conn.conninfo()));
+  OUTBOXD_RETURN_IF_ERROR(reader
+                              .Exec(absl::StrCat("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+                                                 " SET TRANSACTION SNAPSHOT ",
+                                                 reader.QuoteLiteral(created.snapshot)))
+                              .status());
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      reader.Exec(absl::StrCat("SELECT count(*) FROM ", outbox.quoted, " WHERE publicado_em IS NULL")));
+  return std::stoll(std::string(r.Get(0, 0)));
+}
+
+absl::Status RequestBackfill(pg::Connection& conn, const SetupOptions& options, bool after_acked,
+                             const std::string& what, SetupReport& report) {
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_RETURN_IF_ERROR(state.RequestBackfill(conn, options.slot, after_acked));
+  report.created.push_back(what);
+  return absl::OkStatus();
+}
+
+absl::Status PermissionError(pg::Connection& conn) {
+  return absl::PermissionDeniedError(absl::StrCat("role ", conn.user(),
+                                                  " lacks REPLICATION: ALTER ROLE ",
+                                                  pg::SqlIdentifier(conn.user()), " REPLICATION"));
+}
+
+absl::Status CreateSlot(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
+  absl::StatusOr<pg::Connection> repl =
+      pg::Connection::Open(conn.conninfo(), pg::ConnectionKind::kReplication);
+  if (!repl.ok()) return repl.status();
+  absl::StatusOr<pg::CreatedSlot> created = pg::CreateSlotWithSnapshot(*repl, options.slot);
+  if (!created.ok()) {
+    const std::string state = repl->last_sqlstate();
+    if (state == "42710") {  // created meanwhile by a concurrent setup
+      OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
+      return CheckSlot(conn, options, slot);
+    }
+    if (state == "42501") return PermissionError(conn);
+    return Annotate(created.status(), "cannot create replication slot " + options.slot);
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(int64_t pending, PendingBeforeSlot(conn, options, *created));
+  if (pending == 0) {
     report.created.push_back("replication slot " + options.slot);
     return absl::OkStatus();
   }
-  const std::string state = conn.last_sqlstate();
-  if (state == "42710") {  // created meanwhile by a concurrent setup
-    OUTBOXD_ASSIGN_OR_RETURN(slot, pg::QuerySlot(conn, options.slot));
-    return CheckSlot(conn, options, slot);
+  { pg::Connection done = *std::move(repl); }  // closing it ends the snapshot and frees the slot
+  OUTBOXD_RETURN_IF_ERROR(pg::DropSlot(conn, options.slot));
+  return RequestBackfill(
+      conn, options, /*after_acked=*/false,
+      absl::StrCat("backfill of the ", pending, " pending rows (outboxd run creates slot ",
+                   options.slot, " and publishes them first)"),
+      report);
+}
+
+// The recovery from a lost slot: drop it, and let the relay republish what came
+// after the last acknowledged position from the table.
+absl::Status RecreateSlot(pg::Connection& conn, const SetupOptions& options,
+                          const pg::SlotInfo& slot, SetupReport& report) {
+  if (slot.active) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("replication slot ", options.slot, " is in use by process ", slot.active_pid,
+                     ": stop the relay, then run setup --recreate-slot again"));
   }
-  if (state == "42501") {
-    return absl::PermissionDeniedError(
-        absl::StrCat("role ", conn.user(), " lacks REPLICATION: ALTER ROLE ",
-                     pg::SqlIdentifier(conn.user()), " REPLICATION"));
+  if (slot.exists) {
+    OUTBOXD_RETURN_IF_ERROR(pg::DropSlot(conn, options.slot));
+    report.created.push_back("dropped replication slot " + options.slot);
   }
-  return Annotate(created.status(), "cannot create replication slot " + options.slot);
+  return RequestBackfill(conn, options, /*after_acked=*/true,
+                         absl::StrCat("backfill of the outbox rows after the last acknowledged "
+                                      "position (outboxd run creates slot ",
+                                      options.slot, " and republishes them first)"),
+                         report);
+}
+
+absl::Status EnsureSlot(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
+  if (options.recreate_slot) return RecreateSlot(conn, options, slot, report);
+  if (slot.exists) return CheckSlot(conn, options, slot);
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> pending,
+                           state.PendingBackfill(conn, options.slot));
+  if (pending) return absl::OkStatus();  // already requested: the relay creates the slot
+  return CreateSlot(conn, options, report);
 }
 
 }  // namespace

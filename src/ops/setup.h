@@ -1,7 +1,7 @@
 // `outboxd setup`: prepares a database for the relay. Creates, where missing, the
-// outbox and inbox tables (DESIGN.md's schema), the publication of the outbox's
-// inserts and the pgoutput logical replication slot. Idempotent: a second run
-// changes nothing and succeeds.
+// outbox and inbox tables (DESIGN.md's schema), the dead-letter and relay-state
+// tables beside the outbox, the publication of the outbox's inserts and the pgoutput
+// logical replication slot. Idempotent: a second run changes nothing and succeeds.
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo));
 //   SetupReport report;
@@ -23,6 +23,10 @@ struct SetupOptions {
   std::string publication = "outboxd";
   std::string slot = "outboxd";
   std::string inbox_table = "inbox";  // created in the outbox table's schema
+  // Drop the slot (it must not be in use) and let `outboxd run` create it again and
+  // first republish the outbox rows written after its last acknowledged position:
+  // the recovery from wal_status "lost".
+  bool recreate_slot = false;
 };
 
 // What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}.
@@ -30,6 +34,11 @@ struct SetupReport {
   std::vector<std::string> created;
 };
 
+// The slot is created with an exported snapshot. When that snapshot shows outbox
+// rows still pending (publicado_em IS NULL: left by a polling relay), the slot is
+// dropped again and a backfill is requested instead: `outboxd run` creates the slot
+// itself and publishes exactly those rows before streaming (no gap, no overlap).
+//
 // `conn` must be a regular (not a replication) connection whose role may create
 // tables and publications and has REPLICATION (or is superuser). Fails with
 // FailedPrecondition when wal_level is not logical, or when an existing publication

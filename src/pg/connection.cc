@@ -263,6 +263,7 @@ absl::StatusOr<Connection> Connection::Open(const std::string& conninfo, Connect
   if (conn.get() == nullptr) return absl::ResourceExhaustedError("libpq: out of memory");
   if (PQstatus(conn.get()) != CONNECTION_OK) return ConnectError(conn.get());
   if (kind == ConnectionKind::kReplication) OUTBOXD_RETURN_IF_ERROR(ForceIsoUtc(conn));
+  conn.conninfo_ = conninfo;
   return conn;
 }
 
@@ -353,6 +354,11 @@ absl::Status WithSqlStateOf(absl::Status error, const absl::Status& cause) {
   if (auto state = cause.GetPayload(kSqlStatePayload); state && !error.ok()) {
     error.SetPayload(kSqlStatePayload, *state);
   }
+  return error;
+}
+
+absl::Status WithSqlState(absl::Status error, std::string_view sqlstate) {
+  if (!error.ok()) error.SetPayload(kSqlStatePayload, absl::Cord(absl::string_view(sqlstate.data(), sqlstate.size())));
   return error;
 }
 

@@ -73,6 +73,8 @@ class Connection {
   std::string QuoteLiteral(std::string_view value);
 
   PGconn* get() const { return conn_.get(); }
+  // The conninfo this connection was opened with (to open another of another kind).
+  const std::string& conninfo() const { return conninfo_; }
   int socket() const { return PQsocket(conn_.get()); }
   // SQLSTATE of the most recent Exec/ExecParams if it failed, else "" (e.g. "42704").
   const std::string& last_sqlstate() const { return last_sqlstate_; }
@@ -87,6 +89,7 @@ class Connection {
 
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
   std::string last_sqlstate_;
+  std::string conninfo_;
 };
 
 // The SQLSTATE an Exec/ExecParams error carries (as a status payload), or "" for
@@ -97,6 +100,9 @@ std::string SqlStateOf(const absl::Status& status);
 // `error` with the SQLSTATE of `cause` attached (when it has one): for errors that
 // reword the server's message but must stay classifiable.
 absl::Status WithSqlStateOf(absl::Status error, const absl::Status& cause);
+// `error` carrying `sqlstate`, for conditions outboxd detects itself but callers
+// classify like the server's (e.g. "55006": in use by another process).
+absl::Status WithSqlState(absl::Status error, std::string_view sqlstate);
 
 // A name for SQL shown to users in a fix ("ALTER ROLE app REPLICATION"): bare when
 // it is a plain lower-case name, double-quoted otherwise. SQL that runs uses

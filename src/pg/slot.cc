@@ -57,4 +57,23 @@ absl::StatusOr<std::string> SlotMismatch(Connection& conn, const SlotInfo& slot)
   return std::string();
 }
 
+absl::StatusOr<CreatedSlot> CreateSlotWithSnapshot(Connection& conn, std::string_view slot) {
+  // The pre-15 spelling (EXPORT_SNAPSHOT), which every supported server accepts.
+  OUTBOXD_ASSIGN_OR_RETURN(Result result,
+                           conn.Exec(absl::StrCat("CREATE_REPLICATION_SLOT ",
+                                                  conn.QuoteIdentifier(slot),
+                                                  " LOGICAL pgoutput EXPORT_SNAPSHOT")));
+  // Columns: slot_name, consistent_point, snapshot_name, output_plugin.
+  if (result.rows() != 1 || result.columns() < 3) {
+    return absl::InternalError("unexpected CREATE_REPLICATION_SLOT result");
+  }
+  CreatedSlot created{.snapshot = std::string(result.Get(0, 2))};
+  OUTBOXD_ASSIGN_OR_RETURN(created.consistent_point, ParseLsn(result.Get(0, 1)));
+  return created;
+}
+
+absl::Status DropSlot(Connection& conn, std::string_view slot) {
+  return conn.ExecParams("SELECT pg_drop_replication_slot($1)", {std::string(slot)}).status();
+}
+
 }  // namespace outboxd::pg

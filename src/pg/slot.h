@@ -38,6 +38,20 @@ absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot);
 // it can.
 absl::StatusOr<std::string> SlotMismatch(Connection& conn, const SlotInfo& slot);
 
+// A logical slot created on a replication connection together with an exported
+// snapshot: a regular connection that runs SET TRANSACTION SNAPSHOT 'snapshot' sees
+// exactly the transactions committed before `consistent_point`, from which the slot
+// streams. The snapshot lives until the next command on `conn`.
+struct CreatedSlot {
+  Lsn consistent_point = kInvalidLsn;
+  std::string snapshot;
+};
+absl::StatusOr<CreatedSlot> CreateSlotWithSnapshot(Connection& conn, std::string_view slot);
+
+// pg_drop_replication_slot on a regular connection; Unavailable (SQLSTATE 55006)
+// while a walsender uses the slot.
+absl::Status DropSlot(Connection& conn, std::string_view slot);
+
 }  // namespace outboxd::pg
 
 #endif  // OUTBOXD_PG_SLOT_H_

@@ -8,7 +8,7 @@ namespace outboxd::poll {
 
 std::string NotifyTriggerSql(pg::Connection& conn, const std::string& table,
                              const std::string& channel) {
-  const internal::TableName name = internal::SplitTableName(conn, table);
+  const pg::TableName name = pg::TableName::Split(conn, table);
   std::string function = conn.QuoteIdentifier(kNotifyTriggerName);
   if (!name.schema.empty())
     function = absl::StrCat(conn.QuoteIdentifier(name.schema), ".", function);
@@ -31,7 +31,7 @@ absl::Status InstallNotifyTrigger(pg::Connection& conn, const std::string& table
 }
 
 absl::StatusOr<bool> HasNotifyTrigger(pg::Connection& conn, const std::string& table) {
-  const internal::TableName name = internal::SplitTableName(conn, table);
+  const pg::TableName name = pg::TableName::Split(conn, table);
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result result,
       conn.ExecParams("SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) "

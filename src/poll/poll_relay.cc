@@ -60,7 +60,7 @@ absl::Status PollRelay::Start() {
 absl::Status PollRelay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, relay::TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options_.conninfo));
-  const internal::TableName table = internal::SplitTableName(conn, options_.table);
+  const pg::TableName table = pg::TableName::Split(conn, options_.table);
   OUTBOXD_RETURN_IF_ERROR(
       internal::CheckTable(conn, table, options_.columns, options_.poll_columns));
   table_name_ = table.name;

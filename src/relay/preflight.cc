@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "outbox/relay_state.h"
 #include "pg/slot.h"
 
 namespace outboxd::relay {
@@ -166,6 +167,10 @@ absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
 absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
   if (!slot.exists) {
+    // setup asked the relay to create it (backfill first): nothing to check yet.
+    OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> backfill,
+                             outbox::RelayStateStore(options.table).PendingBackfill(conn, options.slot));
+    if (backfill) return absl::OkStatus();
     return absl::NotFoundError(absl::StrCat("replication slot ", options.slot,
                                             " does not exist; run outboxd setup, or name the "
                                             "slot with --slot"));

@@ -10,10 +10,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/slot.h"
+#include "relay/backfill.h"
 #include "relay/backoff.h"
 
 namespace outboxd::relay {
@@ -36,6 +38,8 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stats_(stats),
       stop_(stop),
       dead_letters_(options_.table),
+      position_(options_.table, options_.slot, options_.position_interval),
+      state_(options_.table),
       mapper_(options_.columns) {
   size_t dot = options_.table.find('.');
   if (dot == std::string::npos) {
@@ -64,6 +68,7 @@ absl::Status Relay::Run() {
       if (status.ok()) return Shutdown();
     }
     EndSession();
+    if (stop_->requested()) break;
     if (pg::SqlStateOf(status) == "55006") {
       // Another relay holds the slot: stand by and take over when it goes away.
       if (!standing_by) spdlog::info("standing by: {}", status);
@@ -106,9 +111,10 @@ absl::Status Relay::CheckWalStatus(const pg::SlotInfo& slot) {
         " has lost WAL it needed (max_slot_wal_keep_size "
         "exceeded); events committed after ",
         pg::FormatLsn(slot.confirmed_flush_lsn),
-        " may be missing from it: drop it (SELECT pg_drop_replication_slot('", options_.slot,
-        "')), run outboxd setup, and republish the outbox rows created since the last "
-        "acknowledged event"));
+        " may be missing from it: stop the relays on it and run outboxd setup "
+        "--recreate-slot --slot ", options_.slot,
+        ", then start outboxd run: it republishes the outbox rows after the last "
+        "acknowledged position first"));
   }
   if (slot.wal_status == "unreserved") {
     spdlog::warn(
@@ -157,18 +163,25 @@ absl::Status Relay::Connect() {
   control_.emplace(std::move(control));
   OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
-  if (!slot.exists) {
-    return absl::NotFoundError(
-        absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> backfill,
+                           state_.PendingBackfill(*control_, options_.slot));
+  pg::Lsn start = 0;
+  if (backfill) {
+    OUTBOXD_ASSIGN_OR_RETURN(start, Backfill(conn, slot, *backfill));
+  } else {
+    if (!slot.exists) {
+      return absl::NotFoundError(absl::StrCat("replication slot \"", options_.slot,
+                                              "\" does not exist; run outboxd setup"));
+    }
+    OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(slot));
+    // Resume after whatever this process already had acknowledged: the slot may be
+    // behind it (feedback lost with the connection, or a server crash rolled
+    // confirmed_flush_lsn back to the last checkpoint). The watermark never goes
+    // back, and feedback never reports less than the slot holds (PostgreSQL 15 would
+    // store a smaller value as given).
+    tracker_.Reset(slot.confirmed_flush_lsn);
+    start = tracker_.watermark();
   }
-  OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(slot));
-  // Resume after whatever this process already had acknowledged: the slot may be
-  // behind it (feedback lost with the connection, or a server crash rolled
-  // confirmed_flush_lsn back to the last checkpoint). The watermark never goes back,
-  // and feedback never reports less than the slot holds (PostgreSQL 15 would store a
-  // smaller value as given).
-  tracker_.Reset(slot.confirmed_flush_lsn);
-  pg::Lsn start = tracker_.watermark();
   last_sent_flush_ = start;
   received_ = std::max(received_, start);
   OUTBOXD_ASSIGN_OR_RETURN(
@@ -198,6 +211,7 @@ absl::Status Relay::Loop() {
       OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
     }
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
+    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, tracker_.watermark()));
     if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
     if (!read_any) {
@@ -286,24 +300,28 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
     return absl::FailedPreconditionError(absl::StrCat(
         "outbox row in transaction ", tx_lsn_text_, " cannot be read: ", event.status().message()));
   }
+  return Publish(*event);
+}
+
+absl::Status Relay::Publish(const outbox::OutboxEvent& event) {
   tracker_.AddEvent(tx_);
-  std::string_view created_at = outbox::IsoTimestamp(event->created_at, created_at_buffer_);
+  std::string_view created_at = outbox::IsoTimestamp(event.created_at, created_at_buffer_);
   const std::array<kafka::Header, 5> headers = {{
-      {"id", event->id},
-      {"type", event->type},
-      {"aggregate_id", event->aggregate_id},
+      {"id", event.id},
+      {"type", event.type},
+      {"aggregate_id", event.aggregate_id},
       {"created_at", created_at},
       {"lsn", tx_lsn_text_},
   }};
-  kafka::OutgoingMessage message{.topic = topic_.Render(event->type, table_name_, topic_buffer_),
-                                 .key = event->aggregate_id,
-                                 .value = event->payload,
+  kafka::OutgoingMessage message{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
+                                 .key = event.aggregate_id,
+                                 .value = event.payload,
                                  .headers = headers,
                                  .tag = tx_};
-  absl::Status check = payload_checker_.Check(event->payload);
+  absl::Status check = payload_checker_.Check(event.payload);
   if (!check.ok()) return DeadLetter(message, check);
   if (!dead_aggregates_.empty() && dead_aggregates_.contains(absl::string_view(
-                                       event->aggregate_id.data(), event->aggregate_id.size()))) {
+                                       event.aggregate_id.data(), event.aggregate_id.size()))) {
     return DeadLetter(message, absl::FailedPreconditionError(
                                    "follows an earlier dead-lettered event of its aggregate"));
   }
@@ -347,6 +365,66 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl
   stats_->events_dead_lettered++;
   spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", letter.id, letter.aggregate_id,
                 dead_letters_.table(), letter.error);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pg::Lsn> Relay::Backfill(pg::Connection& conn, const pg::SlotInfo& slot,
+                                        const outbox::BackfillRequest& request) {
+  // One relay backfills; another one started meanwhile stands by.
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result locked,
+                           control_->ExecParams("SELECT pg_try_advisory_lock(hashtext($1))",
+                                                {"outboxd backfill " + options_.slot}));
+  if (locked.Get(0, 0) != "t") {
+    return pg::WithSqlState(
+        absl::UnavailableError(absl::StrCat("another relay is backfilling slot ", options_.slot)),
+        "55006");
+  }
+  // A slot left by an interrupted backfill never streamed and confirmed nothing:
+  // start again with a fresh one (and a fresh snapshot).
+  if (slot.exists) OUTBOXD_RETURN_IF_ERROR(pg::DropSlot(*control_, options_.slot));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::CreatedSlot created,
+                           pg::CreateSlotWithSnapshot(conn, options_.slot));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      BackfillReader reader,
+      BackfillReader::Open(options_.conninfo, {.table = options_.table, .columns = options_.columns},
+                           request, created.snapshot));
+  spdlog::info("created slot {} at {}; publishing the outbox rows committed before it first",
+               options_.slot, pg::FormatLsn(created.consistent_point));
+  // All backfilled rows form one tracked "transaction" ending at the consistent
+  // point: the watermark cannot pass it before every one is acknowledged.
+  tracker_.Reset(created.consistent_point);
+  tx_ = tracker_.Begin(created.consistent_point, absl::ToUnixMicros(absl::Now()));
+  tx_lsn_text_ = pg::FormatLsn(created.consistent_point);
+  int64_t published = 0;
+  while (true) {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Result rows, reader.Next(1000));
+    if (rows.rows() == 0) break;
+    for (int i = 0; i < rows.rows(); ++i) {
+      OUTBOXD_RETURN_IF_ERROR(Drain(options_.max_in_flight - 1));
+      OUTBOXD_RETURN_IF_ERROR(Publish({.id = rows.Get(i, 0),
+                                       .aggregate_id = rows.Get(i, 1),
+                                       .type = rows.Get(i, 2),
+                                       .payload = rows.Get(i, 3),
+                                       .created_at = rows.Get(i, 4)}));
+    }
+    published += rows.rows();
+  }
+  tracker_.Commit(created.consistent_point);
+  OUTBOXD_RETURN_IF_ERROR(reader.Close());
+  OUTBOXD_RETURN_IF_ERROR(Drain(0));
+  OUTBOXD_RETURN_IF_ERROR(state_.FinishBackfill(*control_, options_.slot));
+  spdlog::info("backfill done: {} events acknowledged; streaming from {}", published,
+               tx_lsn_text_);
+  return created.consistent_point;
+}
+
+absl::Status Relay::Drain(uint64_t limit) {
+  while (tracker_.events_in_flight() > limit) {
+    publisher_->Poll(100);
+    OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
+    OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));
+    if (stop_->requested()) return absl::CancelledError("stopped during the backfill");
+  }
   return absl::OkStatus();
 }
 

@@ -28,10 +28,12 @@
 #include "outbox/dead_letter.h"
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
+#include "outbox/relay_state.h"
 #include "pg/replication_stream.h"
 #include "pg/slot.h"
 #include "pgoutput/decoder.h"
 #include "relay/ack_tracker.h"
+#include "relay/position_recorder.h"
 #include "relay/stop_signal.h"
 #include "relay/topic_template.h"
 
@@ -53,6 +55,8 @@ struct RelayOptions {
   absl::Duration reconnect_cap = absl::Seconds(30);
   // While another relay holds the slot, retry this often.
   absl::Duration standby_poll = absl::Seconds(1);
+  // How often the acknowledged position is recorded for cleanup and status.
+  absl::Duration position_interval = absl::Seconds(1);
 };
 
 // Live figures for /metrics and logs; written by the relay thread only.
@@ -93,6 +97,14 @@ class Relay {
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
+  // One outbox row, from the stream or a backfill: to Kafka, or to the dead letters.
+  absl::Status Publish(const outbox::OutboxEvent& event);
+  // Creates the slot and publishes the rows `request` covers before it streams;
+  // returns the position to stream from.
+  absl::StatusOr<pg::Lsn> Backfill(pg::Connection& conn, const pg::SlotInfo& slot,
+                                   const outbox::BackfillRequest& request);
+  // Serves delivery reports until at most `limit` events are in flight.
+  absl::Status Drain(uint64_t limit);
   absl::Status Produce(const kafka::OutgoingMessage& message);
   // Stores an event that can never be published in the dead-letter table, then
   // counts it as handled (acknowledged) so the watermark moves past it.
@@ -120,6 +132,8 @@ class Relay {
   absl::Status pending_error_;  // raised in a delivery callback, returned by the loop
   std::unique_ptr<kafka::Publisher> publisher_;
   AckTracker tracker_;
+  PositionRecorder position_;
+  outbox::RelayStateStore state_;
   pgoutput::RelationCache relations_;
   outbox::EventMapper mapper_;
   outbox::PayloadChecker payload_checker_;

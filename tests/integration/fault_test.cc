@@ -262,7 +262,7 @@ TEST(RelayFaults, LostSlotStopsWithTheRecoveryPath) {
   ASSERT_TRUE(code.has_value()) << relay->Log();
   EXPECT_EQ(*code, 2) << relay->Log();
   EXPECT_NE(relay->Log().find("has lost WAL"), std::string::npos) << relay->Log();
-  EXPECT_NE(relay->Log().find("pg_drop_replication_slot"), std::string::npos) << relay->Log();
+  EXPECT_NE(relay->Log().find("outboxd setup --recreate-slot"), std::string::npos) << relay->Log();
 }
 
 }  // namespace

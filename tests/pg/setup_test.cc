@@ -40,7 +40,8 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
   absl::Status status = ops::Setup(conn, {.slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes",
-                                          "table outbox_dead_letter", "table inbox",
+                                          "table outbox_dead_letter", "table outbox_relay_state",
+                                          "table inbox",
                                           "publication outboxd", "replication slot " + db->name()));
 
   absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
@@ -115,11 +116,13 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created,
               ElementsAre("table app.eventos", "index eventos_pendentes",
-                          "table eventos_dead_letter", "table inbox",
+                          "table eventos_dead_letter", "table eventos_relay_state",
+                          "table inbox",
                           "publication pub_eventos", "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_dead_letter') IS NOT NULL"), "t");
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_relay_state') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT schemaname || '.' || tablename FROM pg_publication_tables "
                        "WHERE pubname = 'pub_eventos'"),
             "app.eventos");

@@ -9,18 +9,6 @@
 
 namespace outboxd::poll::internal {
 
-TableName SplitTableName(pg::Connection& conn, const std::string& qualified) {
-  TableName table;
-  const size_t dot = qualified.rfind('.');
-  table.name = dot == std::string::npos ? qualified : qualified.substr(dot + 1);
-  table.schema = dot == std::string::npos ? "" : qualified.substr(0, dot);
-  table.quoted = conn.QuoteIdentifier(table.name);
-  if (!table.schema.empty()) {
-    table.quoted = absl::StrCat(conn.QuoteIdentifier(table.schema), ".", table.quoted);
-  }
-  return table;
-}
-
 OutboxQueries BuildQueries(pg::Connection& conn, const TableName& table,
                            const outbox::ColumnMapping& columns, const PollColumns& poll_columns) {
   auto q = [&conn](const std::string& name) { return conn.QuoteIdentifier(name); };
@@ -65,10 +53,6 @@ struct NeededColumn {
   std::string fix;
 };
 
-std::string DisplayName(const TableName& table) {
-  std::string name = pg::SqlIdentifier(table.name);
-  return table.schema.empty() ? name : absl::StrCat(pg::SqlIdentifier(table.schema), ".", name);
-}
 
 // The five event columns are renamed by flags; the polling columns must exist as in
 // DESIGN.md's schema, so their fix is the column to add.
@@ -76,7 +60,7 @@ std::vector<NeededColumn> NeededColumns(const TableName& table,
                                         const outbox::ColumnMapping& columns,
                                         const PollColumns& poll_columns) {
   auto add = [&table](const std::string& name, const char* definition) {
-    return absl::StrCat("the polling relay needs it: ALTER TABLE ", DisplayName(table),
+    return absl::StrCat("the polling relay needs it: ALTER TABLE ", table.Display(),
                         " ADD COLUMN ", pg::SqlIdentifier(name), " ", definition);
   };
   return {
@@ -104,14 +88,14 @@ absl::Status CheckTable(pg::Connection& conn, const TableName& table,
                       "AND attnum > 0 AND NOT attisdropped",
                       {table.quoted}));
   if (result.rows() == 0) {
-    return absl::NotFoundError(absl::StrCat("outbox table ", DisplayName(table),
+    return absl::NotFoundError(absl::StrCat("outbox table ", table.Display(),
                                             " does not exist: run outboxd setup or fix --table"));
   }
   absl::flat_hash_set<std::string> present;
   for (int r = 0; r < result.rows(); ++r) present.insert(std::string(result.Get(r, 0)));
   for (const NeededColumn& column : NeededColumns(table, columns, poll_columns)) {
     if (present.contains(column.name)) continue;
-    return absl::NotFoundError(absl::StrCat("outbox table ", DisplayName(table), " has no column ",
+    return absl::NotFoundError(absl::StrCat("outbox table ", table.Display(), " has no column ",
                                             pg::SqlIdentifier(column.name), ": ", column.fix));
   }
   return absl::OkStatus();

@@ -8,17 +8,12 @@
 #include "absl/status/status.h"
 #include "outbox/event.h"
 #include "pg/connection.h"
+#include "pg/table_name.h"
 #include "poll/columns.h"
 
 namespace outboxd::poll::internal {
 
-// A possibly schema-qualified table name.
-struct TableName {
-  std::string schema;  // "" for the search_path default
-  std::string name;
-  std::string quoted;  // "schema"."name" or "name"
-};
-TableName SplitTableName(pg::Connection& conn, const std::string& qualified);
+using pg::TableName;
 
 // Column order of the reserve query's result.
 enum ReservedColumn { kSeq = 0, kId, kAggregateId, kType, kPayload, kCreatedAt };

@@ -1,0 +1,61 @@
+// outboxd cleanup: one pass of the outbox and inbox cleanup (ops/cleanup.h), for cron
+// or a Kubernetes CronJob; `outboxd run --cleanup-interval` runs the same job itself.
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "ops/cleanup.h"
+#include "pg/connection.h"
+
+namespace outboxd::cli {
+namespace {
+
+struct CleanupCommand {
+  std::string pg;
+  ops::CleanupOptions options;
+  DurationFlag retention{"7d"};
+  DurationFlag inbox_retention{"30d"};
+
+  CLI::App* Register(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand(
+        "cleanup", "Delete acknowledged outbox rows and old inbox rows, in short batches");
+    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
+    Flag(cmd, "retention", retention.text,
+         "Delete acknowledged outbox rows older than this (never an unacknowledged one)")
+        ->capture_default_str();
+    Flag(cmd, "batch", options.batch, "Rows per DELETE (each its own short transaction)")
+        ->capture_default_str();
+    Flag(cmd, "inbox-retention", inbox_retention.text,
+         "Delete inbox rows older than this (longer than the broker can redeliver)")
+        ->capture_default_str();
+    Flag(cmd, "inbox-table", options.inbox_table, "Inbox table, beside the outbox (empty: skip)")
+        ->capture_default_str();
+    Flag(cmd, "created-at-column", options.created_at_column, "Column with the creation time")
+        ->capture_default_str();
+    return cmd;
+  }
+
+  int Run() {
+    for (auto [flag, name] : {std::pair{&retention, "retention"},
+                              std::pair{&inbox_retention, "inbox-retention"}}) {
+      if (absl::Status s = ResolveDuration(*flag, name); !s.ok()) return Fail(s, true);
+    }
+    options.retention = retention.value;
+    options.inbox_retention = inbox_retention.value;
+    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    if (!conn.ok()) return Fail(conn.status(), true);
+    absl::StatusOr<ops::CleanupResult> done = ops::Cleanup(*conn, options);
+    if (!done.ok()) return Fail(done.status(), true);
+    spdlog::info(
+        "cleanup: deleted {} acknowledged outbox rows older than {} and {} inbox rows older "
+        "than {}",
+        done->outbox_deleted, retention.text, done->inbox_deleted, inbox_retention.text);
+    return kExitOk;
+  }
+};
+
+}  // namespace
+
+Command RegisterCleanup(CLI::App& app) { return RegisterCommand<CleanupCommand>(app); }
+
+}  // namespace outboxd::cli

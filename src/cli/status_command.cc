@@ -1,0 +1,61 @@
+// outboxd status: the dashboard (ops/status.h) as an aligned table or JSON on stdout.
+// With --max-age, exit 1 when the oldest unacknowledged (CDC) or pending (polling)
+// event is older: a cron-ready alert.
+#include <iostream>
+
+#include "absl/time/time.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "ops/status.h"
+#include "pg/connection.h"
+
+namespace outboxd::cli {
+namespace {
+
+struct StatusCommand {
+  std::string pg;
+  ops::StatusOptions options;
+  bool json = false;
+  DurationFlag max_age{""};
+
+  CLI::App* Register(CLI::App& app) {
+    CLI::App* cmd = app.add_subcommand(
+        "status", "Slot, lag and the age of the oldest unacknowledged event");
+    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
+    Flag(cmd, "slot", options.slot, "Logical replication slot (absent: polling mode)")
+        ->capture_default_str();
+    Switch(cmd, "json", json, "Print one JSON object instead of the table");
+    Flag(cmd, "max-age", max_age.text,
+         "Exit 1 when the oldest unacknowledged event is older than this");
+    Flag(cmd, "created-at-column", options.created_at_column, "Column with the creation time")
+        ->capture_default_str();
+    return cmd;
+  }
+
+  int Run() {
+    if (!max_age.text.empty()) {
+      if (absl::Status s = ResolveDuration(max_age, "max-age"); !s.ok()) return Fail(s, true);
+    }
+    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    if (!conn.ok()) return Fail(conn.status(), true);
+    absl::StatusOr<ops::OutboxStatus> status = ops::QueryStatus(*conn, options);
+    if (!status.ok()) return Fail(status.status(), true);
+    std::cout << (json ? ops::FormatStatusJson(*status) : ops::FormatStatusTable(*status));
+    std::cout.flush();
+    if (!max_age.text.empty() && status->oldest_age_s() > absl::ToDoubleSeconds(max_age.value)) {
+      spdlog::error("the oldest {} event is {:.1f}s old, more than --max-age {}",
+                    status->mode == "cdc" ? "unacknowledged" : "pending", status->oldest_age_s(),
+                    max_age.text);
+      return kExitFailure;
+    }
+    return kExitOk;
+  }
+};
+
+}  // namespace
+
+Command RegisterStatus(CLI::App& app) { return RegisterCommand<StatusCommand>(app); }
+
+}  // namespace outboxd::cli

@@ -1,0 +1,127 @@
+#include "ops/cleanup.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "outbox/relay_state.h"
+#include "pg/table_name.h"
+
+namespace outboxd::ops {
+namespace {
+
+// The cut-off as the server's timestamp, taken once so every batch agrees.
+absl::StatusOr<std::string> Cutoff(pg::Connection& conn, absl::Duration age) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.ExecParams("SELECT (now() - make_interval(secs => $1::float8))::text",
+                                    {absl::StrCat(absl::ToDoubleSeconds(age))}));
+  return std::string(r.Get(0, 0));
+}
+
+// Runs `batch_sql` ($1 = cut-off, $2 = batch size) until it deletes nothing.
+absl::StatusOr<int64_t> DeleteInBatches(pg::Connection& conn, const std::string& batch_sql,
+                                        const std::string& cutoff, const CleanupOptions& options) {
+  int64_t total = 0;
+  while (!options.stopping()) {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                             conn.ExecParams(batch_sql, {cutoff, absl::StrCat(options.batch)}));
+    if (r.AffectedRows() == 0) break;
+    total += r.AffectedRows();
+  }
+  return total;
+}
+
+// ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
+absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options) {
+  const pg::TableName outbox = pg::TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
+  const std::string published = polled ? options.published_at_column : "";
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists,
+                           outbox.Sibling(conn, state.table()).Exists(conn));
+  std::string acked;
+  if (state_exists) {
+    acked = state.AckedCondition(conn, "o", published);
+  } else if (polled) {
+    acked = absl::StrCat("o.", conn.QuoteIdentifier(published), " IS NOT NULL");
+  } else {
+    return 0;  // nothing can tell an acknowledged row from another: keep them all
+  }
+  // The seed's rule for polled rows (published before the cut-off), and the CDC
+  // analogue: created before it and acknowledged.
+  std::string old = absl::StrCat("o.", conn.QuoteIdentifier(options.created_at_column),
+                                 " < $1::timestamptz");
+  if (polled) {
+    old = absl::StrCat("(", old, " OR o.", conn.QuoteIdentifier(published), " < $1::timestamptz)");
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.retention));
+  return DeleteInBatches(
+      conn,
+      absl::StrCat("DELETE FROM ", outbox.quoted, " WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM ",
+                   outbox.quoted, " o WHERE ", old, " AND ", acked, " IS TRUE LIMIT $2))"),
+      cutoff, options);
+}
+
+absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& options) {
+  if (options.inbox_table.empty()) return 0;
+  const pg::TableName inbox =
+      pg::TableName::Split(conn, options.table).Sibling(conn, options.inbox_table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool exists, inbox.Exists(conn));
+  if (!exists) return 0;
+  OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.inbox_retention));
+  return DeleteInBatches(
+      conn,
+      absl::StrCat("DELETE FROM ", inbox.quoted, " WHERE ctid = ANY(ARRAY(SELECT ctid FROM ",
+                   inbox.quoted, " WHERE processado_em < $1::timestamptz LIMIT $2))"),
+      cutoff, options);
+}
+
+}  // namespace
+
+absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options) {
+  if (options.batch <= 0) return absl::InvalidArgumentError("--batch must be at least 1");
+  CleanupResult result;
+  OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options));
+  OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options));
+  return result;
+}
+
+CleanupJob::CleanupJob(std::string conninfo, CleanupOptions options, absl::Duration interval)
+    : conninfo_(std::move(conninfo)), options_(std::move(options)), interval_(interval) {
+  options_.stopping = [this] { return Stopping(); };
+  thread_ = std::thread([this] { Loop(); });
+}
+
+CleanupJob::~CleanupJob() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+bool CleanupJob::Stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void CleanupJob::Loop() {
+  do {
+    absl::StatusOr<CleanupResult> done = [this]() -> absl::StatusOr<CleanupResult> {
+      OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo_));
+      return Cleanup(conn, options_);
+    }();
+    if (!done.ok()) {
+      spdlog::warn("cleanup failed: {}; retrying in {}", done.status(),
+                   absl::FormatDuration(interval_));
+    } else if (done->outbox_deleted + done->inbox_deleted > 0) {
+      spdlog::info("cleanup: deleted {} acknowledged outbox rows and {} inbox rows",
+                   done->outbox_deleted, done->inbox_deleted);
+    }
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_);
+  } while (!Stopping());
+}
+
+}  // namespace outboxd::ops

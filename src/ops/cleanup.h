@@ -1,0 +1,74 @@
+// Cleanup: deletes outbox rows older than the retention whose events the broker has
+// acknowledged, and inbox rows older than the inbox retention, in short batches
+// (each DELETE its own transaction, no long locks), looping until a batch deletes
+// nothing. A row is acknowledged when the polling relay marked it published, or when
+// the CDC relay recorded a position past it (outbox/relay_state.h). An
+// unacknowledged row is never deleted, whatever its age: a lost slot can still be
+// re-synced from the table.
+//
+//   CleanupOptions options{.retention = absl::Hours(24 * 7)};
+//   OUTBOXD_ASSIGN_OR_RETURN(CleanupResult done, Cleanup(conn, options));
+//
+// PostgreSQL-side, the role needs SELECT and DELETE on the outbox and the inbox, and
+// SELECT on the relay-state table: nothing else.
+#ifndef OUTBOXD_OPS_CLEANUP_H_
+#define OUTBOXD_OPS_CLEANUP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pg/connection.h"
+
+namespace outboxd::ops {
+
+struct CleanupOptions {
+  std::string table = "outbox";
+  std::string created_at_column = "criado_em";
+  std::string published_at_column = "publicado_em";  // ignored if the table has none
+  std::string inbox_table = "inbox";                 // beside the outbox; "" to skip
+  absl::Duration retention = absl::Hours(24 * 7);
+  absl::Duration inbox_retention = absl::Hours(24 * 30);
+  int batch = 5000;
+  // Checked between batches: cleanup inside `outboxd run` stops with the relay.
+  std::function<bool()> stopping = [] { return false; };
+};
+
+struct CleanupResult {
+  int64_t outbox_deleted = 0;
+  int64_t inbox_deleted = 0;
+};
+
+absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options);
+
+// The same cleanup inside `outboxd run`: at start, then every `interval`, on its own
+// thread and connection (the relay loop never waits for a DELETE). Failures are
+// logged and retried at the next interval.
+//
+//   CleanupJob job(conninfo, CleanupOptions{}, absl::Hours(1));   // stops when destroyed
+class CleanupJob {
+ public:
+  CleanupJob(std::string conninfo, CleanupOptions options, absl::Duration interval);
+  ~CleanupJob();
+  CleanupJob(const CleanupJob&) = delete;
+  CleanupJob& operator=(const CleanupJob&) = delete;
+
+ private:
+  void Loop();
+  bool Stopping();
+
+  std::string conninfo_;
+  CleanupOptions options_;
+  absl::Duration interval_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace outboxd::ops
+
+#endif  // OUTBOXD_OPS_CLEANUP_H_

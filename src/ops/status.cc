@@ -1,0 +1,162 @@
+#include "ops/status.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "outbox/dead_letter.h"
+#include "pg/slot.h"
+#include "pg/table_name.h"
+
+namespace outboxd::ops {
+namespace {
+
+int64_t ToInt(std::string_view text) {
+  int64_t value = 0;
+  (void)absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &value);
+  return value;
+}
+
+double ToDouble(std::string_view text) {
+  double value = 0;
+  (void)absl::SimpleAtod(absl::string_view(text.data(), text.size()), &value);
+  return value;
+}
+
+// Counts and the oldest age of the rows matching `where` (alias o).
+absl::StatusOr<pg::Result> CountRows(pg::Connection& conn, const pg::TableName& outbox,
+                                     const StatusOptions& options, const std::string& extra,
+                                     const std::string& where) {
+  return conn.Exec(absl::StrCat(
+      "SELECT count(*), coalesce(extract(epoch FROM now() - min(o.",
+      conn.QuoteIdentifier(options.created_at_column), ")), 0)::float8", extra, " FROM ",
+      outbox.quoted, " o WHERE ", where));
+}
+
+absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
+                      const StatusOptions& options, const pg::SlotInfo& slot, OutboxStatus& out) {
+  out.slot_active = slot.active;
+  out.wal_status = slot.wal_status;
+  out.slot_lag_bytes = slot.lag_bytes;
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(conn, state.table()).Exists(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
+  std::string unacked = "true";  // without the state table nothing is known acknowledged
+  if (state_exists) {
+    unacked = absl::StrCat(state.AckedCondition(conn, "o", polled ? options.published_at_column : ""),
+                           " IS NOT TRUE");
+    OUTBOXD_ASSIGN_OR_RETURN(out.positions, state.Positions(conn));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, CountRows(conn, outbox, options, "", unacked));
+  out.unacked = ToInt(r.Get(0, 0));
+  out.oldest_unacked_age_s = ToDouble(r.Get(0, 1));
+  return absl::OkStatus();
+}
+
+absl::Status QueryPoll(pg::Connection& conn, const pg::TableName& outbox,
+                       const StatusOptions& options, OutboxStatus& out) {
+  // The seed's dashboard query.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      CountRows(conn, outbox, options,
+                absl::StrCat(", count(*) FILTER (WHERE o.",
+                             conn.QuoteIdentifier(options.attempts_column), " >= 5)"),
+                absl::StrCat("o.", conn.QuoteIdentifier(options.published_at_column),
+                             " IS NULL")));
+  out.pending = ToInt(r.Get(0, 0));
+  out.oldest_pending_age_s = ToDouble(r.Get(0, 1));
+  out.repeated_failures = ToInt(r.Get(0, 2));
+  return absl::OkStatus();
+}
+
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptions& options) {
+  const pg::TableName outbox = pg::TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool exists, outbox.Exists(conn));
+  if (!exists) {
+    return absl::NotFoundError(absl::StrCat("table ", outbox.Display(),
+                                            " does not exist: run outboxd setup or pass --table"));
+  }
+  OutboxStatus out;
+  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
+  out.mode = slot.exists ? "cdc" : "poll";
+  if (slot.exists) {
+    OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, options, slot, out));
+  } else {
+    OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, options, out));
+  }
+  const outbox::DeadLetterStore dead_letters(options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool dead_exists,
+                           outbox.Sibling(conn, dead_letters.table()).Exists(conn));
+  if (dead_exists) {
+    OUTBOXD_ASSIGN_OR_RETURN(out.dead_letter, dead_letters.Count(conn));
+  }
+  return out;
+}
+
+std::string FormatStatusTable(const OutboxStatus& s) {
+  std::vector<std::pair<std::string, std::string>> rows = {{"mode", s.mode}};
+  if (s.mode == "cdc") {
+    rows.insert(rows.end(), {{"slot_active", s.slot_active ? "yes" : "no"},
+                             {"wal_status", s.wal_status},
+                             {"slot_lag_bytes", absl::StrCat(s.slot_lag_bytes)},
+                             {"unacked", absl::StrCat(s.unacked)},
+                             {"oldest_unacked_age_s", absl::StrFormat("%.1f", s.oldest_unacked_age_s)}});
+    for (const outbox::SlotPosition& p : s.positions) {
+      rows.push_back({absl::StrCat("position[", p.slot, "]"),
+                      p.acked_lsn.empty() ? std::string("none")
+                                          : absl::StrFormat("%s, recorded %.1fs ago",
+                                                            p.acked_lsn, p.acked_age_s)});
+    }
+  } else {
+    rows.insert(rows.end(), {{"pending", absl::StrCat(s.pending)},
+                             {"oldest_pending_age_s", absl::StrFormat("%.1f", s.oldest_pending_age_s)},
+                             {"repeated_failures", absl::StrCat(s.repeated_failures)}});
+  }
+  rows.push_back({"dead_letter", absl::StrCat(s.dead_letter)});
+  size_t width = 0;
+  for (const auto& [name, value] : rows) width = std::max(width, name.size());
+  std::string out;
+  for (const auto& [name, value] : rows) {
+    absl::StrAppend(&out, name, std::string(width + 2 - name.size(), ' '), value, "\n");
+  }
+  return out;
+}
+
+std::string FormatStatusJson(const OutboxStatus& s) {
+  std::string out = absl::StrCat("{\"mode\":", JsonString(s.mode));
+  if (s.mode == "cdc") {
+    absl::StrAppend(&out, ",\"slot_active\":", s.slot_active ? "true" : "false",
+                    ",\"wal_status\":", JsonString(s.wal_status),
+                    ",\"slot_lag_bytes\":", s.slot_lag_bytes, ",\"unacked\":", s.unacked,
+                    absl::StrFormat(",\"oldest_unacked_age_s\":%.3f", s.oldest_unacked_age_s),
+                    ",\"positions\":[");
+    for (size_t i = 0; i < s.positions.size(); ++i) {
+      const outbox::SlotPosition& p = s.positions[i];
+      absl::StrAppend(&out, i ? "," : "", "{\"slot\":", JsonString(p.slot),
+                      ",\"acked_lsn\":", p.acked_lsn.empty() ? "null" : JsonString(p.acked_lsn),
+                      absl::StrFormat(",\"acked_age_s\":%.3f}", p.acked_age_s));
+    }
+    out += "]";
+  } else {
+    absl::StrAppend(&out, ",\"pending\":", s.pending,
+                    absl::StrFormat(",\"oldest_pending_age_s\":%.3f", s.oldest_pending_age_s),
+                    ",\"repeated_failures\":", s.repeated_failures);
+  }
+  absl::StrAppend(&out, ",\"dead_letter\":", s.dead_letter, "}\n");
+  return out;
+}
+
+}  // namespace outboxd::ops

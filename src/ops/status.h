@@ -1,0 +1,64 @@
+// `outboxd status`: the pattern's dashboard query, for CDC and for polling. The
+// figure that matters is the age of the oldest event not yet acknowledged, more than
+// any count: 500 pending events in a burst that drains in seconds are normal, one
+// event ten minutes old is a stopped relay.
+//
+// CDC (the slot exists): slot active or not, wal_status, slot lag in bytes, and the
+// outbox rows not yet known to be acknowledged (outbox/relay_state.h: known within
+// about two position intervals, 1 s each by default). Polling (no slot): rows with
+// published_at NULL, the oldest one's age and those that failed 5 times or more.
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(OutboxStatus s, QueryStatus(conn, StatusOptions{}));
+//   std::cout << FormatStatusTable(s);   // or FormatStatusJson(s)
+#ifndef OUTBOXD_OPS_STATUS_H_
+#define OUTBOXD_OPS_STATUS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "outbox/relay_state.h"
+#include "pg/connection.h"
+
+namespace outboxd::ops {
+
+struct StatusOptions {
+  std::string table = "outbox";
+  std::string slot = "outboxd";
+  std::string created_at_column = "criado_em";
+  std::string published_at_column = "publicado_em";
+  std::string attempts_column = "tentativas";
+};
+
+struct OutboxStatus {
+  std::string mode;  // "cdc" or "poll"
+  // CDC.
+  bool slot_active = false;
+  std::string wal_status;
+  int64_t slot_lag_bytes = 0;
+  int64_t unacked = 0;
+  double oldest_unacked_age_s = 0;
+  std::vector<outbox::SlotPosition> positions;  // what each relay last recorded
+  // Polling.
+  int64_t pending = 0;
+  double oldest_pending_age_s = 0;
+  int64_t repeated_failures = 0;
+  // Both.
+  int64_t dead_letter = 0;
+
+  // The age an alert compares: unacknowledged (CDC) or pending (polling).
+  double oldest_age_s() const { return mode == "cdc" ? oldest_unacked_age_s : oldest_pending_age_s; }
+};
+
+absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptions& options);
+
+// A short aligned table, one "name  value" line per figure.
+std::string FormatStatusTable(const OutboxStatus& status);
+// One JSON object: {"mode":"cdc","slot_active":true,...}.
+std::string FormatStatusJson(const OutboxStatus& status);
+
+}  // namespace outboxd::ops
+
+#endif  // OUTBOXD_OPS_STATUS_H_

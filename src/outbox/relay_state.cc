@@ -1,0 +1,156 @@
+#include "outbox/relay_state.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace outboxd::outbox {
+
+RelayStateStore::RelayStateStore(const std::string& outbox_table) {
+  size_t dot = outbox_table.rfind('.');
+  if (dot != std::string::npos) schema_ = outbox_table.substr(0, dot);
+  table_ = absl::StrCat(dot == std::string::npos ? outbox_table : outbox_table.substr(dot + 1),
+                        "_relay_state");
+}
+
+std::string RelayStateStore::Quoted(pg::Connection& conn) const {
+  std::string name = conn.QuoteIdentifier(table_);
+  return schema_.empty() ? name : absl::StrCat(conn.QuoteIdentifier(schema_), ".", name);
+}
+
+std::string RelayStateStore::CreateSql(pg::Connection& conn) const {
+  return absl::StrCat("CREATE TABLE IF NOT EXISTS ", Quoted(conn), R"sql( (
+  slot_name          text PRIMARY KEY,
+  acked_xid          xid8,
+  acked_lsn          pg_lsn,
+  acked_at           timestamptz,
+  backfill           boolean NOT NULL DEFAULT false,
+  backfill_after_xid xid8
+))sql");
+}
+
+absl::StatusOr<XidHorizon> RelayStateStore::TakeHorizon(pg::Connection& conn) const {
+  // The target list is evaluated left to right: the insert position is read after
+  // the snapshot, so it lies past the commit record of every transaction the
+  // snapshot saw as ended. Insert, not write or flush: with synchronous_commit off
+  // a commit record can be inserted and not yet written.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Exec("SELECT pg_snapshot_xmin(pg_current_snapshot())::text, "
+                "pg_current_wal_insert_lsn()::text"));
+  XidHorizon horizon{.xid = std::string(r.Get(0, 0))};
+  OUTBOXD_ASSIGN_OR_RETURN(horizon.lsn, pg::ParseLsn(r.Get(0, 1)));
+  return horizon;
+}
+
+absl::Status RelayStateStore::RecordAcked(pg::Connection& conn, const std::string& slot,
+                                          const XidHorizon& horizon) const {
+  const std::string table = Quoted(conn);
+  return conn
+      .ExecParams(absl::StrCat("INSERT INTO ", table,
+                               " AS s (slot_name, acked_xid, acked_lsn, acked_at)"
+                               " VALUES ($1, $2::xid8, $3::pg_lsn, now())"
+                               " ON CONFLICT (slot_name) DO UPDATE SET"
+                               " acked_xid = EXCLUDED.acked_xid, acked_lsn = EXCLUDED.acked_lsn,"
+                               " acked_at = EXCLUDED.acked_at"
+                               " WHERE s.acked_xid IS NULL OR s.acked_xid <= EXCLUDED.acked_xid"),
+                  {slot, horizon.xid, pg::FormatLsn(horizon.lsn)})
+      .status();
+}
+
+absl::StatusOr<std::vector<SlotPosition>> RelayStateStore::Positions(pg::Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Exec(absl::StrCat("SELECT slot_name, coalesce(acked_lsn::text, ''), "
+                             "coalesce(extract(epoch FROM now() - acked_at), 0)::float8, backfill "
+                             "FROM ",
+                             Quoted(conn), " ORDER BY slot_name")));
+  std::vector<SlotPosition> positions(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    positions[i].slot = r.Get(i, 0);
+    positions[i].acked_lsn = r.Get(i, 1);
+    (void)absl::SimpleAtod(std::string(r.Get(i, 2)), &positions[i].acked_age_s);
+    positions[i].backfill = r.Get(i, 3) == "t";
+  }
+  return positions;
+}
+
+absl::Status RelayStateStore::RequestBackfill(pg::Connection& conn, const std::string& slot,
+                                              bool after_acked) const {
+  return conn
+      .ExecParams(absl::StrCat("INSERT INTO ", Quoted(conn),
+                               " AS s (slot_name, backfill) VALUES ($1, true)"
+                               " ON CONFLICT (slot_name) DO UPDATE SET backfill = true,"
+                               " backfill_after_xid = ",
+                               after_acked ? "s.acked_xid" : "NULL"),
+                  {slot})
+      .status();
+}
+
+absl::StatusOr<std::optional<BackfillRequest>> RelayStateStore::PendingBackfill(
+    pg::Connection& conn, const std::string& slot) const {
+  absl::StatusOr<pg::Result> r =
+      conn.ExecParams(absl::StrCat("SELECT backfill_after_xid::text FROM ", Quoted(conn),
+                                   " WHERE slot_name = $1 AND backfill"),
+                      {slot});
+  if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return std::nullopt;
+  BackfillRequest request;
+  if (!r->IsNull(0, 0)) request.after_xid = std::string(r->Get(0, 0));
+  return request;
+}
+
+absl::Status RelayStateStore::FinishBackfill(pg::Connection& conn, const std::string& slot) const {
+  return conn
+      .ExecParams(absl::StrCat("UPDATE ", Quoted(conn),
+                               " SET backfill = false, backfill_after_xid = NULL"
+                               " WHERE slot_name = $1"),
+                  {slot})
+      .status();
+}
+
+namespace {
+
+// age() of a stored xid8 horizon: how many transactions ago it was. NULL when it
+// is 2^31 transactions old, past what 32-bit xids can compare.
+std::string HorizonAge(const std::string& xid8_sql) {
+  return absl::StrCat("(SELECT age(h.xid::xid) FROM (SELECT ", xid8_sql,
+                      " AS xid) h WHERE h.xid::text::numeric > "
+                      "pg_snapshot_xmax(pg_current_snapshot())::text::numeric - 2000000000)");
+}
+
+}  // namespace
+
+std::string RelayStateStore::BackfillCondition(pg::Connection& conn, const std::string& alias,
+                                               const std::string& published_at_column,
+                                               const BackfillRequest& request) const {
+  std::string condition = "true";
+  if (!published_at_column.empty()) {
+    condition = absl::StrCat(alias, ".", conn.QuoteIdentifier(published_at_column), " IS NULL");
+  }
+  if (request.after_xid) {
+    // Not older than the horizon; a horizon too old to compare covers nothing.
+    absl::StrAppend(&condition, " AND (age(", alias, ".xmin) > ",
+                    HorizonAge(absl::StrCat(conn.QuoteLiteral(*request.after_xid), "::xid8")),
+                    ") IS NOT TRUE");
+  }
+  return condition;
+}
+
+std::string RelayStateStore::AckedCondition(pg::Connection& conn, const std::string& alias,
+                                            const std::string& published_at_column) const {
+  // age(xid) counts transactions back from the current one, so "older than the
+  // horizon" is age(xmin) > age(horizon). The oldest slot's horizon counts (each slot
+  // may publish to its own broker). A horizon 2^31 transactions old no longer
+  // compares on 32-bit xids: then nothing counts as acknowledged by it. A frozen row
+  // that old compares as young and is kept: safe, if pessimistic.
+  std::string by_horizon =
+      absl::StrCat("age(", alias, ".xmin) > ",
+                   HorizonAge(absl::StrCat("(SELECT min(acked_xid) FROM ", Quoted(conn), ")")));
+  if (published_at_column.empty()) return absl::StrCat("(", by_horizon, ")");
+  return absl::StrCat("(", alias, ".", conn.QuoteIdentifier(published_at_column),
+                      " IS NOT NULL OR ", by_horizon, ")");
+}
+
+}  // namespace outboxd::outbox

@@ -1,0 +1,130 @@
+// Day-2 operations against the running relay: cleanup never deletes a row whose
+// event the broker has not acknowledged (the relay records its acknowledged position
+// in outbox_relay_state), and `outboxd status` reports the oldest unacknowledged
+// event, with --max-age as an alert.
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "integration/relay_harness.h"
+
+namespace outboxd::test {
+namespace {
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+
+void InsertEvents(pg::Connection& conn, const std::string& batch, int n) {
+  for (int i = 0; i < n; ++i) {
+    auto r = conn.Exec(absl::StrFormat(
+        "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('%s-%d', 'pedido.confirmado', "
+        "'{\"batch\": \"%s\", \"i\": %d}')",
+        batch, i % 5, batch, i));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+}
+
+// `outboxd <args> --pg <the test database>`: its exit code, its output in `out`.
+int Outboxd(RelayHarness& h, std::vector<std::string> args, std::string* out) {
+  args.insert(args.end(), {"--pg", h.db().conninfo()});
+  return h.RunOutboxd(std::move(args), out);
+}
+
+int CountBatch(TestDatabase& db, const std::string& batch) {
+  return std::stoi(
+      db.Scalar(absl::StrCat("SELECT count(*) FROM outbox WHERE payload->>'batch' = '", batch, "'")));
+}
+
+// `outboxd status --json` until its output contains `needle`.
+bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
+                   std::string* last) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    last->clear();
+    Outboxd(h, {"status", "--json", "--slot", h.slot()}, last);
+    if (absl::StrContains(*last, needle)) return true;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return false;
+}
+
+// The test: during a broker outage, cleanup with retention 0 keeps every
+// unacknowledged row and deletes the acknowledged ones; after the outage, the rest.
+TEST(Operations, CleanupDuringABrokerOutageKeepsEveryUnacknowledgedRow) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--cleanup-interval", "0s"});
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "acked", 20);
+  ASSERT_TRUE(h.collector().WaitForCount(20, absl::Seconds(30)));
+  std::string status;
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(15), &status)) << status;
+
+  ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
+  InsertEvents(conn, "outage", 30);
+  // Several position intervals pass with the broker away: the recorded position must
+  // not move past the unacknowledged rows whatever else happens.
+  absl::SleepFor(absl::Seconds(3));
+  std::string out;
+  ASSERT_EQ(Outboxd(h, {"cleanup", "--retention", "0s", "--batch", "7"}, &out), 0) << out;
+  EXPECT_EQ(CountBatch(h.db(), "acked"), 0) << out;
+  EXPECT_EQ(CountBatch(h.db(), "outage"), 30) << out;
+
+  // status sees them, and --max-age turns their age into exit code 1.
+  ASSERT_EQ(Outboxd(h, {"status", "--json", "--slot", h.slot()}, &status), 0) << status;
+  EXPECT_TRUE(absl::StrContains(status, "\"mode\":\"cdc\",\"slot_active\":true")) << status;
+  EXPECT_TRUE(absl::StrContains(status, "\"unacked\":30,")) << status;
+  EXPECT_EQ(Outboxd(h, {"status", "--slot", h.slot(), "--max-age", "2s"}, &out), 1) << out;
+  EXPECT_TRUE(absl::StrContains(out, "more than --max-age 2s")) << out;
+  EXPECT_EQ(Outboxd(h, {"status", "--slot", h.slot(), "--max-age", "1h"}, &out), 0) << out;
+
+  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
+  ASSERT_TRUE(h.collector().WaitForCount(50, absl::Seconds(60))) << h.relay().Log();
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(15), &status)) << status;
+  ASSERT_EQ(Outboxd(h, {"cleanup", "--retention", "0s"}, &out), 0) << out;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// The same job inside `outboxd run`, on its interval.
+TEST(Operations, RunDeletesAcknowledgedRowsOnItsCleanupInterval) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--cleanup-interval", "1s", "--retention", "0s"});
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "first", 10);
+  ASSERT_TRUE(h.collector().WaitForCount(10, absl::Seconds(30)));
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && h.db().Scalar("SELECT count(*) FROM outbox") != "0") {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0") << h.relay().Log();
+
+  ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
+  InsertEvents(conn, "held", 10);
+  absl::SleepFor(absl::Seconds(3));  // three cleanup rounds
+  EXPECT_EQ(CountBatch(h.db(), "held"), 10) << h.relay().Log();
+  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
+  ASSERT_TRUE(h.collector().WaitForCount(20, absl::Seconds(60))) << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  EXPECT_TRUE(absl::StrContains(h.relay().Log(), "cleanup: deleted")) << h.relay().Log();
+}
+
+// Before the relay ever recorded a position, nothing counts as acknowledged: the
+// human table says so, and cleanup keeps everything.
+TEST(Operations, WithoutARecordedPositionNothingIsDeletedAndStatusShowsTheAge) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "never", 3);
+  std::string out;
+  ASSERT_EQ(Outboxd(h, {"cleanup", "--retention", "0s"}, &out), 0) << out;
+  EXPECT_EQ(CountBatch(h.db(), "never"), 3);
+  ASSERT_EQ(Outboxd(h, {"status", "--slot", h.slot()}, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "mode                  cdc\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "slot_active           no\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "unacked               3\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "dead_letter           0\n")) << out;
+}
+
+}  // namespace
+}  // namespace outboxd::test

@@ -1,0 +1,239 @@
+// Publishing from the table before streaming, with the slot created by the relay
+// itself and its exported snapshot: the migration from a polling relay (rows left
+// pending go out first, already-published ones never, rows inserted during the
+// switch exactly once) and the recovery of a lost slot (setup --recreate-slot
+// republishes what came after the last acknowledged position).
+#include <atomic>
+#include <csignal>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "integration/relay_harness.h"
+#include "support/private_cluster.h"
+
+namespace outboxd::test {
+namespace {
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+
+void MustExec(pg::Connection& conn, const std::string& sql) {
+  auto r = conn.Exec(sql);
+  ASSERT_TRUE(r.ok()) << sql << ": " << r.status();
+}
+
+// `n` single-row transactions of `label` over 7 aggregates; `published`: as a polling
+// relay would have left them.
+void InsertRows(pg::Connection& conn, const std::string& label, int n, bool published = false) {
+  for (int i = 0; i < n; ++i) {
+    MustExec(conn, absl::StrFormat(
+                       "INSERT INTO outbox (aggregate_id, tipo, payload, publicado_em) VALUES "
+                       "('agg-%d', 'pedido.confirmado', '{\"label\": \"%s\", \"i\": %d}', %s)",
+                       i % 7, label, i, published ? "now()" : "NULL"));
+  }
+}
+
+// Inserts one row per ~2 ms on its own connection until stopped.
+class Writer {
+ public:
+  explicit Writer(std::string conninfo) {
+    thread_ = std::thread([this, conninfo] {
+      auto conn = pg::Connection::Open(conninfo);
+      ASSERT_TRUE(conn.ok());
+      for (int i = 0; !stop_; ++i) {
+        InsertRows(*conn, absl::StrCat("switch-", i), 1);
+        ++rows_;
+        absl::SleepFor(absl::Milliseconds(2));
+      }
+    });
+  }
+  int Stop() {
+    stop_ = true;
+    thread_.join();
+    return rows_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> rows_{0};
+  std::thread thread_;
+};
+
+// id -> times delivered, waiting until every id in `expected` arrived.
+std::map<std::string, int> Deliveries(RelayHarness& h, const std::set<std::string>& expected,
+                                      absl::Duration timeout) {
+  std::map<std::string, int> times;
+  absl::Time deadline = absl::Now() + timeout;
+  do {
+    times.clear();
+    for (const auto& m : h.collector().Messages()) ++times[m.Header("id").value_or("")];
+    size_t found = 0;
+    for (const std::string& id : expected) found += times.count(id);
+    if (found == expected.size()) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  } while (absl::Now() < deadline);
+  return times;
+}
+
+std::set<std::string> Ids(RelayHarness& h, const std::string& where) {
+  std::set<std::string> ids;
+  pg::Result r = h.db().Exec("SELECT id::text FROM outbox WHERE " + where);
+  for (int i = 0; i < r.rows(); ++i) ids.insert(std::string(r.Get(i, 0)));
+  return ids;
+}
+
+// Per aggregate, Kafka order (one partition each) follows seq on first delivery.
+void ExpectOrderPerAggregate(RelayHarness& h) {
+  std::map<std::string, int64_t> seq_of;
+  for (const OutboxRow& row : h.OutboxRows()) seq_of[row.id] = row.seq;
+  auto messages = h.collector().Messages();
+  std::sort(messages.begin(), messages.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+  });
+  std::map<std::string, int64_t> last;
+  std::set<std::string> seen;
+  for (const auto& m : messages) {
+    std::string id = m.Header("id").value_or("");
+    if (!seen.insert(id).second) continue;
+    auto [it, fresh] = last.emplace(m.key, seq_of[id]);
+    if (!fresh) {
+      EXPECT_LT(it->second, seq_of[id]) << "aggregate " << m.key << " out of order";
+      it->second = seq_of[id];
+    }
+  }
+}
+
+// Issue 5's migration: the table holds rows a polling relay published and rows it
+// left pending; writers keep inserting during the switch. setup leaves the slot to
+// the relay, which publishes exactly the pending rows, then streams: every pending
+// and new row exactly once, no published row again.
+TEST(Resync, MigrationFromPollingPublishesPendingRowsThenStreamsWithNoGapOrOverlap) {
+  RelayHarness h(kTopics);  // its setup created the slot on an empty table: start over
+  h.db().Exec(absl::StrCat("SELECT pg_drop_replication_slot('", h.slot(), "')"));
+  auto conn = h.db().Connect();
+  InsertRows(conn, "published", 40, /*published=*/true);
+  InsertRows(conn, "pending", 300);
+
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0)
+      << out;
+  EXPECT_NE(out.find("backfill of the 300 pending rows"), std::string::npos) << out;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
+                          h.slot() + "'"),
+            "0");
+
+  Writer writer(h.db().conninfo());
+  absl::SleepFor(absl::Milliseconds(300));
+  h.StartRelay();
+  absl::SleepFor(absl::Milliseconds(500));
+  int written = writer.Stop();
+  ASSERT_GT(written, 50);
+  EXPECT_NE(h.relay().Log().find("backfill done"), std::string::npos) << h.relay().Log();
+
+  std::set<std::string> expected = Ids(h, "publicado_em IS NULL");
+  ASSERT_EQ(expected.size(), 300u + written);
+  std::map<std::string, int> times = Deliveries(h, expected, absl::Seconds(60));
+  int missing = 0, repeated = 0;
+  for (const std::string& id : expected) {
+    missing += times.count(id) == 0;
+    repeated += times.count(id) && times[id] > 1;
+  }
+  EXPECT_EQ(missing, 0) << h.relay().Log();
+  EXPECT_EQ(repeated, 0) << "overlap between the backfill and the stream";
+  for (const std::string& id : Ids(h, "publicado_em IS NOT NULL")) {
+    EXPECT_EQ(times.count(id), 0u) << "already published row " << id << " sent again";
+  }
+  EXPECT_EQ(times.size(), expected.size());
+  ExpectOrderPerAggregate(h);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A relay killed in the middle of the backfill: the next one drops the unconfirmed
+// slot, takes a new snapshot and publishes again; nothing is lost.
+TEST(Resync, BackfillInterruptedByKillNineStartsOverAndLosesNothing) {
+  RelayHarness h(kTopics);
+  h.db().Exec(absl::StrCat("SELECT pg_drop_replication_slot('", h.slot(), "')"));
+  auto conn = h.db().Connect();
+  InsertRows(conn, "pending", 3000);
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0)
+      << out;
+  ASSERT_TRUE(h.cluster().SetAllBrokersRtt(50).ok());
+  h.StartRelay({"--max-in-flight", "100"}, "created slot");
+  ASSERT_TRUE(h.collector().WaitForCount(100, absl::Seconds(30))) << h.relay().Log();
+  h.relay().Signal(SIGKILL);
+  h.relay().Wait(absl::Seconds(10));
+  ASSERT_LT(h.collector().Messages().size(), 3000u) << "the backfill ended before the kill";
+  ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
+  InsertRows(conn, "after", 20);
+
+  h.StartRelay();
+  std::set<std::string> expected = Ids(h, "true");
+  std::map<std::string, int> times = Deliveries(h, expected, absl::Seconds(60));
+  int missing = 0;
+  for (const std::string& id : expected) missing += times.count(id) == 0;
+  EXPECT_EQ(missing, 0) << h.relay().Log();
+  ExpectOrderPerAggregate(h);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Issue 3 point 6: the slot loses WAL while the relay is away (tiny
+// max_slot_wal_keep_size); the relay refuses it; setup --recreate-slot, and the relay
+// republishes every row after the last acknowledged position, events the lost WAL
+// held included.
+TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPosition) {
+  PrivateCluster cluster("max_slot_wal_keep_size = 1MB");
+  RelayHarness h(kTopics, 3, cluster.conninfo());
+  auto conn = h.db().Connect();
+  h.StartRelay({"--cleanup-interval", "0s"});
+  InsertRows(conn, "acked", 30);
+  ASSERT_TRUE(h.collector().WaitForCount(30, absl::Seconds(30)));
+  // The relay records its position every second: wait until it covers all 30.
+  absl::Time deadline = absl::Now() + absl::Seconds(15);
+  std::string out;
+  while (absl::Now() < deadline) {
+    h.RunOutboxd({"status", "--json", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out);
+    if (out.find("\"unacked\":0,") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_NE(out.find("\"unacked\":0,"), std::string::npos) << out;
+  ASSERT_EQ(h.StopRelay(), 0);
+
+  // Away: events land in WAL segments that a checkpoint then removes.
+  for (int i = 0; i < 4; ++i) {
+    InsertRows(conn, absl::StrCat("lost-", i), 5);
+    MustExec(conn, "SELECT pg_switch_wal()");
+  }
+  MustExec(conn, "CHECKPOINT");
+  ASSERT_EQ(h.db().Scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" +
+                          h.slot() + "'"),
+            "lost");
+  auto refused = h.SpawnRelay();
+  ASSERT_EQ(refused->Wait(absl::Seconds(30)), 2) << refused->Log();
+
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot(),
+                          "--recreate-slot"},
+                         &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("dropped replication slot"), std::string::npos) << out;
+  h.StartRelay();
+  InsertRows(conn, "after", 10);
+  std::set<std::string> expected = Ids(h, "true");
+  ASSERT_EQ(expected.size(), 60u);
+  std::map<std::string, int> times = Deliveries(h, expected, absl::Seconds(60));
+  int missing = 0, acked_again = 0;
+  for (const std::string& id : expected) missing += times.count(id) == 0;
+  for (const std::string& id : Ids(h, "payload->>'label' = 'acked'")) acked_again += times[id] > 1;
+  EXPECT_EQ(missing, 0) << h.relay().Log();
+  EXPECT_EQ(acked_again, 0) << "acknowledged events republished";
+  ExpectOrderPerAggregate(h);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+}  // namespace
+}  // namespace outboxd::test
