@@ -9,6 +9,7 @@
 #include <array>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -36,7 +37,9 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stats_(stats),
       stop_(stop),
       dead_letters_(options_.table),
-      mapper_(options_.columns) {
+      mapper_(options_.columns),
+      slot_watch_(options_.slot, options_.slot_check_interval),
+      feedback_interval_(options_.feedback_interval) {
   size_t dot = options_.table.find('.');
   if (dot == std::string::npos) {
     table_name_ = options_.table;
@@ -110,13 +113,52 @@ absl::Status Relay::CheckWalStatus(const pg::SlotInfo& slot) {
         "')), run outboxd setup, and republish the outbox rows created since the last "
         "acknowledged event"));
   }
-  if (slot.wal_status == "unreserved") {
+  // Warned once per change, not at every check.
+  if (slot.wal_status == "unreserved" && wal_status_ != "unreserved") {
     spdlog::warn(
         "replication slot {} is about to lose WAL (wal_status unreserved, lag {} "
         "bytes): the relay must catch up before the next checkpoint",
         options_.slot, slot.lag_bytes);
+  } else if (wal_status_ == "unreserved" && slot.wal_status != "unreserved") {
+    spdlog::info("replication slot {} holds its WAL again (wal_status {})", options_.slot,
+                 slot.wal_status);
+  }
+  wal_status_ = slot.wal_status;
+  return absl::OkStatus();
+}
+
+absl::Status Relay::WatchSlot() {
+  if (!control_) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, slot_watch_.Poll(*control_));
+  // A slot that vanished while we stream cannot happen (an active slot cannot be
+  // dropped); the stream itself reports whatever follows.
+  if (!slot || !slot->exists) return absl::OkStatus();
+  return CheckWalStatus(*slot);
+}
+
+absl::Status Relay::ChooseFeedbackInterval(pg::Connection& conn) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result result,
+      conn.Exec("SELECT setting FROM pg_settings WHERE name = 'wal_sender_timeout'"));
+  int64_t timeout_ms = 0;
+  if (result.rows() != 1 || !absl::SimpleAtoi(std::string(result.Get(0, 0)), &timeout_ms)) {
+    return absl::InternalError("cannot read wal_sender_timeout from pg_settings");
+  }
+  feedback_interval_ = options_.feedback_interval;
+  // While flow control pauses reading, the walsender's keepalive requests wait unread
+  // behind the data in the socket: only our own timer keeps the connection alive
+  // (DESIGN.md trap "silent client killed by wal_sender_timeout").
+  if (timeout_ms > 0 && absl::Milliseconds(timeout_ms) / 3 < feedback_interval_) {
+    feedback_interval_ = absl::Milliseconds(timeout_ms) / 3;
+    spdlog::info("feedback every {} (a third of wal_sender_timeout {}ms)",
+                 absl::FormatDuration(feedback_interval_), timeout_ms);
   }
   return absl::OkStatus();
+}
+
+bool Relay::InFlightFull() const {
+  return tracker_.events_in_flight() >= options_.max_in_flight ||
+         publisher_->InFlightBytes() >= options_.max_in_flight_bytes;
 }
 
 void Relay::EndSession() {
@@ -126,8 +168,10 @@ void Relay::EndSession() {
   // Reports for events already produced still count: wait a little for them so the
   // next session resumes after them instead of sending them again.
   absl::Time deadline = absl::Now() + absl::Seconds(2);
-  while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline &&
-         !stop_->requested()) {
+  // A producer with a fatal error acknowledges nothing more: no point waiting.
+  const bool producer_alive = publisher_->FatalError().ok();
+  while (producer_alive && tracker_.events_in_flight() > 0 && !tracker_.has_failed() &&
+         absl::Now() < deadline && !stop_->requested()) {
     publisher_->Poll(50);
   }
   tracker_.Reset(tracker_.watermark());
@@ -155,6 +199,7 @@ absl::Status Relay::Connect() {
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
   control_.emplace(std::move(control));
+  slot_watch_.Restart();  // whatever it had in flight went with the old connection
   OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
   if (!slot.exists) {
@@ -162,6 +207,7 @@ absl::Status Relay::Connect() {
         absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
   }
   OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(slot));
+  OUTBOXD_RETURN_IF_ERROR(ChooseFeedbackInterval(conn));
   // Resume after whatever this process already had acknowledged: the slot may be
   // behind it (feedback lost with the connection, or a server crash rolled
   // confirmed_flush_lsn back to the last checkpoint). The watermark never goes back,
@@ -197,15 +243,16 @@ absl::Status Relay::Loop() {
     if (!dead_aggregates_.empty() && absl::Now() - dead_refreshed_ > kDeadLetterRefresh) {
       OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
     }
+    OUTBOXD_RETURN_IF_ERROR(WatchSlot());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
     if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
     if (!read_any) {
-      // Flow control: above the in-flight limit, stop reading the stream but keep
-      // serving delivery reports and sending feedback (the walsender must hear from
-      // us within wal_sender_timeout whatever the broker does).
-      bool want_stream = tracker_.events_in_flight() < options_.max_in_flight;
-      absl::Duration timeout = options_.feedback_interval - (absl::Now() - last_feedback_);
+      // Flow control: above an in-flight limit (events or bytes), stop reading the
+      // stream but keep serving delivery reports and sending feedback (the walsender
+      // must hear from us within wal_sender_timeout whatever the broker does).
+      bool want_stream = !InFlightFull();
+      absl::Duration timeout = feedback_interval_ - (absl::Now() - last_feedback_);
       if (tracker_.watermark() != last_sent_flush_) timeout = kFeedbackCoalesce;
       Wait(want_stream, std::clamp(timeout, absl::ZeroDuration(), absl::Seconds(1)));
     }
@@ -215,7 +262,7 @@ absl::Status Relay::Loop() {
 
 absl::Status Relay::ReadBatch(bool& read_any, bool& reply_requested) {
   for (int i = 0; i < kReadBatch; ++i) {
-    if (tracker_.events_in_flight() >= options_.max_in_flight) return absl::OkStatus();
+    if (InFlightFull()) return absl::OkStatus();
     OUTBOXD_ASSIGN_OR_RETURN(pg::StreamMessage message, stream_->Next());
     if (std::holds_alternative<pg::NoMessage>(message)) return absl::OkStatus();
     read_any = true;
@@ -313,7 +360,10 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
 absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
   while (true) {
     absl::Status status = publisher_->Produce(message);
-    if (status.ok()) return status;
+    if (status.ok()) {
+      AfterProduce();
+      return status;
+    }
     if (status.code() == absl::StatusCode::kAborted) return ProducerHealth();
     if (status.code() != absl::StatusCode::kResourceExhausted) return DeadLetter(message, status);
     // librdkafka's queue is full: serve reports until there is room, and keep the
@@ -324,6 +374,15 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
     if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
     }
+  }
+}
+
+void Relay::AfterProduce() {
+  events_in_flight_peak_ = std::max(events_in_flight_peak_, tracker_.events_in_flight());
+  bytes_in_flight_peak_ = std::max(bytes_in_flight_peak_, publisher_->InFlightBytes());
+  if (++produced_ == options_.test_fatal_error_after) {
+    spdlog::warn("test: raising a fatal producer error after {} events", produced_);
+    publisher_->RaiseFatalErrorForTesting("test fatal error (--test-fatal-error-after)");
   }
 }
 
@@ -339,6 +398,7 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl
     if (h.name == "lsn") letter.lsn = h.value;
   }
   if (!control_) return absl::UnavailableError("no connection for the dead-letter table");
+  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
   // Written before the event counts as handled: the watermark passes a poison event
   // only once it is safely in the table.
   OUTBOXD_RETURN_IF_ERROR(dead_letters_.Insert(*control_, letter));
@@ -352,6 +412,7 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl
 
 absl::Status Relay::RefreshDeadAggregates() {
   if (!control_) return absl::OkStatus();
+  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
   OUTBOXD_ASSIGN_OR_RETURN(dead_aggregates_, dead_letters_.Aggregates(*control_));
   dead_refreshed_ = absl::Now();
   return absl::OkStatus();
@@ -395,7 +456,7 @@ absl::Status Relay::MaybeSendFeedback(bool force) {
   absl::Time now = absl::Now();
   pg::Lsn flush = tracker_.watermark();
   bool moved = flush != last_sent_flush_ && now - last_feedback_ >= kFeedbackCoalesce;
-  bool due = now - last_feedback_ >= options_.feedback_interval;
+  bool due = now - last_feedback_ >= feedback_interval_;
   if (!force && !moved && !due) return absl::OkStatus();
   OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush));
   last_sent_flush_ = flush;
@@ -435,6 +496,8 @@ absl::Status Relay::Shutdown() {
   PublishStats();
   spdlog::info("confirmed {}; {} events still unacknowledged will be sent again on restart",
                pg::FormatLsn(tracker_.watermark()), tracker_.events_in_flight());
+  spdlog::info("in flight at most {} events, {} bytes (limits {}, {})", events_in_flight_peak_,
+               bytes_in_flight_peak_, options_.max_in_flight, options_.max_in_flight_bytes);
   stats_->streaming = false;
   return stream_->End();
 }
@@ -443,6 +506,9 @@ void Relay::PublishStats() {
   stats_->received_lsn = received_;
   stats_->confirmed_lsn = tracker_.watermark();
   stats_->events_in_flight = tracker_.events_in_flight();
+  stats_->bytes_in_flight = publisher_->InFlightBytes();
+  stats_->events_in_flight_peak = events_in_flight_peak_;
+  stats_->bytes_in_flight_peak = bytes_in_flight_peak_;
   stats_->oldest_unacked_commit_us = tracker_.oldest_unacked_commit_time().value_or(0);
 }
 
