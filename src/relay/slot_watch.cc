@@ -14,7 +14,8 @@ namespace {
 absl::Status LibpqError(pg::Connection& conn, absl::string_view what) {
   std::string message = PQerrorMessage(conn.get());
   while (!message.empty() && message.back() == '\n') message.pop_back();
-  return absl::UnavailableError(absl::StrCat("checking the replication slot: ", what, ": ", message));
+  return absl::UnavailableError(
+      absl::StrCat("checking the replication slot: ", what, ": ", message));
 }
 
 absl::StatusOr<pg::SlotInfo> ParseSlot(const pg::Result& result) {

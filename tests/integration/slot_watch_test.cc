@@ -39,18 +39,16 @@ TEST(SlotWatch, RunningRelayWarnsOnceWhenUnreservedAndStopsWhenTheSlotIsLost) {
   auto conn = h.db().Connect();
   ASSERT_TRUE(conn.Exec("CREATE TABLE filler (x int)").ok());
   h.StartRelay({"--slot-check-interval", "200ms"});
-  ASSERT_TRUE(
-      conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
-                "VALUES ('a', 'pedido.confirmado', '{}')")
-          .ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
+                        "VALUES ('a', 'pedido.confirmado', '{}')")
+                  .ok());
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
 
   // The broker goes away with one event in flight: the slot can confirm nothing more.
   ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
-  ASSERT_TRUE(
-      conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
-                "VALUES ('a', 'pedido.confirmado', '{}')")
-          .ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
+                        "VALUES ('a', 'pedido.confirmado', '{}')")
+                  .ok());
   bool warned = false;
   for (int i = 0; i < 10 && !warned; ++i) {
     FillOneSegment(conn);
