@@ -27,6 +27,7 @@ struct RunCommand {
   DurationFlag cleanup_interval{"1h"};
   DurationFlag retention{"7d"};
   DurationFlag inbox_retention{"30d"};
+  DurationFlag slot_check_interval{"5s"};
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
@@ -45,6 +46,10 @@ struct RunCommand {
     Flag(cmd, "max-in-flight", options.max_in_flight,
          "Pause reading above this many unacked events")
         ->capture_default_str();
+    Flag(cmd, "max-in-flight-bytes", options.max_in_flight_bytes,
+         "Pause reading above this many bytes (key+value+headers) of unacked events, e.g. 64MiB")
+        ->transform(CLI::AsSizeValue(false))
+        ->default_str("64MiB");
     Flag(cmd, "feedback-interval", feedback_interval.text, "Status update interval")
         ->capture_default_str();
     Flag(cmd, "shutdown-timeout", shutdown_timeout.text, "Wait for in-flight acks on SIGTERM")
@@ -56,6 +61,14 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "inbox-retention", inbox_retention.text, "Cleanup: inbox rows older than this")
         ->capture_default_str();
+    // Hidden (group ""): for tests, which need seconds, not the defaults.
+    Flag(cmd, "slot-check-interval", slot_check_interval.text,
+         "How often the slot's wal_status is read while streaming")
+        ->group("");
+    // Test-only: provokes the fatal idempotent-producer error path for real.
+    Flag(cmd, "test-fatal-error-after", options.test_fatal_error_after,
+         "TEST ONLY: raise a fatal producer error once, after N produced events")
+        ->group("");
     return cmd;
   }
 
@@ -66,6 +79,7 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(cleanup_interval, "cleanup-interval"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(retention, "retention"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(inbox_retention, "inbox-retention"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(slot_check_interval, "slot-check-interval"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
@@ -75,6 +89,13 @@ struct RunCommand {
       // Zero would never read the stream: a relay that hangs doing nothing.
       return absl::InvalidArgumentError("--max-in-flight must be at least 1, e.g. 100000");
     }
+    if (options.max_in_flight_bytes == 0) {
+      return absl::InvalidArgumentError("--max-in-flight-bytes must be at least 1, e.g. 64MiB");
+    }
+    if (slot_check_interval.value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--slot-check-interval must be more than 0s, e.g. 5s");
+    }
+    options.slot_check_interval = slot_check_interval.value;
     options.feedback_interval = feedback_interval.value;
     options.shutdown_timeout = shutdown_timeout.value;
     return CheckKafka();

@@ -162,6 +162,7 @@ struct Publisher::Impl {
   absl::flat_hash_map<std::string, TopicPtr> topics;
   int close_timeout_ms = 0;
   int in_flight = 0;
+  uint64_t in_flight_bytes = 0;
   int served = 0;  // delivery reports handed out by the current Poll()
 
   // Dependency order: topic and queue handles are references into the producer, and
@@ -177,6 +178,7 @@ struct Publisher::Impl {
   static void OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
     auto* self = static_cast<Impl*>(opaque);
     --self->in_flight;
+    self->in_flight_bytes -= std::min(self->in_flight_bytes, MessageBytes(msg));
     if (!self->on_delivery) return;  // tearing down: nobody listens any more
     DeliveryReport report;
     report.tag = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(msg->_private));
@@ -186,6 +188,22 @@ struct Publisher::Impl {
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) DescribeMessage(msg, report);
     ++self->served;
     self->on_delivery(report);
+  }
+
+  // The same count as Produce() adds: key, value, header names and values.
+  static uint64_t MessageBytes(const rd_kafka_message_t* msg) {
+    uint64_t bytes = msg->key_len + msg->len;
+    rd_kafka_headers_t* headers = nullptr;
+    if (rd_kafka_message_headers(msg, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return bytes;
+    const char* name;
+    const void* value;
+    size_t size;
+    for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
+                       RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
+      bytes += std::strlen(name) + size;
+    }
+    return bytes;
   }
 
   static void DescribeMessage(const rd_kafka_message_t* msg, DeliveryReport& report) {
@@ -318,9 +336,11 @@ absl::Status Publisher::Produce(const OutgoingMessage& message) {
   OUTBOXD_ASSIGN_OR_RETURN(rd_kafka_topic_t * topic, impl_->Topic(message.topic));
 
   HeadersPtr headers(nullptr, &rd_kafka_headers_destroy);
+  uint64_t bytes = message.key.size() + message.value.size();
   if (!message.headers.empty()) {
     headers.reset(rd_kafka_headers_new(message.headers.size()));
     for (const Header& h : message.headers) {
+      bytes += h.name.size() + h.value.size();
       rd_kafka_header_add(headers.get(), h.name.data(), static_cast<ssize_t>(h.name.size()),
                           h.value.data(), static_cast<ssize_t>(h.value.size()));
     }
@@ -336,6 +356,7 @@ absl::Status Publisher::Produce(const OutgoingMessage& message) {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     headers.release();  // librdkafka owns them now; on failure they stay ours
     ++impl_->in_flight;
+    impl_->in_flight_bytes += bytes;
     return absl::OkStatus();
   }
   const std::string detail = absl::StrCat("Kafka produce to topic \"", AsAbsl(message.topic),
@@ -376,6 +397,15 @@ absl::Status Publisher::FatalError() const {
 }
 
 int Publisher::InFlight() const { return impl_->in_flight; }
+
+uint64_t Publisher::InFlightBytes() const { return impl_->in_flight_bytes; }
+
+void Publisher::RaiseFatalErrorForTesting(std::string_view reason) {
+  // OUT_OF_ORDER_SEQUENCE_NUMBER: what a broker answers when the producer's sequence
+  // state is lost, the fatal idempotence error users actually meet.
+  rd_kafka_test_fatal_error(impl_->rk.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            std::string(reason).c_str());
+}
 
 int Publisher::wake_fd() const { return impl_->wake_read; }
 

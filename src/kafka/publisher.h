@@ -92,6 +92,13 @@ class Publisher {
 
   // Messages enqueued but not yet reported.
   int InFlight() const;
+  // Their key, value and header bytes (names and values): what the relay's flow
+  // control bounds, since librdkafka holds a copy of each until it is reported.
+  uint64_t InFlightBytes() const;
+
+  // Test-only: raises a fatal idempotent-producer error as if the broker had
+  // reported one (rd_kafka_test_fatal_error), so the recovery path runs for real.
+  void RaiseFatalErrorForTesting(std::string_view reason);
 
   // Readable when delivery reports are waiting. Drained by Poll(). Other events (log
   // lines when on_log is set) wake it too, so a wake-up may serve no report.

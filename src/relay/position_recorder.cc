@@ -13,9 +13,8 @@ PositionRecorder::PositionRecorder(const std::string& table, std::string slot,
     : store_(table), slot_(std::move(slot)), interval_(interval) {}
 
 absl::Status PositionRecorder::Tick(pg::Connection& conn, pg::Lsn watermark) {
-  absl::Time now = absl::Now();
-  if (disabled_ || now < next_) return absl::OkStatus();
-  next_ = now + interval_;
+  if (!Due()) return absl::OkStatus();
+  next_ = absl::Now() + interval_;
   if (candidate_ && watermark >= candidate_->lsn) {
     absl::Status recorded = store_.RecordAcked(conn, slot_, *candidate_);
     if (!recorded.ok()) return Disable(recorded);

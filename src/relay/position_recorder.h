@@ -6,7 +6,7 @@
 //
 //   PositionRecorder recorder("outbox", "outboxd", absl::Seconds(1));
 //   // on every loop turn; queries only when due:
-//   OUTBOXD_RETURN_IF_ERROR(recorder.Tick(control, tracker.watermark()));
+//   if (recorder.Due()) OUTBOXD_RETURN_IF_ERROR(recorder.Tick(control, tracker.watermark()));
 #ifndef OUTBOXD_RELAY_POSITION_RECORDER_H_
 #define OUTBOXD_RELAY_POSITION_RECORDER_H_
 
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "outbox/relay_state.h"
 #include "pg/connection.h"
@@ -29,6 +30,8 @@ class PositionRecorder {
   // alone (the relay works without it; cleanup then keeps every CDC row). Other
   // errors mean the connection is gone and are returned.
   absl::Status Tick(pg::Connection& conn, pg::Lsn watermark);
+  // Whether Tick would query now (so the caller can free the connection first).
+  bool Due() const { return !disabled_ && absl::Now() >= next_; }
 
  private:
   absl::Status Disable(const absl::Status& error);

@@ -9,6 +9,7 @@
 #include <array>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
@@ -40,7 +41,9 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       dead_letters_(options_.table),
       position_(options_.table, options_.slot, options_.position_interval),
       state_(options_.table),
-      mapper_(options_.columns) {
+      mapper_(options_.columns),
+      slot_watch_(options_.slot, options_.slot_check_interval),
+      feedback_interval_(options_.feedback_interval) {
   size_t dot = options_.table.find('.');
   if (dot == std::string::npos) {
     table_name_ = options_.table;
@@ -116,13 +119,52 @@ absl::Status Relay::CheckWalStatus(const pg::SlotInfo& slot) {
         ", then start outboxd run: it republishes the outbox rows after the last "
         "acknowledged position first"));
   }
-  if (slot.wal_status == "unreserved") {
+  // Warned once per change, not at every check.
+  if (slot.wal_status == "unreserved" && wal_status_ != "unreserved") {
     spdlog::warn(
         "replication slot {} is about to lose WAL (wal_status unreserved, lag {} "
         "bytes): the relay must catch up before the next checkpoint",
         options_.slot, slot.lag_bytes);
+  } else if (wal_status_ == "unreserved" && slot.wal_status != "unreserved") {
+    spdlog::info("replication slot {} holds its WAL again (wal_status {})", options_.slot,
+                 slot.wal_status);
+  }
+  wal_status_ = slot.wal_status;
+  return absl::OkStatus();
+}
+
+absl::Status Relay::WatchSlot() {
+  if (!control_) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, slot_watch_.Poll(*control_));
+  // A slot that vanished while we stream cannot happen (an active slot cannot be
+  // dropped); the stream itself reports whatever follows.
+  if (!slot || !slot->exists) return absl::OkStatus();
+  return CheckWalStatus(*slot);
+}
+
+absl::Status Relay::ChooseFeedbackInterval(pg::Connection& conn) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result result,
+      conn.Exec("SELECT setting FROM pg_settings WHERE name = 'wal_sender_timeout'"));
+  int64_t timeout_ms = 0;
+  if (result.rows() != 1 || !absl::SimpleAtoi(std::string(result.Get(0, 0)), &timeout_ms)) {
+    return absl::InternalError("cannot read wal_sender_timeout from pg_settings");
+  }
+  feedback_interval_ = options_.feedback_interval;
+  // While flow control pauses reading, the walsender's keepalive requests wait unread
+  // behind the data in the socket: only our own timer keeps the connection alive
+  // (DESIGN.md trap "silent client killed by wal_sender_timeout").
+  if (timeout_ms > 0 && absl::Milliseconds(timeout_ms) / 3 < feedback_interval_) {
+    feedback_interval_ = absl::Milliseconds(timeout_ms) / 3;
+    spdlog::info("feedback every {} (a third of wal_sender_timeout {}ms)",
+                 absl::FormatDuration(feedback_interval_), timeout_ms);
   }
   return absl::OkStatus();
+}
+
+bool Relay::InFlightFull() const {
+  return tracker_.events_in_flight() >= options_.max_in_flight ||
+         publisher_->InFlightBytes() >= options_.max_in_flight_bytes;
 }
 
 void Relay::EndSession() {
@@ -132,8 +174,10 @@ void Relay::EndSession() {
   // Reports for events already produced still count: wait a little for them so the
   // next session resumes after them instead of sending them again.
   absl::Time deadline = absl::Now() + absl::Seconds(2);
-  while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline &&
-         !stop_->requested()) {
+  // A producer with a fatal error acknowledges nothing more: no point waiting.
+  const bool producer_alive = publisher_->FatalError().ok();
+  while (producer_alive && tracker_.events_in_flight() > 0 && !tracker_.has_failed() &&
+         absl::Now() < deadline && !stop_->requested()) {
     publisher_->Poll(50);
   }
   tracker_.Reset(tracker_.watermark());
@@ -161,10 +205,12 @@ absl::Status Relay::Connect() {
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
   control_.emplace(std::move(control));
+  slot_watch_.Restart();  // whatever it had in flight went with the old connection
   OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
   OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> backfill,
                            state_.PendingBackfill(*control_, options_.slot));
+  OUTBOXD_RETURN_IF_ERROR(ChooseFeedbackInterval(conn));
   pg::Lsn start = 0;
   if (backfill) {
     OUTBOXD_ASSIGN_OR_RETURN(start, Backfill(conn, slot, *backfill));
@@ -210,16 +256,20 @@ absl::Status Relay::Loop() {
     if (!dead_aggregates_.empty() && absl::Now() - dead_refreshed_ > kDeadLetterRefresh) {
       OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
     }
+    OUTBOXD_RETURN_IF_ERROR(WatchSlot());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(reply_requested));
-    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, tracker_.watermark()));
+    if (position_.Due()) {
+      OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
+      OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, tracker_.watermark()));
+    }
     if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
     if (!read_any) {
-      // Flow control: above the in-flight limit, stop reading the stream but keep
-      // serving delivery reports and sending feedback (the walsender must hear from
-      // us within wal_sender_timeout whatever the broker does).
-      bool want_stream = tracker_.events_in_flight() < options_.max_in_flight;
-      absl::Duration timeout = options_.feedback_interval - (absl::Now() - last_feedback_);
+      // Flow control: above an in-flight limit (events or bytes), stop reading the
+      // stream but keep serving delivery reports and sending feedback (the walsender
+      // must hear from us within wal_sender_timeout whatever the broker does).
+      bool want_stream = !InFlightFull();
+      absl::Duration timeout = feedback_interval_ - (absl::Now() - last_feedback_);
       if (tracker_.watermark() != last_sent_flush_) timeout = kFeedbackCoalesce;
       Wait(want_stream, std::clamp(timeout, absl::ZeroDuration(), absl::Seconds(1)));
     }
@@ -229,7 +279,7 @@ absl::Status Relay::Loop() {
 
 absl::Status Relay::ReadBatch(bool& read_any, bool& reply_requested) {
   for (int i = 0; i < kReadBatch; ++i) {
-    if (tracker_.events_in_flight() >= options_.max_in_flight) return absl::OkStatus();
+    if (InFlightFull()) return absl::OkStatus();
     OUTBOXD_ASSIGN_OR_RETURN(pg::StreamMessage message, stream_->Next());
     if (std::holds_alternative<pg::NoMessage>(message)) return absl::OkStatus();
     read_any = true;
@@ -331,7 +381,10 @@ absl::Status Relay::Publish(const outbox::OutboxEvent& event) {
 absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
   while (true) {
     absl::Status status = publisher_->Produce(message);
-    if (status.ok()) return status;
+    if (status.ok()) {
+      AfterProduce();
+      return status;
+    }
     if (status.code() == absl::StatusCode::kAborted) return ProducerHealth();
     if (status.code() != absl::StatusCode::kResourceExhausted) return DeadLetter(message, status);
     // librdkafka's queue is full: serve reports until there is room, and keep the
@@ -342,6 +395,15 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
     if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
     }
+  }
+}
+
+void Relay::AfterProduce() {
+  events_in_flight_peak_ = std::max(events_in_flight_peak_, tracker_.events_in_flight());
+  bytes_in_flight_peak_ = std::max(bytes_in_flight_peak_, publisher_->InFlightBytes());
+  if (++produced_ == options_.test_fatal_error_after) {
+    spdlog::warn("test: raising a fatal producer error after {} events", produced_);
+    publisher_->RaiseFatalErrorForTesting("test fatal error (--test-fatal-error-after)");
   }
 }
 
@@ -357,6 +419,7 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl
     if (h.name == "lsn") letter.lsn = h.value;
   }
   if (!control_) return absl::UnavailableError("no connection for the dead-letter table");
+  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
   // Written before the event counts as handled: the watermark passes a poison event
   // only once it is safely in the table.
   OUTBOXD_RETURN_IF_ERROR(dead_letters_.Insert(*control_, letter));
@@ -400,7 +463,7 @@ absl::StatusOr<pg::Lsn> Relay::Backfill(pg::Connection& conn, const pg::SlotInfo
     OUTBOXD_ASSIGN_OR_RETURN(pg::Result rows, reader.Next(1000));
     if (rows.rows() == 0) break;
     for (int i = 0; i < rows.rows(); ++i) {
-      OUTBOXD_RETURN_IF_ERROR(Drain(options_.max_in_flight - 1));
+      OUTBOXD_RETURN_IF_ERROR(Drain(/*all=*/false));
       OUTBOXD_RETURN_IF_ERROR(Publish({.id = rows.Get(i, 0),
                                        .aggregate_id = rows.Get(i, 1),
                                        .type = rows.Get(i, 2),
@@ -411,15 +474,15 @@ absl::StatusOr<pg::Lsn> Relay::Backfill(pg::Connection& conn, const pg::SlotInfo
   }
   tracker_.Commit(created.consistent_point);
   OUTBOXD_RETURN_IF_ERROR(reader.Close());
-  OUTBOXD_RETURN_IF_ERROR(Drain(0));
+  OUTBOXD_RETURN_IF_ERROR(Drain(/*all=*/true));
   OUTBOXD_RETURN_IF_ERROR(state_.FinishBackfill(*control_, options_.slot));
   spdlog::info("backfill done: {} events acknowledged; streaming from {}", published,
                tx_lsn_text_);
   return created.consistent_point;
 }
 
-absl::Status Relay::Drain(uint64_t limit) {
-  while (tracker_.events_in_flight() > limit) {
+absl::Status Relay::Drain(bool all) {
+  while (all ? tracker_.events_in_flight() > 0 : InFlightFull()) {
     publisher_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));
@@ -430,6 +493,7 @@ absl::Status Relay::Drain(uint64_t limit) {
 
 absl::Status Relay::RefreshDeadAggregates() {
   if (!control_) return absl::OkStatus();
+  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
   OUTBOXD_ASSIGN_OR_RETURN(dead_aggregates_, dead_letters_.Aggregates(*control_));
   dead_refreshed_ = absl::Now();
   return absl::OkStatus();
@@ -473,7 +537,7 @@ absl::Status Relay::MaybeSendFeedback(bool force) {
   absl::Time now = absl::Now();
   pg::Lsn flush = tracker_.watermark();
   bool moved = flush != last_sent_flush_ && now - last_feedback_ >= kFeedbackCoalesce;
-  bool due = now - last_feedback_ >= options_.feedback_interval;
+  bool due = now - last_feedback_ >= feedback_interval_;
   if (!force && !moved && !due) return absl::OkStatus();
   OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush));
   last_sent_flush_ = flush;
@@ -513,6 +577,8 @@ absl::Status Relay::Shutdown() {
   PublishStats();
   spdlog::info("confirmed {}; {} events still unacknowledged will be sent again on restart",
                pg::FormatLsn(tracker_.watermark()), tracker_.events_in_flight());
+  spdlog::info("in flight at most {} events, {} bytes (limits {}, {})", events_in_flight_peak_,
+               bytes_in_flight_peak_, options_.max_in_flight, options_.max_in_flight_bytes);
   stats_->streaming = false;
   return stream_->End();
 }
@@ -521,6 +587,9 @@ void Relay::PublishStats() {
   stats_->received_lsn = received_;
   stats_->confirmed_lsn = tracker_.watermark();
   stats_->events_in_flight = tracker_.events_in_flight();
+  stats_->bytes_in_flight = publisher_->InFlightBytes();
+  stats_->events_in_flight_peak = events_in_flight_peak_;
+  stats_->bytes_in_flight_peak = bytes_in_flight_peak_;
   stats_->oldest_unacked_commit_us = tracker_.oldest_unacked_commit_time().value_or(0);
 }
 

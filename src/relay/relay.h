@@ -34,6 +34,7 @@
 #include "pgoutput/decoder.h"
 #include "relay/ack_tracker.h"
 #include "relay/position_recorder.h"
+#include "relay/slot_watch.h"
 #include "relay/stop_signal.h"
 #include "relay/topic_template.h"
 
@@ -50,6 +51,15 @@ struct RelayOptions {
   absl::Duration feedback_interval = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Seconds(30);
   uint64_t max_in_flight = 100000;  // events; reading pauses above it
+  // Key, value and header bytes of produced, unacknowledged events; reading pauses
+  // above it too, so memory stays bounded whatever the events' size.
+  uint64_t max_in_flight_bytes = uint64_t{64} << 20;
+  // How often the slot's wal_status is read while streaming (unreserved: warn;
+  // lost: stop).
+  absl::Duration slot_check_interval = absl::Seconds(5);
+  // Test-only: after this many produced events (once per process), raise a fatal
+  // idempotent-producer error, to exercise the producer's recreation. 0: never.
+  uint64_t test_fatal_error_after = 0;
   // Reconnects after a lost stream: capped exponential backoff with jitter.
   absl::Duration reconnect_base = absl::Milliseconds(200);
   absl::Duration reconnect_cap = absl::Seconds(30);
@@ -70,6 +80,11 @@ struct RelayStats {
   std::atomic<int64_t> oldest_unacked_commit_us{0};  // 0: nothing unacknowledged
   std::atomic<uint64_t> reconnects{0};
   std::atomic<bool> streaming{false};
+  // Flow control: bytes held for unacknowledged events, and the most events and
+  // bytes ever in flight at once (never above the limits by more than one event).
+  std::atomic<uint64_t> bytes_in_flight{0};
+  std::atomic<uint64_t> events_in_flight_peak{0};
+  std::atomic<uint64_t> bytes_in_flight_peak{0};
 };
 
 class Relay {
@@ -90,6 +105,13 @@ class Relay {
   void EndSession();
   // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
   absl::Status CheckWalStatus(const pg::SlotInfo& slot);
+  // The periodic wal_status check while streaming, through SlotWatch.
+  absl::Status WatchSlot();
+  // The feedback timer: the configured interval, shortened to a third of the
+  // server's wal_sender_timeout so a paused reader is never taken for a dead one.
+  absl::Status ChooseFeedbackInterval(pg::Connection& conn);
+  // Flow control: a limit (events or bytes in flight) is reached; stop reading.
+  bool InFlightFull() const;
   void WaitFor(absl::Duration duration);
   absl::Status ProducerHealth();
   absl::Status Loop();
@@ -103,9 +125,12 @@ class Relay {
   // returns the position to stream from.
   absl::StatusOr<pg::Lsn> Backfill(pg::Connection& conn, const pg::SlotInfo& slot,
                                    const outbox::BackfillRequest& request);
-  // Serves delivery reports until at most `limit` events are in flight.
-  absl::Status Drain(uint64_t limit);
+  // Serves delivery reports until nothing is in flight (`all`), or until the
+  // in-flight limits leave room for one more event.
+  absl::Status Drain(bool all);
   absl::Status Produce(const kafka::OutgoingMessage& message);
+  // Flow-control peaks, and the test-only fatal error.
+  void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
   // counts it as handled (acknowledged) so the watermark moves past it.
   absl::Status DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error);
@@ -125,7 +150,7 @@ class Relay {
   std::string table_schema_;  // empty: any schema
 
   std::unique_ptr<pg::ReplicationStream> stream_;
-  std::optional<pg::Connection> control_;  // regular connection: dead letters
+  std::optional<pg::Connection> control_;  // regular connection: dead letters, slot checks
   outbox::DeadLetterStore dead_letters_;
   absl::flat_hash_set<std::string> dead_aggregates_;
   absl::Time dead_refreshed_ = absl::InfinitePast();
@@ -140,6 +165,13 @@ class Relay {
   pgoutput::Message message_;  // reused across DecodeInto calls
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
+
+  SlotWatch slot_watch_;
+  std::string wal_status_;  // as last seen, to warn once per change
+  absl::Duration feedback_interval_;
+  uint64_t produced_ = 0;  // events handed to producers, for test_fatal_error_after
+  uint64_t events_in_flight_peak_ = 0;
+  uint64_t bytes_in_flight_peak_ = 0;
 
   // Current transaction.
   AckTracker::TxId tx_ = 0;

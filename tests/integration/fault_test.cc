@@ -240,6 +240,33 @@ TEST(RelayFaults, SlowBrokerAndTransientProduceErrorsLoseNothing) {
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Point 2's fatal idempotent-producer error, provoked for real (rd_kafka_test_fatal_error
+// through the test-only --test-fatal-error-after): the relay drops the producer, makes
+// a new one and resumes from the confirmed position; the process stays up and every
+// committed event arrives (the unconfirmed window again: duplicates, counted).
+TEST(RelayFaults, FatalProducerErrorRecreatesTheProducerAndLosesNothing) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--test-fatal-error-after", "300"});
+  Load load(h.db().conninfo());
+  ASSERT_TRUE(h.relay().WaitForLog("recreating the producer", absl::Seconds(30)))
+      << h.relay().Log();
+  absl::SleepFor(absl::Seconds(2));  // load goes on across the new producer
+  load.Stop();
+  size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
+  EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
+  const std::string log = h.relay().Log();
+  EXPECT_NE(log.find("fatal producer error: Kafka producer fatal error"), std::string::npos) << log;
+  size_t sessions = 0;
+  for (size_t at = log.find("streaming slot"); at != std::string::npos;
+       at = log.find("streaming slot", at + 1)) {
+    ++sessions;
+  }
+  EXPECT_EQ(sessions, 2u) << "one session before the fatal error, one after\n" << log;
+  std::printf("fatal producer error x1 under load: %zu events, %zu duplicates\n",
+              h.OutboxRows().size(), duplicates);
+  EXPECT_EQ(h.StopRelay(), 0) << log;
+}
+
 // Point 6: a slot whose WAL was removed (max_slot_wal_keep_size exceeded while the
 // relay was away) is never streamed from: outboxd stops with the recovery path.
 TEST(RelayFaults, LostSlotStopsWithTheRecoveryPath) {

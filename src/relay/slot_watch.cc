@@ -1,0 +1,92 @@
+// SlotWatch over libpq's asynchronous query API: PQsendQuery, then PQconsumeInput /
+// PQisBusy on later turns, PQgetResult once the whole answer is there.
+#include "relay/slot_watch.h"
+
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "pg/lsn.h"
+
+namespace outboxd::relay {
+namespace {
+
+absl::Status LibpqError(pg::Connection& conn, absl::string_view what) {
+  std::string message = PQerrorMessage(conn.get());
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  return absl::UnavailableError(
+      absl::StrCat("checking the replication slot: ", what, ": ", message));
+}
+
+absl::StatusOr<pg::SlotInfo> ParseSlot(const pg::Result& result) {
+  pg::SlotInfo slot;
+  if (result.rows() == 0) return slot;
+  slot.exists = true;
+  slot.wal_status = result.Get(0, 0);
+  if (!result.IsNull(0, 1)) {
+    OUTBOXD_ASSIGN_OR_RETURN(slot.confirmed_flush_lsn, pg::ParseLsn(result.Get(0, 1)));
+  }
+  std::string_view lag = result.Get(0, 2);
+  auto [end, ec] = std::from_chars(lag.data(), lag.data() + lag.size(), slot.lag_bytes);
+  if (ec != std::errc() || end != lag.data() + lag.size()) {
+    return absl::InternalError("unexpected pg_replication_slots row");
+  }
+  return slot;
+}
+
+}  // namespace
+
+void SlotWatch::Restart() {
+  pending_ = false;
+  next_ = absl::Now() + interval_;
+}
+
+absl::StatusOr<std::optional<pg::SlotInfo>> SlotWatch::Poll(pg::Connection& conn) {
+  if (!pending_) {
+    if (absl::Now() >= next_) OUTBOXD_RETURN_IF_ERROR(Send(conn));
+    return std::nullopt;
+  }
+  if (PQconsumeInput(conn.get()) == 0) return LibpqError(conn, "reading the answer");
+  if (PQisBusy(conn.get())) return std::nullopt;
+  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, Collect(conn));
+  return slot;
+}
+
+absl::Status SlotWatch::Settle(pg::Connection& conn) {
+  if (!pending_) return absl::OkStatus();
+  // PQgetResult blocks until the answer is complete; a server that answers nothing
+  // here would not answer the statement the caller is about to run either.
+  return Collect(conn).status();
+}
+
+absl::Status SlotWatch::Send(pg::Connection& conn) {
+  const std::string sql = absl::StrCat(
+      "SELECT coalesce(wal_status, ''), confirmed_flush_lsn, "
+      "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
+      "FROM pg_replication_slots WHERE slot_name = ",
+      conn.QuoteLiteral(slot_));
+  if (PQsendQuery(conn.get(), sql.c_str()) == 0) return LibpqError(conn, "sending the query");
+  pending_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pg::SlotInfo> SlotWatch::Collect(pg::Connection& conn) {
+  pending_ = false;
+  next_ = absl::Now() + interval_;
+  // One statement, one result, then the nullptr that ends it: all must be read
+  // before the connection takes another query.
+  std::optional<pg::Result> answer;
+  while (PGresult* raw = PQgetResult(conn.get())) {
+    pg::Result result(raw);
+    if (!answer) answer.emplace(std::move(result));
+  }
+  if (!answer) return LibpqError(conn, "no answer from the server");
+  if (PQresultStatus(answer->get()) != PGRES_TUPLES_OK) {
+    std::string message = PQresultErrorMessage(answer->get());
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return absl::UnavailableError(absl::StrCat("checking the replication slot: ", message));
+  }
+  return ParseSlot(*answer);
+}
+
+}  // namespace outboxd::relay

@@ -1,0 +1,56 @@
+// SlotWatch: the slot's wal_status read every few seconds while the relay streams
+// (issue 3 point 6), on the relay's regular control connection and without ever
+// blocking the loop: the query is sent on one loop turn and its answer collected on
+// a later one, so a slow server delays the answer, never the stream.
+//
+//   SlotWatch watch("outboxd", absl::Seconds(5));
+//   // every loop turn:
+//   OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, watch.Poll(control));
+//   if (slot && slot->wal_status == "lost") ...
+//   // before using `control` for anything else:
+//   OUTBOXD_RETURN_IF_ERROR(watch.Settle(control));
+#ifndef OUTBOXD_RELAY_SLOT_WATCH_H_
+#define OUTBOXD_RELAY_SLOT_WATCH_H_
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "pg/connection.h"
+#include "pg/slot.h"
+
+namespace outboxd::relay {
+
+class SlotWatch {
+ public:
+  SlotWatch(std::string slot, absl::Duration interval)
+      : slot_(std::move(slot)), interval_(interval) {}
+
+  // A new control connection: nothing is in flight on it; the first check is one
+  // interval away (the caller has just checked the slot itself).
+  void Restart();
+
+  // Sends the query when it is due, collects its answer once it has arrived. Returns
+  // the slot (exists, wal_status, confirmed_flush_lsn, lag_bytes) when an answer was
+  // collected on this call, nullopt otherwise. Never waits for the server.
+  absl::StatusOr<std::optional<pg::SlotInfo>> Poll(pg::Connection& conn);
+
+  // Waits for a query still in flight and drops its answer, so `conn` can run other
+  // statements (libpq allows one at a time).
+  absl::Status Settle(pg::Connection& conn);
+
+ private:
+  absl::Status Send(pg::Connection& conn);
+  absl::StatusOr<pg::SlotInfo> Collect(pg::Connection& conn);
+
+  std::string slot_;
+  absl::Duration interval_;
+  absl::Time next_ = absl::InfiniteFuture();
+  bool pending_ = false;
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_SLOT_WATCH_H_

@@ -1,0 +1,83 @@
+// SlotWatch on a real PostgreSQL: the query goes out when due, the answer is picked
+// up on a later Poll without waiting, and Settle frees the connection for other
+// statements.
+#include "relay/slot_watch.h"
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "support/pg_fixture.h"
+
+namespace outboxd::relay {
+namespace {
+
+// Polls like the relay loop does (every few ms) until an answer comes.
+std::optional<pg::SlotInfo> PollUntilAnswer(SlotWatch& watch, pg::Connection& conn) {
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::optional<pg::SlotInfo>> slot = watch.Poll(conn);
+    EXPECT_TRUE(slot.ok()) << slot.status();
+    if (!slot.ok() || slot->has_value()) return slot.ok() ? *slot : std::nullopt;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return std::nullopt;
+}
+
+TEST(SlotWatch, ReportsTheSlotOnceItsIntervalHasPassed) {
+  auto db = test::TestDatabase::Create();
+  db->Exec("SELECT pg_create_logical_replication_slot('" + db->name() + "', 'pgoutput')");
+  pg::Connection conn = db->Connect();
+  SlotWatch watch(db->name(), absl::Milliseconds(300));
+  watch.Restart();
+  absl::Time restarted = absl::Now();
+
+  std::optional<pg::SlotInfo> slot = PollUntilAnswer(watch, conn);
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_GE(absl::Now() - restarted, absl::Milliseconds(300));
+  EXPECT_TRUE(slot->exists);
+  EXPECT_EQ(slot->wal_status, "reserved");
+  EXPECT_NE(slot->confirmed_flush_lsn, pg::kInvalidLsn);
+}
+
+TEST(SlotWatch, ANeverCreatedSlotIsReportedAsMissing) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  SlotWatch watch(db->name(), absl::Milliseconds(1));
+  watch.Restart();
+  std::optional<pg::SlotInfo> slot = PollUntilAnswer(watch, conn);
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_FALSE(slot->exists);
+}
+
+TEST(SlotWatch, SettleLetsTheConnectionRunAnotherStatement) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  SlotWatch watch(db->name(), absl::Milliseconds(1));
+  watch.Restart();
+  absl::SleepFor(absl::Milliseconds(5));
+  // Sends the query (due) and returns at once.
+  absl::StatusOr<std::optional<pg::SlotInfo>> sent = watch.Poll(conn);
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_FALSE(sent->has_value());
+  ASSERT_TRUE(watch.Settle(conn).ok());
+  absl::StatusOr<pg::Result> other = conn.Exec("SELECT 42");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->Get(0, 0), "42");
+}
+
+TEST(SlotWatch, RestartOnANewConnectionForgetsTheQueryInFlightOnTheOldOne) {
+  auto db = test::TestDatabase::Create();
+  SlotWatch watch(db->name(), absl::Milliseconds(1));
+  {
+    pg::Connection old_conn = db->Connect();
+    watch.Restart();
+    absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_TRUE(watch.Poll(old_conn).ok());  // query in flight, then the connection goes
+  }
+  pg::Connection conn = db->Connect();
+  watch.Restart();
+  EXPECT_TRUE(watch.Settle(conn).ok());
+  EXPECT_TRUE(conn.Exec("SELECT 1").ok());
+}
+
+}  // namespace
+}  // namespace outboxd::relay
