@@ -5,8 +5,9 @@
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "ops/endpoints.h"
 #include "ops/http_server.h"
-#include "ops/metrics.h"
+#include "ops/query_sampler.h"
 #include "pg/connection.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
@@ -15,12 +16,19 @@
 namespace outboxd::cli {
 namespace {
 
+// The WAL the slot retains, for outboxd_slot_lag_bytes: one row of a system view.
+constexpr char kSlotLagQuery[] =
+    "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::float8 FROM pg_replication_slots "
+    "WHERE slot_name = $1";
+constexpr absl::Duration kSlotLagInterval = absl::Seconds(5);
+
 struct RunCommand {
   relay::RelayOptions options;
   std::vector<std::string> kafka_properties;
   std::string metrics = "127.0.0.1:9187";
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
+  DurationFlag healthz_stall{"30s"};
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
@@ -43,6 +51,9 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "shutdown-timeout", shutdown_timeout.text, "Wait for in-flight acks on SIGTERM")
         ->capture_default_str();
+    // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
+    // flight this long without any acknowledgement.
+    Flag(cmd, "healthz-stall", healthz_stall.text, "")->group("");
     return cmd;
   }
 
@@ -50,6 +61,7 @@ struct RunCommand {
   absl::Status CheckFlags() {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(feedback_interval, "feedback-interval"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(shutdown_timeout, "shutdown-timeout"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
@@ -98,15 +110,20 @@ struct RunCommand {
 
     relay::RelayStats stats;
     ops::HttpServer http;
+    std::optional<ops::QuerySampler> slot_lag;  // stopped before `stats` goes
     if (!metrics.empty()) {
-      http.Handle("/metrics", [&stats] {
-        return ops::HttpResponse{200, "text/plain; version=0.0.4", ops::RenderMetrics(stats)};
-      });
-      http.Handle("/healthz", [&stats] {
-        return stats.streaming ? ops::HttpResponse{200, "text/plain", "ok\n"}
-                               : ops::HttpResponse{503, "text/plain", "not streaming\n"};
-      });
+      ops::AddMetricsEndpoints(http, stats.metrics, stats.health,
+                               {.stall_threshold = healthz_stall.value,
+                                .disconnected_reason = "not streaming from PostgreSQL (unreachable, "
+                                                       "reconnecting, or another relay holds "
+                                                       "the slot)"});
       if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, true);
+      // Its own connection and thread: a slow server never holds up the relay's loop.
+      slot_lag.emplace(options.conninfo, kSlotLagQuery, std::vector<std::string>{options.slot},
+                       kSlotLagInterval, [&stats](std::optional<double> bytes) {
+                         if (bytes) stats.metrics.SetSlotLagBytes(static_cast<int64_t>(*bytes));
+                       });
+      slot_lag->Start();
     }
     relay::Relay relay(options, &stats, &stop);
     absl::Status status = relay.Run();
