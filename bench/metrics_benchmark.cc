@@ -20,7 +20,7 @@ void BM_MetricsAcknowledged(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
   // Checked after the loop so the work cannot be dropped.
-  if (metrics.Render().find("outboxd_events_published_total{topic=\"pedido.cancelado\"}") ==
+  if (metrics.Render().find("outboxd_events_published_total{topic=\"pedido.confirmado\"}") ==
       std::string::npos) {
     state.SkipWithError("no by-topic counter");
   }
