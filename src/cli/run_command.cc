@@ -112,11 +112,11 @@ struct RunCommand {
     ops::HttpServer http;
     std::optional<ops::QuerySampler> slot_lag;  // stopped before `stats` goes
     if (!metrics.empty()) {
-      ops::AddMetricsEndpoints(http, stats.metrics, stats.health,
-                               {.stall_threshold = healthz_stall.value,
-                                .disconnected_reason = "not streaming from PostgreSQL (unreachable, "
-                                                       "reconnecting, or another relay holds "
-                                                       "the slot)"});
+      ops::AddMetricsEndpoints(
+          http, stats.metrics, stats.health,
+          {.stall_threshold = healthz_stall.value,
+           .disconnected_reason = "not streaming from PostgreSQL (unreachable, reconnecting, "
+                                  "or another relay holds the slot)"});
       if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, true);
       // Its own connection and thread: a slow server never holds up the relay's loop.
       slot_lag.emplace(options.conninfo, kSlotLagQuery, std::vector<std::string>{options.slot},

@@ -15,8 +15,7 @@ HealthInputs HealthState::Snapshot() const {
   int64_t progress = last_progress_us_.load(std::memory_order_relaxed);
   return {.connected = connected_.load(std::memory_order_relaxed),
           .in_flight = in_flight_.load(std::memory_order_relaxed),
-          .last_progress =
-              progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
+          .last_progress = progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
 }
 
 HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_threshold,

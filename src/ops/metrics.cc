@@ -80,23 +80,22 @@ Metrics::Metrics(RelayMode mode)
   f.reconnects = &NewCounter(r, "outboxd_reconnects_total",
                              mode == RelayMode::kCdc ? "Replication stream reconnects."
                                                      : "Reconnects after a failed batch.");
-  f.connected = &NewGauge(
-      r, "outboxd_connected",
-      mode == RelayMode::kCdc ? "1 while the replication stream is open."
-                              : "1 while the last batch reached COMMIT.");
+  f.connected = &NewGauge(r, "outboxd_connected",
+                          mode == RelayMode::kCdc ? "1 while the replication stream is open."
+                                                  : "1 while the last batch reached COMMIT.");
   if (mode == RelayMode::kCdc) {
     f.dead_lettered = &NewCounter(r, "outboxd_events_dead_lettered_total",
                                   "Events written to the dead-letter table instead of Kafka.");
-    f.confirmed_lsn = &NewGauge(
-        r, "outboxd_confirmed_lsn",
-        "WAL position confirmed to the slot (every event before it is acknowledged).");
+    f.confirmed_lsn =
+        &NewGauge(r, "outboxd_confirmed_lsn",
+                  "WAL position confirmed to the slot (every event before it is acknowledged).");
     f.received_lsn =
         &NewGauge(r, "outboxd_received_lsn", "Newest WAL position received from PostgreSQL.");
     f.slot_lag = &NewGauge(r, "outboxd_slot_lag_bytes",
                            "WAL the slot retains: pg_current_wal_lsn() - confirmed_flush_lsn.");
   } else {
-    f.batches = &NewCounter(r, "outboxd_poll_batches_total",
-                            "Batches committed, empty ones included.");
+    f.batches =
+        &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
   }
 }
 

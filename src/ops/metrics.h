@@ -68,8 +68,8 @@ class Metrics {
   void BatchDone();  // poll only
   void SetInFlight(uint64_t events);
   void SetConnected(bool connected);
-  void SetConfirmedLsn(uint64_t lsn);  // run only (ignored by poll)
-  void SetReceivedLsn(uint64_t lsn);   // run only
+  void SetConfirmedLsn(uint64_t lsn);   // run only (ignored by poll)
+  void SetReceivedLsn(uint64_t lsn);    // run only
   void SetSlotLagBytes(int64_t bytes);  // run only
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.

@@ -22,7 +22,9 @@ QuerySampler::QuerySampler(std::string conninfo, std::string sql, std::vector<st
 
 QuerySampler::~QuerySampler() { Stop(); }
 
-void QuerySampler::Start() { thread_ = std::thread([this] { Run(); }); }
+void QuerySampler::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void QuerySampler::Stop() {
   {

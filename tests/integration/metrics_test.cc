@@ -80,7 +80,8 @@ TEST(RelayMetrics, CountEveryRelayedEventByTopicWithOneLatencyEach) {
   for (int i = 0; i < 3; ++i) InsertEvents(h, "pedido.confirmado", 10);
   for (int i = 0; i < 2; ++i) InsertEvents(h, "pedido.cancelado", 10);
   ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] { return DistinctDelivered(h) == 50; }))
-      << DistinctDelivered(h) << " of 50 delivered\n" << h.relay().Log();
+      << DistinctDelivered(h) << " of 50 delivered\n"
+      << h.relay().Log();
 
   // Acknowledgements reach the counters right after the consumer sees the messages.
   std::string text;
@@ -113,10 +114,14 @@ TEST(RelayMetrics, CountEveryRelayedEventByTopicWithOneLatencyEach) {
   for (const auto& m : h.collector().Messages()) {
     newest_commit = std::max(newest_commit, pg::ParseLsn(m.Header("lsn").value_or("")).value_or(0));
   }
-  ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
-    text = h.Metrics(h.relay());
-    return Value(text, "outboxd_confirmed_lsn") >= static_cast<double>(newest_commit);
-  })) << pg::FormatLsn(newest_commit) << "\n" << text;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10),
+                        [&] {
+                          text = h.Metrics(h.relay());
+                          return Value(text, "outboxd_confirmed_lsn") >=
+                                 static_cast<double>(newest_commit);
+                        }))
+      << pg::FormatLsn(newest_commit) << "\n"
+      << text;
   EXPECT_GT(Value(text, "outboxd_confirmed_lsn"), confirmed_before);
   EXPECT_GE(Value(text, "outboxd_received_lsn"), Value(text, "outboxd_confirmed_lsn"));
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
@@ -134,10 +139,12 @@ TEST(RelayHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBack
   constexpr double kMegabyte = 1 << 20;
 
   std::pair<int, std::string> health;
-  ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {
-    health = HttpGetFromLog(h.relay(), "/healthz");
-    return health.first == 503;
-  })) << health.first << " " << health.second << h.relay().Log();
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30),
+                        [&] {
+                          health = HttpGetFromLog(h.relay(), "/healthz");
+                          return health.first == 503;
+                        }))
+      << health.first << " " << health.second << h.relay().Log();
   EXPECT_GE(absl::Now() - written, absl::Seconds(2)) << "503 before the stall threshold";
   EXPECT_THAT(health.second, HasSubstr("no broker acknowledgement for "));
   EXPECT_THAT(health.second, HasSubstr("events in flight"));
@@ -153,10 +160,12 @@ TEST(RelayHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBack
   EXPECT_EQ(Value(text, "outboxd_connected"), 1);
 
   ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
-  ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] {
-    health = HttpGetFromLog(h.relay(), "/healthz");
-    return health.first == 200;
-  })) << health.first << " " << health.second << h.relay().Log();
+  ASSERT_TRUE(WaitUntil(absl::Seconds(60),
+                        [&] {
+                          health = HttpGetFromLog(h.relay(), "/healthz");
+                          return health.first == 200;
+                        }))
+      << health.first << " " << health.second << h.relay().Log();
   EXPECT_EQ(health.second, "ok\n");
   ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] { return DistinctDelivered(h) == 3000; }))
       << DistinctDelivered(h) << " of 3000 delivered";
@@ -178,10 +187,12 @@ TEST(RelayHealth, UnhealthyWhilePostgresIsDownAndHealthyOnceStreamingAgain) {
 
   ASSERT_TRUE(cluster.Stop());
   std::pair<int, std::string> health;
-  ASSERT_TRUE(WaitUntil(absl::Seconds(20), [&] {
-    health = HttpGetFromLog(h.relay(), "/healthz");
-    return health.first == 503;
-  })) << health.first << " " << health.second << h.relay().Log();
+  ASSERT_TRUE(WaitUntil(absl::Seconds(20),
+                        [&] {
+                          health = HttpGetFromLog(h.relay(), "/healthz");
+                          return health.first == 503;
+                        }))
+      << health.first << " " << health.second << h.relay().Log();
   EXPECT_THAT(health.second, HasSubstr("not streaming from PostgreSQL"));
   std::string text = h.Metrics(h.relay());
   EXPECT_EQ(Value(text, "outboxd_connected"), 0) << text;

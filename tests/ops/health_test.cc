@@ -24,16 +24,16 @@ TEST(Health, IsHealthyWhenConnectedAndNothingIsInFlightHoweverOldTheLastAck) {
 }
 
 TEST(Health, IsHealthyWhileTheBrokerAcknowledgedWithinTheThreshold) {
-  EXPECT_TRUE(CheckHealth(
-                  {.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(29)},
+  EXPECT_TRUE(
+      CheckHealth({.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(29)},
                   kStall, kNow)
-                  .healthy);
+          .healthy);
 }
 
 TEST(Health, SaysHowLongTheBrokerHasBeenSilentAndWithHowManyEventsInFlight) {
-  HealthVerdict v = CheckHealth(
-      {.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(42)},
-      kStall, kNow);
+  HealthVerdict v =
+      CheckHealth({.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(42)},
+                  kStall, kNow);
   EXPECT_FALSE(v.healthy);
   EXPECT_EQ(v.reason, "no broker acknowledgement for 42s with 40 events in flight");
 }

@@ -22,16 +22,9 @@ using ::testing::Not;
 const std::vector<std::string> kTopics = {"pedido.confirmado", "pedido.cancelado"};
 
 std::unique_ptr<ChildProcess> StartPoll(test::PollEnv& env, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {test::BinPath("outboxd"),
-                                   "poll",
-                                   "--pg",
-                                   env.db().conninfo(),
-                                   "--brokers",
-                                   env.cluster().bootstraps(),
-                                   "--metrics",
-                                   "127.0.0.1:0",
-                                   "--interval",
-                                   "100ms"};
+  std::vector<std::string> args = {
+      test::BinPath("outboxd"),   "poll",      "--pg",        env.db().conninfo(), "--brokers",
+      env.cluster().bootstraps(), "--metrics", "127.0.0.1:0", "--interval",        "100ms"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto relay = ChildProcess::Start(args);
   EXPECT_TRUE(relay->WaitForLog("polling table", absl::Seconds(30))) << relay->Log();
@@ -88,18 +81,20 @@ TEST(PollMetrics, CountEveryPublishedEventByTopicWithOneLatencyEach) {
 TEST(PollHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBackAfter) {
   test::PollEnv env(kTopics);
   auto relay = StartPoll(env, {"--publish-timeout", "1s", "--healthz-stall", "2s"});
-  ASSERT_TRUE(WaitUntil(absl::Seconds(10),
-                        [&] { return HttpGetFromLog(*relay, "/healthz").first == 200; }))
-      << relay->Log();
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
+    return HttpGetFromLog(*relay, "/healthz").first == 200;
+  })) << relay->Log();
 
   ASSERT_TRUE(env.cluster().SetAllBrokersDown().ok());
   const absl::Time written = absl::Now();
   for (int i = 0; i < 3; ++i) env.Insert(absl::StrCat("agg-", i), "pedido.confirmado");
   std::pair<int, std::string> health;
-  ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {
-    health = HttpGetFromLog(*relay, "/healthz");
-    return health.first == 503;
-  })) << health.first << " " << health.second << relay->Log();
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30),
+                        [&] {
+                          health = HttpGetFromLog(*relay, "/healthz");
+                          return health.first == 503;
+                        }))
+      << health.first << " " << health.second << relay->Log();
   EXPECT_GE(absl::Now() - written, absl::Seconds(2)) << "503 before the stall threshold";
   EXPECT_THAT(health.second, HasSubstr("no broker acknowledgement for "));
 
@@ -113,10 +108,12 @@ TEST(PollHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBackA
 
   ASSERT_TRUE(env.cluster().SetAllBrokersUp().ok());
   ASSERT_TRUE(WaitUntil(absl::Seconds(90), [&] { return env.Pending() == 0; })) << relay->Log();
-  ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
-    health = HttpGetFromLog(*relay, "/healthz");
-    return health.first == 200;
-  })) << health.first << " " << health.second;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10),
+                        [&] {
+                          health = HttpGetFromLog(*relay, "/healthz");
+                          return health.first == 200;
+                        }))
+      << health.first << " " << health.second;
   ASSERT_TRUE(WaitUntil(absl::Seconds(20), [&] {
     text = HttpGetFromLog(*relay, "/metrics").second;
     return Value(text, "outboxd_oldest_unacked_age_seconds") == 0;

@@ -22,8 +22,8 @@ inline std::pair<int, std::string> HttpGetFromLog(ChildProcess& child, const std
   const size_t at = log.find(marker);
   if (at == std::string::npos) return {-1, ""};
   const int port = std::atoi(log.c_str() + at + marker.size());
-  const std::string command = "curl -s -w '\\n%{http_code}' --max-time 2 http://127.0.0.1:" +
-                              std::to_string(port) + path;
+  const std::string command =
+      "curl -s -w '\\n%{http_code}' --max-time 2 http://127.0.0.1:" + std::to_string(port) + path;
   FILE* p = popen(command.c_str(), "r");
   std::string out;
   char buf[4096];
