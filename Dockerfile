@@ -31,11 +31,12 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # ---- runtime ----------------------------------------------------------------------
 FROM debian:bookworm-slim
 # Runtime libraries only (Debian bookworm package names): libpq, librdkafka, simdjson,
-# abseil, spdlog/fmt; ca-certificates for TLS; curl for the health check.
+# abseil, spdlog/fmt, prometheus-cpp's core (/metrics); ca-certificates for TLS; curl
+# for the health check.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libpq5 librdkafka1 libsimdjson14 libabsl20220623 libspdlog1.10 libfmt9 \
-      ca-certificates curl \
+      libprometheus-cpp-core1.0 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin outboxd
@@ -45,7 +46,8 @@ USER outboxd
 # In a container /metrics and /healthz must listen on all interfaces.
 ENV OUTBOXD_METRICS=0.0.0.0:9187
 EXPOSE 9187
-# /healthz answers 200 while the relay is streaming, 503 otherwise (outboxd run/poll).
+# /healthz answers 200 while the relay streams and the broker acknowledges, 503 with
+# the reason otherwise (outboxd run/poll; README "Metrics and alerts").
 # The port follows OUTBOXD_METRICS.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD curl -fsS "http://127.0.0.1:${OUTBOXD_METRICS##*:}/healthz" >/dev/null || exit 1

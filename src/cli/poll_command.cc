@@ -4,10 +4,10 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "ops/endpoints.h"
 #include "ops/http_server.h"
 #include "pg/connection.h"
 #include "poll/notify_trigger.h"
-#include "poll/poll_metrics.h"
 #include "poll/poll_relay.h"
 
 namespace outboxd::cli {
@@ -19,6 +19,7 @@ struct PollCommand {
   std::string metrics;  // off by default: several instances often share a host
   DurationFlag interval{"500ms"};
   DurationFlag publish_timeout{"30s"};
+  DurationFlag healthz_stall{"30s"};
   bool install_notify_trigger = false;
 
   CLI::App* Register(CLI::App& app) {
@@ -42,12 +43,16 @@ struct PollCommand {
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
+    // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
+    // flight or failing this long without any acknowledgement.
+    Flag(cmd, "healthz-stall", healthz_stall.text, "")->group("");
     return cmd;
   }
 
   int Run() {
     for (absl::Status s : {ResolveDuration(interval, "interval"),
                            ResolveDuration(publish_timeout, "publish-timeout"),
+                           ResolveDuration(healthz_stall, "healthz-stall"),
                            ParseKafkaProperties(kafka_properties, options.kafka)}) {
       if (!s.ok()) return Fail(s, true);
     }
@@ -85,13 +90,11 @@ struct PollCommand {
 
   absl::Status ServeMetrics(ops::HttpServer& http, const poll::PollStats& stats) {
     if (metrics.empty()) return absl::OkStatus();
-    http.Handle("/metrics", [&stats] {
-      return ops::HttpResponse{200, "text/plain; version=0.0.4", poll::RenderPollMetrics(stats)};
-    });
-    http.Handle("/healthz", [&stats] {
-      return stats.healthy ? ops::HttpResponse{200, "text/plain", "ok\n"}
-                           : ops::HttpResponse{503, "text/plain", "last batch failed\n"};
-    });
+    ops::AddMetricsEndpoints(
+        http, stats.metrics, stats.health,
+        {.stall_threshold = healthz_stall.value,
+         .disconnected_reason = "no batch committed yet, or the last one failed (PostgreSQL "
+                                "unreachable?)"});
     return http.Start(metrics);
   }
 };

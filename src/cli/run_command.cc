@@ -8,8 +8,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ops/cleanup.h"
+#include "ops/endpoints.h"
 #include "ops/http_server.h"
-#include "ops/metrics.h"
+#include "ops/query_sampler.h"
 #include "pg/connection.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
@@ -17,6 +18,12 @@
 
 namespace outboxd::cli {
 namespace {
+
+// The WAL the slot retains, for outboxd_slot_lag_bytes: one row of a system view.
+constexpr char kSlotLagQuery[] =
+    "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::float8 FROM pg_replication_slots "
+    "WHERE slot_name = $1";
+constexpr absl::Duration kSlotLagInterval = absl::Seconds(5);
 
 struct RunCommand {
   relay::RelayOptions options;
@@ -28,6 +35,7 @@ struct RunCommand {
   DurationFlag retention{"7d"};
   DurationFlag inbox_retention{"30d"};
   DurationFlag slot_check_interval{"5s"};
+  DurationFlag healthz_stall{"30s"};
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
@@ -69,6 +77,9 @@ struct RunCommand {
     Flag(cmd, "test-fatal-error-after", options.test_fatal_error_after,
          "TEST ONLY: raise a fatal producer error once, after N produced events")
         ->group("");
+    // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
+    // flight this long without any acknowledgement.
+    Flag(cmd, "healthz-stall", healthz_stall.text, "")->group("");
     return cmd;
   }
 
@@ -80,6 +91,7 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(retention, "retention"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(inbox_retention, "inbox-retention"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(slot_check_interval, "slot-check-interval"));
+    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
@@ -135,15 +147,20 @@ struct RunCommand {
 
     relay::RelayStats stats;
     ops::HttpServer http;
+    std::optional<ops::QuerySampler> slot_lag;  // stopped before `stats` goes
     if (!metrics.empty()) {
-      http.Handle("/metrics", [&stats] {
-        return ops::HttpResponse{200, "text/plain; version=0.0.4", ops::RenderMetrics(stats)};
-      });
-      http.Handle("/healthz", [&stats] {
-        return stats.streaming ? ops::HttpResponse{200, "text/plain", "ok\n"}
-                               : ops::HttpResponse{503, "text/plain", "not streaming\n"};
-      });
+      ops::AddMetricsEndpoints(
+          http, stats.metrics, stats.health,
+          {.stall_threshold = healthz_stall.value,
+           .disconnected_reason = "not streaming from PostgreSQL (unreachable, reconnecting, "
+                                  "or another relay holds the slot)"});
       if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, true);
+      // Its own connection and thread: a slow server never holds up the relay's loop.
+      slot_lag.emplace(options.conninfo, kSlotLagQuery, std::vector<std::string>{options.slot},
+                       kSlotLagInterval, [&stats](std::optional<double> bytes) {
+                         if (bytes) stats.metrics.SetSlotLagBytes(static_cast<int64_t>(*bytes));
+                       });
+      slot_lag->Start();
     }
     std::optional<ops::CleanupJob> cleanup;
     if (cleanup_interval.value > absl::ZeroDuration()) {

@@ -185,6 +185,7 @@ struct Publisher::Impl {
     report.status = DeliveryStatus(msg->err, rd_kafka_topic_name(msg->rkt));
     report.partition = msg->partition;
     report.offset = msg->offset;
+    report.topic = rd_kafka_topic_name(msg->rkt);  // events by topic, in the relays' metrics
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) DescribeMessage(msg, report);
     ++self->served;
     self->on_delivery(report);
@@ -210,7 +211,6 @@ struct Publisher::Impl {
     auto view = [](const void* data, size_t len) {
       return data == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(data), len);
     };
-    report.topic = rd_kafka_topic_name(msg->rkt);
     report.key = view(msg->key, msg->key_len);
     report.value = view(msg->payload, msg->len);
     rd_kafka_headers_t* headers = nullptr;

@@ -46,9 +46,9 @@ struct DeliveryReport {
   absl::Status status;  // OK once acknowledged by all in-sync replicas
   int32_t partition = -1;
   int64_t offset = -1;
-  // For a failed delivery only (so it can be dead-lettered): the message as it was
-  // produced. Views valid during the DeliveryHandler call.
-  std::string_view topic;
+  std::string_view topic;  // valid during the DeliveryHandler call
+  // For a failed delivery only (so it can be dead-lettered): the rest of the message
+  // as it was produced. Views valid during the DeliveryHandler call.
   std::string_view key;
   std::string_view value;
   std::vector<Header> headers;

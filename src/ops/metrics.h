@@ -1,15 +1,95 @@
-// Prometheus text exposition of the relay's live figures (minimal for now: the
-// operations issue replaces it with prometheus-cpp's registry).
+// The metric families of outboxd, one definition for both relays (`outboxd run` and
+// `outboxd poll`), held in one prometheus-cpp registry and rendered in Prometheus'
+// text format by Render(). The relay thread updates them; the HTTP thread renders.
+//
+//   ops::Metrics metrics(ops::RelayMode::kCdc);
+//   metrics.Acknowledged("pedido.confirmado", /*latency_seconds=*/0.004);  // per event
+//   metrics.SetInFlight(12);
+//   http.Handle("/metrics", [&] { return HttpResponse{200, kMetricsContentType,
+//                                                     metrics.Render()}; });
+//
+// Names (README "Metrics and alerts" lists them with their meaning):
+//   outboxd_events_published_total{topic}   counter   both
+//   outboxd_publish_errors_total            counter   both
+//   outboxd_commit_to_ack_seconds           histogram both (poll: created_at -> ack)
+//   outboxd_events_in_flight                gauge     both
+//   outboxd_oldest_unacked_age_seconds      gauge     both (poll: oldest pending row)
+//   outboxd_reconnects_total                counter   both
+//   outboxd_connected                       gauge     both
+//   outboxd_events_dead_lettered_total      counter   run
+//   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
+//   outboxd_poll_batches_total              counter   poll
 #ifndef OUTBOXD_OPS_METRICS_H_
 #define OUTBOXD_OPS_METRICS_H_
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
-#include "relay/relay.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
 
 namespace outboxd::ops {
 
-std::string RenderMetrics(const relay::RelayStats& stats);
+inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+enum class RelayMode { kCdc, kPoll };
+
+class Metrics {
+ public:
+  explicit Metrics(RelayMode mode);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // ---- updates: from the relay's thread only (the topic cache is not locked) ----
+
+  // The broker acknowledged one event of `topic`, `latency_seconds` after its commit
+  // (poll: after its created_at; nullopt: unknown, counted but not observed). The
+  // counter of a topic is created once; later calls find it in a small cache, no
+  // allocation.
+  void Acknowledged(std::string_view topic, std::optional<double> latency_seconds);
+  void PublishFailed();
+  void DeadLettered();
+  void Reconnected();
+  void BatchDone();  // poll only
+  void SetInFlight(uint64_t events);
+  void SetConnected(bool connected);
+  void SetConfirmedLsn(uint64_t lsn);   // run only (ignored by poll)
+  void SetReceivedLsn(uint64_t lsn);    // run only
+  void SetSlotLagBytes(int64_t bytes);  // run only
+  // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
+  // computed when scraped, so it keeps growing while the relay is stuck.
+  void SetOldestUnacked(std::optional<absl::Time> commit_time);
+  // Age measured elsewhere (poll: by a query), as of now.
+  void SetOldestUnackedAge(absl::Duration age);
+
+  // ---- any thread ----
+  std::string Render() const;
+
+ private:
+  struct Families;
+
+  RelayMode mode_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Families> families_;
+  // Topic -> its counter in the by-topic family. Counters live as long as the family.
+  absl::flat_hash_map<std::string, prometheus::Counter*> published_by_topic_;
+  std::atomic<int64_t> oldest_unacked_us_{0};  // Unix µs; 0: nothing unacknowledged
+};
 
 }  // namespace outboxd::ops
 

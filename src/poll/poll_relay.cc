@@ -29,6 +29,8 @@ constexpr absl::Duration kRetryDelay = absl::Seconds(2);
 constexpr absl::Duration kReportGrace = absl::Seconds(2);
 // Longest single Poll() while waiting, so the deadline is checked regularly.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
+// How often the oldest pending row's age is read for /metrics.
+constexpr absl::Duration kOldestSampleInterval = absl::Seconds(5);
 
 int ToPollMs(absl::Duration d) {
   return static_cast<int>(
@@ -65,6 +67,12 @@ absl::Status PollRelay::Connect() {
       internal::CheckTable(conn, table, options_.columns, options_.poll_columns));
   table_name_ = table.name;
   queries_ = internal::BuildQueries(conn, table, options_.columns, options_.poll_columns);
+  // Along the pending-rows index (seq order): one probe however large the backlog.
+  oldest_pending_query_ = absl::StrCat(
+      "SELECT extract(epoch FROM now() - ", conn.QuoteIdentifier(options_.columns.created_at),
+      ")::float8 FROM ", table.quoted, " WHERE ",
+      conn.QuoteIdentifier(options_.poll_columns.published_at), " IS NULL ORDER BY ",
+      conn.QuoteIdentifier(options_.poll_columns.seq), " LIMIT 1");
   if (options_.notify) {
     OUTBOXD_RETURN_IF_ERROR(
         conn.Exec(absl::StrCat("LISTEN ", conn.QuoteIdentifier(options_.channel))).status());
@@ -104,10 +112,16 @@ absl::StatusOr<int> PollRelay::RunOnce() {
     // Best effort: on a lost connection the server has rolled back already.
     (void)conn_->Exec("ROLLBACK");
     stats_->healthy = false;
+    stats_->metrics.SetConnected(false);
+    stats_->health.SetConnected(false);
     return reserved.ok() ? status : reserved.status();
   }
   stats_->batches++;
   stats_->healthy = true;
+  stats_->metrics.BatchDone();
+  stats_->metrics.SetConnected(true);
+  stats_->health.SetConnected(true);
+  SampleOldestPending();
   return reserved;
 }
 
@@ -122,7 +136,9 @@ absl::StatusOr<int> PollRelay::ReserveAndPublish() {
   for (int row = 0; row < rows.rows(); ++row) {
     OUTBOXD_RETURN_IF_ERROR(ProduceRow(rows, row, deadline));
   }
+  PublishInFlight(unreported_);
   AwaitReports(deadline);
+  PublishInFlight(0);  // what is left unreported has timed out: a failed attempt
   return rows.rows();
 }
 
@@ -137,6 +153,13 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
   const std::string_view type = rows.Get(row, ReservedColumn::kType);
   const std::string_view payload = rows.Get(row, ReservedColumn::kPayload);
   const std::string_view aggregate = rows.Get(row, ReservedColumn::kAggregateId);
+  const std::string_view created_at =
+      outbox::IsoTimestamp(rows.Get(row, ReservedColumn::kCreatedAt), created_at_buffer_);
+  absl::Time created;
+  std::string ignored;
+  if (absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", std::string(created_at), &created, &ignored)) {
+    pending.created_at = created;
+  }
   if (absl::Status check = payload_checker_.Check(payload); !check.ok()) {
     pending.outcome = check;  // a poison payload is a failed attempt like any other
     return absl::OkStatus();
@@ -147,8 +170,7 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
       {"id", pending.id},
       {"type", type},
       {"aggregate_id", aggregate},
-      {"created_at",
-       outbox::IsoTimestamp(rows.Get(row, ReservedColumn::kCreatedAt), created_at_buffer_)},
+      {"created_at", created_at},
   }};
   const kafka::OutgoingMessage message = {.topic = topic_.Render(type, table_name_, topic_buffer_),
                                           .key = aggregate,
@@ -162,6 +184,7 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
   }
   if (status.ok()) {
     ++unreported_;
+    pending.produced = true;
   } else {
     pending.outcome = status;  // e.g. an invalid topic name: fails this event only
   }
@@ -183,6 +206,37 @@ void PollRelay::OnDelivery(const kafka::DeliveryReport& report) {
   if (pending.outcome) return;
   pending.outcome = report.status;
   --unreported_;
+  if (report.status.ok()) {
+    const absl::Time now = absl::Now();
+    std::optional<double> latency;
+    if (pending.created_at) latency = absl::ToDoubleSeconds(now - *pending.created_at);
+    stats_->metrics.Acknowledged(report.topic, latency);
+    stats_->health.Acknowledged(now);
+    failures_since_ack_ = 0;
+  }
+  PublishInFlight(unreported_);
+}
+
+void PollRelay::PublishInFlight(int in_flight) {
+  const uint64_t events = static_cast<uint64_t>(std::max(in_flight, 0));
+  stats_->metrics.SetInFlight(events);
+  stats_->health.SetInFlight(events + failures_since_ack_, absl::Now());
+}
+
+void PollRelay::SampleOldestPending() {
+  const absl::Time now = absl::Now();
+  if (now - oldest_sampled_ < kOldestSampleInterval) return;
+  oldest_sampled_ = now;
+  absl::StatusOr<pg::Result> r = conn_->Exec(oldest_pending_query_);
+  double age = 0;
+  if (!r.ok()) {
+    spdlog::warn("reading the oldest pending event's age for /metrics: {}", r.status());
+    return;
+  }
+  if (r->rows() == 1 && !r->IsNull(0, 0)) {
+    (void)absl::SimpleAtod(std::string(r->Get(0, 0)), &age);
+  }
+  stats_->metrics.SetOldestUnackedAge(absl::Seconds(age));
 }
 
 absl::Status PollRelay::RecordOutcomes() {
@@ -219,10 +273,15 @@ void PollRelay::CountAndLog(size_t published) {
   for (const Pending& pending : batch_) {
     if (pending.outcome && pending.outcome->ok()) continue;
     stats_->events_failed++;
+    stats_->metrics.PublishFailed();
+    // The broker's failures only: a poison payload must not make a healthy relay
+    // look stalled (it is retried with backoff and shown by `outboxd status`).
+    if (pending.produced) failures_since_ack_++;
     spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", pending.id,
                  pending.seq,
                  pending.outcome ? std::string(pending.outcome->message()) : "no delivery report");
   }
+  PublishInFlight(0);
 }
 
 absl::Status PollRelay::Run(relay::StopSignal* stop) {
@@ -240,6 +299,7 @@ absl::Status PollRelay::Run(relay::StopSignal* stop) {
     spdlog::warn("batch failed, retrying in {} on a new connection: {}",
                  absl::FormatDuration(kRetryDelay), reserved.status());
     conn_.reset();  // reconnects (and LISTENs again) in the next RunOnce
+    stats_->metrics.Reconnected();
     Sleep(kRetryDelay, stop, false);
   }
   return absl::OkStatus();

@@ -31,6 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
+#include "ops/health.h"
+#include "ops/metrics.h"
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
 #include "pg/connection.h"
@@ -68,6 +70,10 @@ struct PollStats {
   std::atomic<uint64_t> events_failed{0};
   std::atomic<uint64_t> batches{0};
   std::atomic<bool> healthy{false};  // the last batch reached COMMIT
+  // The same figures for /metrics (plus events by topic, the created-to-ack latency
+  // and the oldest pending row's age), and /healthz's inputs.
+  ops::Metrics metrics{ops::RelayMode::kPoll};
+  ops::HealthState health;
 };
 
 class PollRelay {
@@ -96,6 +102,8 @@ class PollRelay {
   struct Pending {
     int64_t seq = 0;
     std::string id;
+    std::optional<absl::Time> created_at;  // for the latency metric
+    bool produced = false;                 // handed to the producer (not refused before)
     std::optional<absl::Status> outcome;  // unset: no delivery report yet
   };
 
@@ -107,6 +115,11 @@ class PollRelay {
   void OnDelivery(const kafka::DeliveryReport& report);
   absl::Status RecordOutcomes();
   void CountAndLog(size_t published);
+  // /metrics' in-flight gauge; /healthz also counts failed deliveries since the last
+  // acknowledgement.
+  void PublishInFlight(int in_flight);
+  // The oldest pending row's age, read at most every few seconds (one index probe).
+  void SampleOldestPending();
   void Sleep(absl::Duration timeout, relay::StopSignal* stop, bool wake_on_notify);
   bool DrainNotifications();
 
@@ -126,6 +139,11 @@ class PollRelay {
   uint64_t first_tag_ = 0;
   uint64_t next_tag_ = 1;
   int unreported_ = 0;
+  // Failed broker deliveries since the last acknowledgement: they keep /healthz's
+  // stall clock running between batches during an outage.
+  uint64_t failures_since_ack_ = 0;
+  std::string oldest_pending_query_;
+  absl::Time oldest_sampled_ = absl::InfinitePast();
 
   // Reused per event.
   std::string topic_buffer_;

@@ -68,6 +68,13 @@ std::optional<int64_t> AckTracker::oldest_unacked_commit_time() const {
   return std::nullopt;
 }
 
+std::optional<int64_t> AckTracker::commit_time(TxId tx) const {
+  if (tx < first_id_ || tx - first_id_ >= txs_.size()) return std::nullopt;
+  const Tx& t = txs_[tx - first_id_];
+  if (t.outstanding == 0) return std::nullopt;
+  return t.commit_time_us;
+}
+
 AckTracker::Tx* AckTracker::Find(TxId tx) {
   if (tx < first_id_ || tx - first_id_ >= txs_.size()) return nullptr;
   return &txs_[tx - first_id_];

@@ -57,6 +57,9 @@ class AckTracker {
   // Commit time (µs since the Unix epoch) of the oldest transaction not fully
   // acknowledged, if any: the "age of the oldest unpublished event" alert.
   std::optional<int64_t> oldest_unacked_commit_time() const;
+  // Commit time (µs since the Unix epoch) of `tx` while it has events outstanding
+  // (none for a stale report of a reset session): the commit-to-ack latency metric.
+  std::optional<int64_t> commit_time(TxId tx) const;
   bool has_failed() const { return failed_ > 0; }
 
  private:

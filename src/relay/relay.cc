@@ -91,6 +91,7 @@ absl::Status Relay::Run() {
     }
     absl::Duration wait = backoff.Next();
     stats_->reconnects++;
+    stats_->metrics.Reconnected();
     spdlog::warn("replication stream lost: {}; reconnecting in {} (attempt {})", status,
                  absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))),
                  backoff.attempts());
@@ -386,7 +387,11 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
       return status;
     }
     if (status.code() == absl::StatusCode::kAborted) return ProducerHealth();
-    if (status.code() != absl::StatusCode::kResourceExhausted) return DeadLetter(message, status);
+    if (status.code() != absl::StatusCode::kResourceExhausted) {
+      stats_->events_failed++;
+      stats_->metrics.PublishFailed();
+      return DeadLetter(message, status);
+    }
     // librdkafka's queue is full: serve reports until there is room, and keep the
     // walsender informed meanwhile.
     publisher_->Poll(100);
@@ -426,6 +431,7 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl
   dead_aggregates_.insert(letter.aggregate_id);
   tracker_.Ack(message.tag);
   stats_->events_dead_lettered++;
+  stats_->metrics.DeadLettered();
   spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", letter.id, letter.aggregate_id,
                 dead_letters_.table(), letter.error);
   return absl::OkStatus();
@@ -509,6 +515,7 @@ absl::Status Relay::ProducerHealth() {
 
 void Relay::OnDelivery(const kafka::DeliveryReport& report) {
   if (report.status.ok()) {
+    RecordAck(report);  // before Ack(): a complete transaction is forgotten
     tracker_.Ack(report.tag);
     stats_->events_published++;
     return;
@@ -521,6 +528,7 @@ void Relay::OnDelivery(const kafka::DeliveryReport& report) {
   // large for the topic, unknown or forbidden topic). Events of the same aggregate
   // already in flight may still be delivered; from now on they follow it.
   stats_->events_failed++;
+  stats_->metrics.PublishFailed();
   kafka::OutgoingMessage message{.topic = report.topic,
                                  .key = report.key,
                                  .value = report.value,
@@ -531,6 +539,15 @@ void Relay::OnDelivery(const kafka::DeliveryReport& report) {
     tracker_.MarkFailed(report.tag);  // holds the watermark; the session ends below
     if (pending_error_.ok()) pending_error_ = stored;
   }
+}
+
+void Relay::RecordAck(const kafka::DeliveryReport& report) {
+  const absl::Time now = absl::Now();
+  std::optional<int64_t> commit_us = tracker_.commit_time(report.tag);
+  std::optional<double> latency;
+  if (commit_us) latency = static_cast<double>(absl::ToUnixMicros(now) - *commit_us) / 1e6;
+  stats_->metrics.Acknowledged(report.topic, latency);
+  stats_->health.Acknowledged(now);
 }
 
 absl::Status Relay::MaybeSendFeedback(bool force) {
@@ -590,7 +607,16 @@ void Relay::PublishStats() {
   stats_->bytes_in_flight = publisher_->InFlightBytes();
   stats_->events_in_flight_peak = events_in_flight_peak_;
   stats_->bytes_in_flight_peak = bytes_in_flight_peak_;
-  stats_->oldest_unacked_commit_us = tracker_.oldest_unacked_commit_time().value_or(0);
+  std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
+  stats_->oldest_unacked_commit_us = oldest.value_or(0);
+  ops::Metrics& m = stats_->metrics;
+  m.SetConnected(stats_->streaming);
+  m.SetReceivedLsn(received_);
+  m.SetConfirmedLsn(tracker_.watermark());
+  m.SetInFlight(tracker_.events_in_flight());
+  m.SetOldestUnacked(oldest ? std::optional(absl::FromUnixMicros(*oldest)) : std::nullopt);
+  stats_->health.SetConnected(stats_->streaming);
+  stats_->health.SetInFlight(tracker_.events_in_flight(), absl::Now());
 }
 
 }  // namespace outboxd::relay

@@ -25,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
+#include "ops/health.h"
+#include "ops/metrics.h"
 #include "outbox/dead_letter.h"
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
@@ -85,6 +87,10 @@ struct RelayStats {
   std::atomic<uint64_t> bytes_in_flight{0};
   std::atomic<uint64_t> events_in_flight_peak{0};
   std::atomic<uint64_t> bytes_in_flight_peak{0};
+  // The same figures for /metrics (plus events by topic and the commit-to-ack
+  // latency), and /healthz's inputs.
+  ops::Metrics metrics{ops::RelayMode::kCdc};
+  ops::HealthState health;
 };
 
 class Relay {
@@ -136,6 +142,7 @@ class Relay {
   absl::Status DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error);
   absl::Status RefreshDeadAggregates();
   void OnDelivery(const kafka::DeliveryReport& report);
+  void RecordAck(const kafka::DeliveryReport& report);
   absl::Status MaybeSendFeedback(bool force);
   absl::Status Shutdown();
   void Wait(bool want_stream, absl::Duration timeout);

@@ -12,6 +12,10 @@
 #     stage's `apt-get install` line or, for indirect ones, from a package those
 #     depend on (dpkg -S + dpkg's Depends); libc6/libstdc++6/libgcc-s1 are in every
 #     Debian image. The build stage only installs packages listed in scripts/deps.
+#  4. deploy/prometheus/outboxd-alerts.yml is a valid rules file (`promtool check
+#     rules`) whose alerts fire as its unit tests expect (`promtool test rules
+#     outboxd-alerts.test.yml`); without promtool (Debian's prometheus package, in
+#     scripts/deps), a structural check: every rule has an alert name and an expr.
 #
 #   tests/deploy/check_compose.sh [SOURCE_DIR [BIN_DIR]]   # defaults: repo, build/bin
 set -euo pipefail
@@ -268,6 +272,34 @@ else
   done
   note "runtime packages ($(paste -sd" " - <<<"$runtime")) cover $libs_checked libraries of ${binaries[*]}"
 fi
+
+# ---- 4. the Prometheus alert rules --------------------------------------------------
+rules=$src/deploy/prometheus/outboxd-alerts.yml
+if [[ ! -f $rules ]]; then
+  fail "no $rules"
+elif command -v promtool >/dev/null 2>&1; then
+  if out=$(promtool check rules "$rules" 2>&1); then
+    note "promtool check rules: $(grep -o 'SUCCESS.*' <<<"$out" | head -1)"
+  else
+    fail "promtool check rules rejects $rules:"$'\n'"$out"
+  fi
+  if out=$(cd "$(dirname "$rules")" && promtool test rules outboxd-alerts.test.yml 2>&1); then
+    note "promtool test rules: ok"
+  else
+    fail "promtool test rules (deploy/prometheus/outboxd-alerts.test.yml) fails:"$'\n'"$out"
+  fi
+else
+  note "promtool not installed (scripts/deps installs prometheus): structural check only"
+  alerts=$(grep -cE '^[[:space:]]*- alert:[[:space:]]*[A-Za-z]' "$rules" || true)
+  exprs=$(grep -cE '^[[:space:]]+expr:[[:space:]]*[^[:space:]]' "$rules" || true)
+  grep -qE '^groups:' "$rules" || fail "$rules: no top-level groups:"
+  [[ $alerts -gt 0 && $alerts -eq $exprs ]] ||
+    fail "$rules: $alerts alerts but $exprs exprs (each rule needs both)"
+fi
+for metric in outboxd_oldest_unacked_age_seconds outboxd_slot_lag_bytes 'up{' \
+              outboxd_events_dead_lettered_total; do
+  grep -qF -- "$metric" "$rules" || fail "$rules: no alert on $metric"
+done
 
 if [[ $failures -gt 0 ]]; then
   echo "check_compose: $failures problem(s)" >&2

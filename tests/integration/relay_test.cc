@@ -245,7 +245,10 @@ TEST(Relay, SetupTwiceThenSigtermExitsZeroAndConfirms) {
   ASSERT_TRUE(h.collector().WaitForCount(10, absl::Seconds(30)));
   EXPECT_EQ(h.HealthStatus(h.relay()), 200);
   std::string metrics = h.Metrics(h.relay());
-  EXPECT_NE(metrics.find("outboxd_events_published_total 10\n"), std::string::npos) << metrics;
+  EXPECT_NE(
+      metrics.find(absl::StrCat("outboxd_events_published_total{topic=\"", kTopics[0], "\"} 10\n")),
+      std::string::npos)
+      << metrics;
   EXPECT_NE(metrics.find("outboxd_confirmed_lsn "), std::string::npos) << metrics;
   pg::Lsn last_commit = 0;
   for (const auto& m : h.collector().Messages()) {

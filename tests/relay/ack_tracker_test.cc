@@ -120,6 +120,26 @@ TEST(AckTracker, FailedEventHoldsTheWatermarkUntilResolved) {
   EXPECT_EQ(t.watermark(), 21u);
 }
 
+TEST(AckTracker, KnowsTheCommitTimeOfATransactionUntilItsLastEventIsAcked) {
+  AckTracker t(100);
+  auto first = t.Begin(150, 1'000'000);
+  t.AddEvent(first);
+  t.AddEvent(first);
+  t.Commit(160);
+  auto second = t.Begin(170, 2'000'000);
+  t.AddEvent(second);
+  t.Commit(180);
+  EXPECT_EQ(t.commit_time(first), 1'000'000);
+  EXPECT_EQ(t.commit_time(second), 2'000'000);
+  t.Ack(first);
+  EXPECT_EQ(t.commit_time(first), 1'000'000) << "one event still outstanding";
+  t.Ack(first);
+  EXPECT_EQ(t.commit_time(first), std::nullopt) << "a report after the last ack is stale";
+  EXPECT_EQ(t.commit_time(second + 1), std::nullopt);
+  t.Reset(t.watermark());
+  EXPECT_EQ(t.commit_time(second), std::nullopt) << "reset forgets in-flight transactions";
+}
+
 TEST(AckTracker, StaleAndDuplicateAcksAreIgnored) {
   AckTracker t(0);
   auto a = t.Begin(10, 0);

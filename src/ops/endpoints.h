@@ -1,0 +1,32 @@
+// /metrics and /healthz on an HttpServer, the same for `outboxd run` and `outboxd poll`.
+//
+//   ops::HttpServer http;
+//   ops::AddMetricsEndpoints(http, stats.metrics, stats.health,
+//                            {.stall_threshold = absl::Seconds(30)});
+//   OUTBOXD_RETURN_IF_ERROR(http.Start("127.0.0.1:9187"));
+#ifndef OUTBOXD_OPS_ENDPOINTS_H_
+#define OUTBOXD_OPS_ENDPOINTS_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "ops/health.h"
+#include "ops/http_server.h"
+#include "ops/metrics.h"
+
+namespace outboxd::ops {
+
+struct HealthOptions {
+  // In-flight events with no acknowledgement for longer than this: 503.
+  absl::Duration stall_threshold = absl::Seconds(30);
+  // /healthz's body while not connected.
+  std::string disconnected_reason = "not connected to PostgreSQL";
+};
+
+// `metrics` and `health` must outlive the server.
+void AddMetricsEndpoints(HttpServer& http, const Metrics& metrics, const HealthState& health,
+                         HealthOptions options);
+
+}  // namespace outboxd::ops
+
+#endif  // OUTBOXD_OPS_ENDPOINTS_H_

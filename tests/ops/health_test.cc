@@ -1,0 +1,61 @@
+// /healthz's verdict: healthy only while connected and, with events in flight, while
+// the broker acknowledged something within the stall threshold.
+#include "ops/health.h"
+
+#include "gtest/gtest.h"
+
+namespace outboxd::ops {
+namespace {
+
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+const absl::Duration kStall = absl::Seconds(30);
+
+TEST(Health, IsUnhealthyWhileNotConnectedWithTheGivenReason) {
+  HealthVerdict v = CheckHealth({.connected = false}, kStall, kNow, "not connected to PostgreSQL");
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "not connected to PostgreSQL");
+}
+
+TEST(Health, IsHealthyWhenConnectedAndNothingIsInFlightHoweverOldTheLastAck) {
+  HealthVerdict v = CheckHealth(
+      {.connected = true, .in_flight = 0, .last_progress = kNow - absl::Hours(5)}, kStall, kNow);
+  EXPECT_TRUE(v.healthy);
+  EXPECT_EQ(v.reason, "ok");
+}
+
+TEST(Health, IsHealthyWhileTheBrokerAcknowledgedWithinTheThreshold) {
+  EXPECT_TRUE(
+      CheckHealth({.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(29)},
+                  kStall, kNow)
+          .healthy);
+}
+
+TEST(Health, SaysHowLongTheBrokerHasBeenSilentAndWithHowManyEventsInFlight) {
+  HealthVerdict v =
+      CheckHealth({.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(42)},
+                  kStall, kNow);
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "no broker acknowledgement for 42s with 40 events in flight");
+}
+
+TEST(HealthState, StartsTheStallClockWhenEventsGoInFlightAfterNone) {
+  HealthState state;
+  state.SetConnected(true);
+  state.Acknowledged(kNow - absl::Hours(1));  // the last ack of a quiet hour
+  state.SetInFlight(0, kNow - absl::Minutes(1));
+  state.SetInFlight(3, kNow - absl::Seconds(5));  // 0 -> 3: the clock starts here
+  state.SetInFlight(7, kNow - absl::Seconds(1));  // more: the clock keeps running
+  HealthInputs in = state.Snapshot();
+  EXPECT_TRUE(in.connected);
+  EXPECT_EQ(in.in_flight, 7u);
+  EXPECT_EQ(in.last_progress, kNow - absl::Seconds(5));
+  EXPECT_TRUE(CheckHealth(in, kStall, kNow).healthy);
+  EXPECT_FALSE(CheckHealth(in, absl::Seconds(2), kNow).healthy);
+}
+
+TEST(HealthState, IsUnhealthyBeforeTheRelayReportsAnything) {
+  EXPECT_FALSE(CheckHealth(HealthState().Snapshot(), kStall, kNow).healthy);
+}
+
+}  // namespace
+}  // namespace outboxd::ops

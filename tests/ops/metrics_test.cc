@@ -1,0 +1,139 @@
+// The metric families both relays export, rendered by prometheus-cpp's text
+// serializer; and the query sampler that feeds database-side gauges.
+#include "ops/metrics.h"
+
+#include <atomic>
+#include <optional>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/query_sampler.h"
+#include "support/metrics_text.h"
+#include "support/pg_fixture.h"
+
+namespace outboxd::ops {
+namespace {
+
+using test::MetricValue;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(Metrics, RunExportsEveryFamilyAtZeroBeforeTheFirstEvent) {
+  Metrics metrics(RelayMode::kCdc);
+  const std::string text = metrics.Render();
+  for (const char* series :
+       {"outboxd_publish_errors_total", "outboxd_commit_to_ack_seconds_count",
+        "outboxd_events_in_flight", "outboxd_oldest_unacked_age_seconds",
+        "outboxd_reconnects_total", "outboxd_connected", "outboxd_events_dead_lettered_total",
+        "outboxd_confirmed_lsn", "outboxd_received_lsn", "outboxd_slot_lag_bytes"}) {
+    EXPECT_EQ(MetricValue(text, series), 0.0) << series << "\n" << text;
+  }
+  EXPECT_THAT(text, HasSubstr("# TYPE outboxd_commit_to_ack_seconds histogram"));
+  // The by-topic family has no series until its first topic (prometheus-cpp leaves an
+  // empty family out).
+  EXPECT_THAT(text, Not(HasSubstr("outboxd_events_published_total")));
+  metrics.Acknowledged("pedido.confirmado", 0.001);
+  EXPECT_THAT(metrics.Render(), HasSubstr("# TYPE outboxd_events_published_total counter"));
+}
+
+TEST(Metrics, CountsAcknowledgementsPerTopicAndObservesTheirLatency) {
+  Metrics metrics(RelayMode::kCdc);
+  for (int i = 0; i < 3; ++i) metrics.Acknowledged("pedido.confirmado", 0.004);
+  metrics.Acknowledged("pedido.cancelado", 2.0);
+  metrics.Acknowledged("pedido.cancelado", std::nullopt);  // stale report: counted only
+  const std::string text = metrics.Render();
+  EXPECT_EQ(MetricValue(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 3);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_events_published_total{topic="pedido.cancelado"})"), 2);
+  EXPECT_EQ(MetricValue(text, "outboxd_commit_to_ack_seconds_count"), 4);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="0.0025"})"), 0);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="0.005"})"), 3);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="1"})"), 3);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="2.5"})"), 4);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="+Inf"})"), 4);
+  EXPECT_NEAR(*MetricValue(text, "outboxd_commit_to_ack_seconds_sum"), 2.012, 1e-9);
+}
+
+TEST(Metrics, GaugesAndCountersShowWhatTheRelaySet) {
+  Metrics metrics(RelayMode::kCdc);
+  metrics.SetInFlight(40);
+  metrics.SetConfirmedLsn(0x16B3748);
+  metrics.SetReceivedLsn(0x16B3800);
+  metrics.SetSlotLagBytes(8192);
+  metrics.SetConnected(true);
+  metrics.PublishFailed();
+  metrics.DeadLettered();
+  metrics.Reconnected();
+  metrics.Reconnected();
+  const std::string text = metrics.Render();
+  EXPECT_EQ(MetricValue(text, "outboxd_events_in_flight"), 40);
+  EXPECT_EQ(MetricValue(text, "outboxd_confirmed_lsn"), 0x16B3748);
+  EXPECT_EQ(MetricValue(text, "outboxd_received_lsn"), 0x16B3800);
+  EXPECT_EQ(MetricValue(text, "outboxd_slot_lag_bytes"), 8192);
+  EXPECT_EQ(MetricValue(text, "outboxd_connected"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_publish_errors_total"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_events_dead_lettered_total"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_reconnects_total"), 2);
+}
+
+TEST(Metrics, OldestUnackedAgeKeepsGrowingUntilTheEventIsAcknowledged) {
+  Metrics metrics(RelayMode::kCdc);
+  metrics.SetOldestUnacked(absl::Now() - absl::Seconds(12));
+  double first = *MetricValue(metrics.Render(), "outboxd_oldest_unacked_age_seconds");
+  EXPECT_GE(first, 12);
+  EXPECT_LT(first, 13);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_GT(*MetricValue(metrics.Render(), "outboxd_oldest_unacked_age_seconds"), first);
+  metrics.SetOldestUnacked(std::nullopt);
+  EXPECT_EQ(MetricValue(metrics.Render(), "outboxd_oldest_unacked_age_seconds"), 0);
+  metrics.SetOldestUnackedAge(absl::Seconds(90));
+  EXPECT_NEAR(*MetricValue(metrics.Render(), "outboxd_oldest_unacked_age_seconds"), 90, 1);
+}
+
+TEST(Metrics, PollExportsTheSharedNamesAndNoSlotLsnOrDeadLetters) {
+  Metrics metrics(RelayMode::kPoll);
+  metrics.Acknowledged("pedido.confirmado", 0.3);
+  metrics.BatchDone();
+  const std::string text = metrics.Render();
+  EXPECT_EQ(MetricValue(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_commit_to_ack_seconds_count"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_poll_batches_total"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_oldest_unacked_age_seconds"), 0);
+  EXPECT_THAT(text, Not(HasSubstr("outboxd_slot_lag_bytes")));
+  EXPECT_THAT(text, Not(HasSubstr("outboxd_confirmed_lsn")));
+  EXPECT_THAT(text, Not(HasSubstr("outboxd_events_dead_lettered_total")));
+}
+
+TEST(QuerySampler, HandsEachResultToTheCallbackOnItsOwnThread) {
+  auto db = test::TestDatabase::Create();
+  std::atomic<int> samples{0};
+  std::atomic<double> last{0};
+  QuerySampler sampler(db->conninfo(), "SELECT $1::float8 * 2", {"21.25"}, absl::Milliseconds(20),
+                       [&](std::optional<double> v) {
+                         if (v) last = *v;
+                         samples++;
+                       });
+  sampler.Start();
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (samples < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  sampler.Stop();
+  EXPECT_GE(samples, 3);
+  EXPECT_EQ(last, 42.5);
+}
+
+TEST(QuerySampler, ReportsNothingForNoRowAndStopsPromptlyWhateverTheInterval) {
+  auto db = test::TestDatabase::Create();
+  std::atomic<int> empty{0};
+  QuerySampler sampler(db->conninfo(), "SELECT 1 WHERE $1 = 'never'", {"x"}, absl::Hours(1),
+                       [&](std::optional<double> v) { empty += v ? 0 : 1; });
+  sampler.Start();
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (empty == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  absl::Time stop = absl::Now();
+  sampler.Stop();
+  EXPECT_EQ(empty, 1);
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace outboxd::ops

@@ -1,0 +1,128 @@
+// `outboxd poll`'s /metrics and /healthz on the real PostgreSQL and the mock broker:
+// the shared names count what was published, and /healthz turns 503 when the broker
+// stops acknowledging, 200 again once it is back.
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "poll/poll_test_env.h"
+#include "support/child_process.h"
+#include "support/metrics_text.h"
+
+namespace outboxd {
+namespace {
+
+using test::ChildProcess;
+using test::HttpGetFromLog;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::vector<std::string> kTopics = {"pedido.confirmado", "pedido.cancelado"};
+
+std::unique_ptr<ChildProcess> StartPoll(test::PollEnv& env, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {
+      test::BinPath("outboxd"),   "poll",      "--pg",        env.db().conninfo(), "--brokers",
+      env.cluster().bootstraps(), "--metrics", "127.0.0.1:0", "--interval",        "100ms"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto relay = ChildProcess::Start(args);
+  EXPECT_TRUE(relay->WaitForLog("polling table", absl::Seconds(30))) << relay->Log();
+  return relay;
+}
+
+template <typename Check>
+bool WaitUntil(absl::Duration timeout, Check check) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (!check()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return true;
+}
+
+double Value(const std::string& text, const std::string& series) {
+  return test::MetricValue(text, series).value_or(-1);
+}
+
+int Stop(ChildProcess& relay) {
+  relay.Signal(SIGTERM);
+  return relay.Wait(absl::Seconds(60)).value_or(-1);
+}
+
+TEST(PollMetrics, CountEveryPublishedEventByTopicWithOneLatencyEach) {
+  test::PollEnv env(kTopics);
+  auto relay = StartPoll(env, {});
+  for (int i = 0; i < 10; ++i) env.Insert(absl::StrCat("agg-", i), "pedido.confirmado");
+  for (int i = 0; i < 5; ++i) env.Insert(absl::StrCat("agg-", i), "pedido.cancelado");
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] { return env.Pending() == 0; })) << relay->Log();
+
+  std::string text;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
+    text = HttpGetFromLog(*relay, "/metrics").second;
+    return Value(text, "outboxd_commit_to_ack_seconds_count") == 15;
+  })) << text;
+  EXPECT_EQ(Value(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 10);
+  EXPECT_EQ(Value(text, R"(outboxd_events_published_total{topic="pedido.cancelado"})"), 5);
+  EXPECT_EQ(Value(text, R"(outboxd_commit_to_ack_seconds_bucket{le="+Inf"})"), 15);
+  EXPECT_EQ(Value(text, R"(outboxd_commit_to_ack_seconds_bucket{le="30"})"), 15);
+  EXPECT_GT(Value(text, "outboxd_commit_to_ack_seconds_sum"), 0);
+  EXPECT_EQ(Value(text, "outboxd_events_in_flight"), 0);
+  EXPECT_EQ(Value(text, "outboxd_publish_errors_total"), 0);
+  EXPECT_GE(Value(text, "outboxd_poll_batches_total"), 1);
+  EXPECT_EQ(Value(text, "outboxd_connected"), 1);
+  EXPECT_THAT(text, Not(HasSubstr("outboxd_slot_lag_bytes")));
+  auto health = HttpGetFromLog(*relay, "/healthz");
+  EXPECT_EQ(health.first, 200);
+  EXPECT_EQ(health.second, "ok\n");
+  EXPECT_EQ(Stop(*relay), 0) << relay->Log();
+}
+
+TEST(PollHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBackAfter) {
+  test::PollEnv env(kTopics);
+  auto relay = StartPoll(env, {"--publish-timeout", "1s", "--healthz-stall", "2s"});
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
+    return HttpGetFromLog(*relay, "/healthz").first == 200;
+  })) << relay->Log();
+
+  ASSERT_TRUE(env.cluster().SetAllBrokersDown().ok());
+  const absl::Time written = absl::Now();
+  for (int i = 0; i < 3; ++i) env.Insert(absl::StrCat("agg-", i), "pedido.confirmado");
+  std::pair<int, std::string> health;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30),
+                        [&] {
+                          health = HttpGetFromLog(*relay, "/healthz");
+                          return health.first == 503;
+                        }))
+      << health.first << " " << health.second << relay->Log();
+  EXPECT_GE(absl::Now() - written, absl::Seconds(2)) << "503 before the stall threshold";
+  EXPECT_THAT(health.second, HasSubstr("no broker acknowledgement for "));
+
+  // The oldest pending row's age is sampled every few seconds.
+  std::string text;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(20), [&] {
+    text = HttpGetFromLog(*relay, "/metrics").second;
+    return Value(text, "outboxd_oldest_unacked_age_seconds") >= 2;
+  })) << text;
+  EXPECT_GE(Value(text, "outboxd_publish_errors_total"), 3);
+
+  ASSERT_TRUE(env.cluster().SetAllBrokersUp().ok());
+  ASSERT_TRUE(WaitUntil(absl::Seconds(90), [&] { return env.Pending() == 0; })) << relay->Log();
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10),
+                        [&] {
+                          health = HttpGetFromLog(*relay, "/healthz");
+                          return health.first == 200;
+                        }))
+      << health.first << " " << health.second;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(20), [&] {
+    text = HttpGetFromLog(*relay, "/metrics").second;
+    return Value(text, "outboxd_oldest_unacked_age_seconds") == 0;
+  })) << text;
+  // At least once: an attempt that timed out while its request was on the wire may
+  // also have been stored.
+  EXPECT_GE(Value(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 3);
+  EXPECT_EQ(Stop(*relay), 0) << relay->Log();
+}
+
+}  // namespace
+}  // namespace outboxd
