@@ -73,7 +73,7 @@ TEST(SlotWatch, RunningRelayWarnsOnceWhenUnreservedAndStopsWhenTheSlotIsLost) {
             "lost");
   const std::string log = h.relay().Log();
   EXPECT_NE(log.find("has lost WAL"), std::string::npos) << log;
-  EXPECT_NE(log.find("pg_drop_replication_slot"), std::string::npos) << log;
+  EXPECT_NE(log.find("outboxd setup --recreate-slot"), std::string::npos) << log;
 }
 
 }  // namespace
