@@ -273,10 +273,10 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
   Say(absl::StrCat("kafka ", v.messages, " messages, ", v.published, " events published; ",
                    "dead-lettered ", v.dead_lettered, " (poison events: ", load.poison_scalar,
                    " scalar payload, ", load.poison_topic, " invalid topic)"));
-  Say(absl::StrCat("lost ", v.lost, ", duplicates ", v.duplicates, ", rolled-back seen ",
-                   v.rolled_back_seen, ", never-written seen ", v.unknown, ", poison published ",
-                   v.poison_published, ", order violations ", v.disorder, ", lsn mismatches ",
-                   v.lsn_mismatch));
+  Say(absl::StrCat("lost ", v.lost, ", duplicates ", v.duplicates, " (", v.in_both,
+                   " both published and dead-lettered), rolled-back seen ", v.rolled_back_seen,
+                   ", never-written seen ", v.unknown, ", poison published ", v.poison_published,
+                   ", order violations ", v.disorder, ", lsn mismatches ", v.lsn_mismatch));
   int refused = 0;
   for (const UnexpectedExit& e : relays_->UnexpectedExits()) {
     const std::string line = absl::StrCat(e.relay, " exit ", e.code, ": ", e.last_line);

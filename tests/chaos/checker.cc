@@ -127,8 +127,10 @@ Verdict Check(const CheckInput& input) {
       replay.Example(absl::StrCat("poison event ", id, " was published to Kafka"));
     }
   }
-  for (const DeadLetterRow& l : input.dead_letters)
+  for (const DeadLetterRow& l : input.dead_letters) {
+    if (lsn_of.contains(l.id)) ++v.in_both;
     replay.Consume(l.id, l.aggregate, l.lsn, "dead letters");
+  }
 
   for (const OutboxRow& row : input.outbox) {
     if (lsn_of.contains(row.id)) ++v.published;

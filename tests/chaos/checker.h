@@ -32,6 +32,7 @@ struct Verdict {
   int64_t dead_lettered = 0;          // rows of the dead-letter table
   int64_t lost = 0;                   // committed, in neither
   int64_t duplicates = 0;             // Kafka repeats + events in both Kafka and the table
+  int64_t in_both = 0;                // of which: published, then dead-lettered on a replay
   int64_t rolled_back_seen = 0;       // rolled-back ids found anywhere
   int64_t unknown = 0;                // ids found in Kafka/dead letters but never written
   int64_t poison_published = 0;       // poison events that reached Kafka

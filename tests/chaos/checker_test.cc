@@ -62,6 +62,7 @@ TEST(ChaosChecker, DeadLettersCountAfterKafkaAndMustFollowIt) {
   Verdict v = Check(in);
   EXPECT_TRUE(v.ok()) << v.examples[0];
   EXPECT_EQ(v.duplicates, 1);  // e2 replayed into the table after it was published
+  EXPECT_EQ(v.in_both, 1);
 
   // e4 published while e3, before it, is dead-lettered: a consumer that replays the
   // dead letters would see e3 after e4.
