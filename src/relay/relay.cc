@@ -59,12 +59,14 @@ absl::Status Relay::Run() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
   Backoff backoff(options_.reconnect_base, options_.reconnect_cap);
-  bool streamed = false;
+  // Streamed, or found the slot held by another relay: either way the configuration
+  // and the environment work, and a later failure (PostgreSQL restarting) is retried.
+  bool reached_slot = false;
   bool standing_by = false;
   while (!stop_->requested()) {
     absl::Status status = Connect();
     if (status.ok()) {
-      streamed = true;
+      reached_slot = true;
       standing_by = false;
       backoff.Reset();
       status = Loop();
@@ -76,12 +78,13 @@ absl::Status Relay::Run() {
       // Another relay holds the slot: stand by and take over when it goes away.
       if (!standing_by) spdlog::info("standing by: {}", status);
       standing_by = true;
+      reached_slot = true;
       WaitFor(options_.standby_poll);
       continue;
     }
-    // Before the first stream, any error is the configuration's or the environment's
-    // (exit 2); later, only those that retrying cannot fix end the relay.
-    if (!streamed || IsConfigurationError(status)) return status;
+    // Before the slot was reached, any error is the configuration's or the
+    // environment's (exit 2); later, only those that retrying cannot fix end the relay.
+    if (!reached_slot || IsConfigurationError(status)) return status;
     if (status.code() == absl::StatusCode::kAborted) {
       spdlog::warn("{}; recreating the producer, resuming from {}", status,
                    pg::FormatLsn(tracker_.watermark()));

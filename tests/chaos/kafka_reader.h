@@ -1,0 +1,80 @@
+// The independent consumer of a chaos run: reads every partition of the chaos topics
+// from the beginning while the run goes (the mock broker keeps only ~5 MB per
+// partition) and keeps, per message, only what the checker needs: where it was read,
+// the event id, the aggregate and the commit LSN header. A plain librdkafka consumer
+// with manual assignment; it shares no code with the relay.
+//
+//   auto reader = KafkaReader::Start(bootstraps, {"chaos.a", "chaos.b"}, 4);
+//   ... run ...
+//   bool delivered = (*reader)->Seen(marker_id);
+//   std::vector<Delivery> all = (*reader)->StopAndTake();
+#ifndef OUTBOXD_TESTS_CHAOS_KAFKA_READER_H_
+#define OUTBOXD_TESTS_CHAOS_KAFKA_READER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+struct rd_kafka_s;
+
+namespace outboxd::chaos {
+
+// One message as read. `partition` numbers the topic-partitions 0.. topic-major;
+// within one, messages arrive in offset order.
+struct Delivery {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::string id;         // the `id` header
+  std::string aggregate;  // the key
+  std::string lsn;        // the `lsn` header (commit LSN "X/Y")
+};
+
+class KafkaReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<KafkaReader>> Start(const std::string& bootstraps,
+                                                            const std::vector<std::string>& topics,
+                                                            int partitions);
+  ~KafkaReader();
+
+  bool Seen(const std::string& id) const;
+  size_t Count() const;
+  // Offsets the broker dropped before the reader got to them (its retention); non-
+  // zero means the run cannot be checked.
+  int64_t Skipped() const;
+  // Messages that lacked an id or lsn header: never written by outboxd.
+  int64_t Malformed() const;
+  // True once the reader has read every partition up to its high watermark (as the
+  // broker reports it now); false if `timeout` passed first.
+  bool WaitCaughtUp(absl::Duration timeout) const;
+  std::vector<Delivery> StopAndTake();
+
+ private:
+  KafkaReader(rd_kafka_s* consumer, std::vector<std::string> topics, int partitions);
+  void Run();
+  // topic-major: stream = topic index * partitions + partition.
+  int32_t Stream(const char* topic, int32_t partition) const;
+
+  rd_kafka_s* consumer_;
+  const std::vector<std::string> topics_;
+  const int partitions_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<Delivery> deliveries_;       // guarded by mu_
+  absl::flat_hash_set<std::string> seen_;  // guarded by mu_
+  std::vector<int64_t> next_offset_;       // guarded by mu_
+  int64_t skipped_ = 0;                    // guarded by mu_
+  int64_t malformed_ = 0;                  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace outboxd::chaos
+
+#endif  // OUTBOXD_TESTS_CHAOS_KAFKA_READER_H_
