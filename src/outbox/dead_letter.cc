@@ -46,12 +46,16 @@ absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& l) 
       .status();
 }
 
-absl::StatusOr<absl::flat_hash_set<std::string>> DeadLetterStore::Aggregates(
+absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> DeadLetterStore::Aggregates(
     pg::Connection& conn) const {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
-                           conn.Exec(absl::StrCat("SELECT DISTINCT aggregate_id FROM ", Quoted(conn))));
-  absl::flat_hash_set<std::string> aggregates;
-  for (int i = 0; i < r.rows(); ++i) aggregates.insert(std::string(r.Get(i, 0)));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.Exec(absl::StrCat("SELECT DISTINCT ON (aggregate_id) aggregate_id, lsn, id "
+                                           "FROM ",
+                                           Quoted(conn), " ORDER BY aggregate_id, seq")));
+  absl::flat_hash_map<std::string, FirstDeadLetter> aggregates;
+  for (int i = 0; i < r.rows(); ++i) {
+    aggregates[std::string(r.Get(i, 0))] = {std::string(r.Get(i, 1)), std::string(r.Get(i, 2))};
+  }
   return aggregates;
 }
 

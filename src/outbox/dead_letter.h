@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pg/connection.h"
@@ -35,6 +35,11 @@ struct DeadLetter {
   std::string dead_at;  // when it was written (read back only)
 };
 
+struct FirstDeadLetter {
+  std::string lsn;  // its commit LSN "X/Y"
+  std::string id;
+};
+
 class DeadLetterStore {
  public:
   // `outbox_table` as given to --table ("outbox" or "schema.outbox"); the dead
@@ -48,8 +53,11 @@ class DeadLetterStore {
   // Idempotent on the event id: a poison event streamed again after a restart is
   // stored once.
   absl::Status Insert(pg::Connection& conn, const DeadLetter& letter) const;
-  // Aggregates that have at least one dead letter.
-  absl::StatusOr<absl::flat_hash_set<std::string>> Aggregates(pg::Connection& conn) const;
+  // Each aggregate that has dead letters, with its first one (arrival order): the
+  // relay sends that aggregate's later events after it, and publishes its earlier
+  // ones (replayed after a restart) normally.
+  absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> Aggregates(
+      pg::Connection& conn) const;
   // In arrival order; one aggregate's, or all.
   absl::StatusOr<std::vector<DeadLetter>> List(pg::Connection& conn,
                                                const std::optional<std::string>& aggregate) const;

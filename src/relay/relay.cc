@@ -310,6 +310,7 @@ absl::Status Relay::HandleData(std::string_view data) {
   if (auto* insert = std::get_if<pgoutput::Insert>(&message_)) return HandleInsert(*insert);
   if (auto* begin = std::get_if<pgoutput::Begin>(&message_)) {
     tx_ = tracker_.Begin(begin->final_lsn, begin->commit_time + kPgEpochOffsetUs);
+    tx_lsn_ = begin->final_lsn;
     tx_lsn_text_ = pg::FormatLsn(begin->final_lsn);
   } else if (auto* commit = std::get_if<pgoutput::Commit>(&message_)) {
     tracker_.Commit(commit->end_lsn);
@@ -374,11 +375,15 @@ absl::Status Relay::Publish(const outbox::OutboxEvent& event) {
                                  .tag = tx_};
   absl::Status check = payload_checker_.Check(event.payload);
   if (!check.ok()) return DeadLetter(message, check);
-  if (!dead_aggregates_.empty() && dead_aggregates_.contains(absl::string_view(
-                                       event.aggregate_id.data(), event.aggregate_id.size()))) {
-    return DeadLetter(message, absl::FailedPreconditionError(
-                                   "follows an earlier dead-lettered event of its aggregate"));
+  if (!dead_aggregates_.empty()) {
+    auto dead = dead_aggregates_.find(
+        absl::string_view(event.aggregate_id.data(), event.aggregate_id.size()));
+    if (dead != dead_aggregates_.end() && FollowsDeadLetter(dead->second, event.id)) {
+      return DeadLetter(message, absl::FailedPreconditionError(
+                                     "follows an earlier dead-lettered event of its aggregate"));
+    }
   }
+
   return Produce(message);
 }
 
@@ -431,7 +436,10 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl
   // Written before the event counts as handled: the watermark passes a poison event
   // only once it is safely in the table.
   OUTBOXD_RETURN_IF_ERROR(dead_letters_.Insert(*control_, letter));
-  dead_aggregates_.insert(letter.aggregate_id);
+  auto [dead, added] = dead_aggregates_.try_emplace(
+      letter.aggregate_id, DeadAggregate{.lsn = pg::ParseLsn(letter.lsn).value_or(0),
+                                         .first_id = letter.id});
+  if (dead->second.first_id == letter.id) dead->second.passed_in = message.tag;
   tracker_.Ack(message.tag);
   stats_->events_dead_lettered++;
   stats_->metrics.DeadLettered();
@@ -466,6 +474,7 @@ absl::StatusOr<pg::Lsn> Relay::Backfill(pg::Connection& conn, const pg::SlotInfo
   // point: the watermark cannot pass it before every one is acknowledged.
   tracker_.Reset(created.consistent_point);
   tx_ = tracker_.Begin(created.consistent_point, absl::ToUnixMicros(absl::Now()));
+  tx_lsn_ = created.consistent_point;
   tx_lsn_text_ = pg::FormatLsn(created.consistent_point);
   int64_t published = 0;
   while (true) {
@@ -503,9 +512,29 @@ absl::Status Relay::Drain(bool all) {
 absl::Status Relay::RefreshDeadAggregates() {
   if (!control_) return absl::OkStatus();
   OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
-  OUTBOXD_ASSIGN_OR_RETURN(dead_aggregates_, dead_letters_.Aggregates(*control_));
+  OUTBOXD_ASSIGN_OR_RETURN(auto stored, dead_letters_.Aggregates(*control_));
+  absl::flat_hash_map<std::string, DeadAggregate> fresh;
+  for (auto& [aggregate, first] : stored) {
+    // An unreadable LSN counts as 0: every event of the aggregate then follows.
+    DeadAggregate dead{.lsn = pg::ParseLsn(first.lsn).value_or(0), .first_id = first.id};
+    // A refresh can fall inside the first letter's own transaction: keep knowing
+    // that the relay already passed it there.
+    auto old = dead_aggregates_.find(aggregate);
+    if (old != dead_aggregates_.end() && old->second.first_id == dead.first_id) {
+      dead.passed_in = old->second.passed_in;
+    }
+    fresh.emplace(aggregate, std::move(dead));
+  }
+  dead_aggregates_ = std::move(fresh);
   dead_refreshed_ = absl::Now();
   return absl::OkStatus();
+}
+
+bool Relay::FollowsDeadLetter(DeadAggregate& dead, std::string_view event_id) {
+  if (tx_lsn_ != dead.lsn) return tx_lsn_ > dead.lsn;
+  // The first dead letter's own transaction: the events before it there precede it.
+  if (event_id == dead.first_id) dead.passed_in = tx_;
+  return dead.passed_in == tx_;
 }
 
 absl::Status Relay::ProducerHealth() {

@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
@@ -106,6 +106,15 @@ class Relay {
   absl::Status Run();
 
  private:
+  // An aggregate with dead letters, and where its first one sits: its events after
+  // that point follow it to the table, those before it (replayed after a restart)
+  // are published.
+  struct DeadAggregate {
+    pg::Lsn lsn = 0;  // commit LSN of the first dead letter
+    std::string first_id;
+    AckTracker::TxId passed_in = 0;  // the transaction in which the relay met it
+  };
+
   absl::Status CreatePublisher();
   absl::Status Connect();
   void EndSession();
@@ -141,6 +150,8 @@ class Relay {
   // counts it as handled (acknowledged) so the watermark moves past it.
   absl::Status DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error);
   absl::Status RefreshDeadAggregates();
+  // Whether `event`, of an aggregate with dead letters, comes after the first one.
+  bool FollowsDeadLetter(DeadAggregate& dead, std::string_view event_id);
   void OnDelivery(const kafka::DeliveryReport& report);
   void RecordAck(const kafka::DeliveryReport& report);
   absl::Status MaybeSendFeedback(bool force);
@@ -159,7 +170,7 @@ class Relay {
   std::unique_ptr<pg::ReplicationStream> stream_;
   std::optional<pg::Connection> control_;  // regular connection: dead letters, slot checks
   outbox::DeadLetterStore dead_letters_;
-  absl::flat_hash_set<std::string> dead_aggregates_;
+  absl::flat_hash_map<std::string, DeadAggregate> dead_aggregates_;
   absl::Time dead_refreshed_ = absl::InfinitePast();
   absl::Status pending_error_;  // raised in a delivery callback, returned by the loop
   std::unique_ptr<kafka::Publisher> publisher_;
@@ -182,6 +193,7 @@ class Relay {
 
   // Current transaction.
   AckTracker::TxId tx_ = 0;
+  pg::Lsn tx_lsn_ = 0;
   std::string tx_lsn_text_;  // commit LSN "X/Y" for the lsn header
 
   pg::Lsn received_ = 0;

@@ -2,6 +2,7 @@
 // its error to the dead-letter table, later events of its aggregate follow it there,
 // other aggregates flow on and the slot advances; `outboxd dead-letter replay`
 // republishes them in order and removes them.
+#include <csignal>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,39 @@ TEST(DeadLetter, BrokerRefusalAfterProduceIsDeadLetteredFromTheReport) {
   EXPECT_NE(h.db().Scalar("SELECT lsn FROM outbox_dead_letter"), "");
   h.cluster().ClearProduceErrors();
   EXPECT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(15)));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Found by the chaos run (seed 2026): an event produced but not yet acknowledged
+// when its aggregate's poison was dead-lettered, then a kill -9. The restarted relay
+// replays it; it comes before the poison, so it is published, not sent after it.
+TEST(DeadLetter, EventsBeforeThePoisonReplayedAfterACrashArePublishedInOrder) {
+  RelayHarness h(kTopics);
+  h.StartRelay();
+  auto conn = h.db().Connect();
+  Insert(conn, "warm", R"({"n": 0})");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
+  Insert(conn, "agg", R"({"n": 1})");  // in flight, never acknowledged
+  Insert(conn, "agg", "42");           // the poison, dead-lettered at once
+  Insert(conn, "agg", R"({"n": 2})");  // follows it
+  absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < deadline && DeadLetterAggregates(h.db()).size() < 2) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(DeadLetterAggregates(h.db()).size(), 2u) << h.relay().Log();
+  h.relay().Signal(SIGKILL);
+  h.relay().Wait(absl::Seconds(10));
+
+  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
+  h.StartRelay();
+  ASSERT_TRUE(h.collector().WaitForCount(2, absl::Seconds(30))) << h.relay().Log();
+  EXPECT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(15))) << h.relay().Log();
+  std::vector<std::string> values;
+  for (const auto& m : h.collector().Messages()) values.push_back(m.value);
+  EXPECT_EQ(values, (std::vector<std::string>{R"({"n": 0})", R"({"n": 1})"}));
+  EXPECT_EQ(DeadLetterAggregates(h.db()),
+            (std::vector<std::string>{"agg:42", R"(agg:{"n": 2})"}));
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
