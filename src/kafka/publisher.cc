@@ -191,19 +191,27 @@ struct Publisher::Impl {
     self->on_delivery(report);
   }
 
-  // The same count as Produce() adds: key, value, header names and values.
-  static uint64_t MessageBytes(const rd_kafka_message_t* msg) {
-    uint64_t bytes = msg->key_len + msg->len;
+  // Calls f(name, value, size) for each header of `msg`.
+  template <typename F>
+  static void ForEachHeader(const rd_kafka_message_t* msg, F&& f) {
     rd_kafka_headers_t* headers = nullptr;
-    if (rd_kafka_message_headers(msg, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return bytes;
+    if (rd_kafka_message_headers(msg, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     const char* name;
     const void* value;
     size_t size;
     for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
                        RD_KAFKA_RESP_ERR_NO_ERROR;
          ++i) {
-      bytes += std::strlen(name) + size;
+      f(name, value, size);
     }
+  }
+
+  // The same count as Produce() adds: key, value, header names and values.
+  static uint64_t MessageBytes(const rd_kafka_message_t* msg) {
+    uint64_t bytes = msg->key_len + msg->len;
+    ForEachHeader(msg, [&bytes](const char* name, const void*, size_t size) {
+      bytes += std::strlen(name) + size;
+    });
     return bytes;
   }
 
@@ -213,16 +221,9 @@ struct Publisher::Impl {
     };
     report.key = view(msg->key, msg->key_len);
     report.value = view(msg->payload, msg->len);
-    rd_kafka_headers_t* headers = nullptr;
-    if (rd_kafka_message_headers(msg, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-    const char* name;
-    const void* value;
-    size_t size;
-    for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
-                       RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
+    ForEachHeader(msg, [&](const char* name, const void* value, size_t size) {
       report.headers.push_back({name, view(value, size)});
-    }
+    });
   }
 
   static void OnLog(const rd_kafka_t* rk, int level, const char* facility, const char* text) {

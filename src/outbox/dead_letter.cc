@@ -6,17 +6,8 @@
 
 namespace outboxd::outbox {
 
-DeadLetterStore::DeadLetterStore(const std::string& outbox_table) {
-  size_t dot = outbox_table.rfind('.');
-  if (dot != std::string::npos) schema_ = outbox_table.substr(0, dot);
-  table_ = absl::StrCat(dot == std::string::npos ? outbox_table : outbox_table.substr(dot + 1),
-                        "_dead_letter");
-}
-
-std::string DeadLetterStore::Quoted(pg::Connection& conn) const {
-  std::string name = conn.QuoteIdentifier(table_);
-  return schema_.empty() ? name : absl::StrCat(conn.QuoteIdentifier(schema_), ".", name);
-}
+DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
+    : name_(outbox_table, "_dead_letter") {}
 
 std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   // Text columns: a poison event may be exactly what does not fit the outbox's types.
@@ -32,7 +23,7 @@ std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   error        text        NOT NULL,
   dead_at      timestamptz NOT NULL DEFAULT now()
 ); CREATE INDEX IF NOT EXISTS )sql",
-                      conn.QuoteIdentifier(table_ + "_aggregate"), " ON ", Quoted(conn),
+                      conn.QuoteIdentifier(name_.name + "_aggregate"), " ON ", Quoted(conn),
                       " (aggregate_id, seq)");
 }
 

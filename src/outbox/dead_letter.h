@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pg/connection.h"
+#include "pg/table_name.h"
 
 namespace outboxd::outbox {
 
@@ -48,7 +49,7 @@ class DeadLetterStore {
 
   // CREATE TABLE IF NOT EXISTS ... (for outboxd setup).
   std::string CreateSql(pg::Connection& conn) const;
-  const std::string& table() const { return table_; }
+  const std::string& table() const { return name_.name; }
 
   // Idempotent on the event id: a poison event streamed again after a restart is
   // stored once.
@@ -65,9 +66,8 @@ class DeadLetterStore {
   absl::Status Remove(pg::Connection& conn, int64_t seq) const;
 
  private:
-  std::string Quoted(pg::Connection& conn) const;
-  std::string schema_;
-  std::string table_;  // unqualified
+  std::string Quoted(pg::Connection& conn) const { return name_.Quoted(conn); }
+  pg::SiblingName name_;
 };
 
 }  // namespace outboxd::outbox

@@ -6,17 +6,8 @@
 
 namespace outboxd::outbox {
 
-RelayStateStore::RelayStateStore(const std::string& outbox_table) {
-  size_t dot = outbox_table.rfind('.');
-  if (dot != std::string::npos) schema_ = outbox_table.substr(0, dot);
-  table_ = absl::StrCat(dot == std::string::npos ? outbox_table : outbox_table.substr(dot + 1),
-                        "_relay_state");
-}
-
-std::string RelayStateStore::Quoted(pg::Connection& conn) const {
-  std::string name = conn.QuoteIdentifier(table_);
-  return schema_.empty() ? name : absl::StrCat(conn.QuoteIdentifier(schema_), ".", name);
-}
+RelayStateStore::RelayStateStore(const std::string& outbox_table)
+    : name_(outbox_table, "_relay_state") {}
 
 std::string RelayStateStore::CreateSql(pg::Connection& conn) const {
   return absl::StrCat("CREATE TABLE IF NOT EXISTS ", Quoted(conn), R"sql( (

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pg/connection.h"
+#include "pg/table_name.h"
 #include "pg/lsn.h"
 
 namespace outboxd::outbox {
@@ -60,7 +61,7 @@ class RelayStateStore {
 
   // CREATE TABLE IF NOT EXISTS ... (for outboxd setup).
   std::string CreateSql(pg::Connection& conn) const;
-  const std::string& table() const { return table_; }
+  const std::string& table() const { return name_.name; }
 
   absl::StatusOr<XidHorizon> TakeHorizon(pg::Connection& conn) const;
   // Stores `horizon` as `slot`'s acknowledged position (never moving it back).
@@ -91,9 +92,8 @@ class RelayStateStore {
                              const std::string& published_at_column) const;
 
  private:
-  std::string Quoted(pg::Connection& conn) const;
-  std::string schema_;
-  std::string table_;  // unqualified
+  std::string Quoted(pg::Connection& conn) const { return name_.Quoted(conn); }
+  pg::SiblingName name_;
 };
 
 }  // namespace outboxd::outbox

@@ -39,4 +39,16 @@ std::string TableName::Display() const {
   return schema.empty() ? display : absl::StrCat(SqlIdentifier(schema), ".", display);
 }
 
+SiblingName::SiblingName(const std::string& qualified_table, const std::string& suffix) {
+  const size_t dot = qualified_table.rfind('.');
+  if (dot != std::string::npos) schema = qualified_table.substr(0, dot);
+  name = absl::StrCat(dot == std::string::npos ? qualified_table : qualified_table.substr(dot + 1),
+                      suffix);
+}
+
+std::string SiblingName::Quoted(Connection& conn) const {
+  std::string quoted = conn.QuoteIdentifier(name);
+  return schema.empty() ? quoted : absl::StrCat(conn.QuoteIdentifier(schema), ".", quoted);
+}
+
 }  // namespace outboxd::pg

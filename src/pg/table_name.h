@@ -29,6 +29,16 @@ struct TableName {
   std::string Display() const;
 };
 
+// "app.outbox" + "_dead_letter" -> {"app", "outbox_dead_letter"}: the name of a
+// table outboxd keeps beside the outbox, before any connection can quote it.
+struct SiblingName {
+  SiblingName(const std::string& qualified_table, const std::string& suffix);
+  std::string schema;  // "" for the search_path default
+  std::string name;
+  // "schema"."name" or "name".
+  std::string Quoted(Connection& conn) const;
+};
+
 }  // namespace outboxd::pg
 
 #endif  // OUTBOXD_PG_TABLE_NAME_H_
