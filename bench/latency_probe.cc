@@ -1,0 +1,199 @@
+// outboxd-bench-probe: an independent Kafka consumer that measures insert -> broker
+// latency for scripts/bench, without touching the relay.
+//
+//   $ outboxd-bench-probe --brokers B --topic bench.run --expect 15000
+//         --ready-file /tmp/ready --raw /tmp/latencies.tsv
+//   {"count":15000,"recv_ms":{"p50":..,"p99":..,"p999":..,"max":..},"create_ms":{...}}
+//
+// Every payload carries {"t": <insert time, epoch microseconds>} taken from
+// clock_timestamp() in the inserting statement. For each message the probe records two
+// latencies against that time:
+//   - recv: when this consumer received the message (CLOCK_REALTIME, same machine).
+//     The broker had stored, so acknowledged-or-about-to, the message before it could
+//     serve it: an UPPER bound of insert -> ack (plus up to fetch.wait.max.ms = 1 ms).
+//   - create: the message's CreateTime, stamped by the relay's librdkafka when it
+//     enqueued the message: a LOWER bound of insert -> ack (the mock cluster of
+//     librdkafka 2.0.2 cannot stamp LogAppendTime).
+// It reads partition 0 from the beginning (scripts/bench uses one-partition topics, so
+// the mock's delayed ACKs across partitions do not distort the figures) until it has
+// seen --expect messages or nothing arrived for --idle seconds, then prints one JSON
+// line. Exit code 0 when all expected messages arrived, 1 otherwise, 2 on bad flags.
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+
+namespace {
+
+struct Flags {
+  std::string brokers;
+  std::string topic;
+  long expect = 0;
+  double idle_s = 10;
+  std::string ready_file;
+  std::string raw;
+};
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The value of "t" in a payload like {"t": 1764693961123456}; -1 if absent.
+int64_t InsertMicros(const char* data, size_t len) {
+  const std::string s(data, len);
+  const size_t key = s.find("\"t\"");
+  if (key == std::string::npos) return -1;
+  size_t i = s.find(':', key);
+  if (i == std::string::npos) return -1;
+  return std::strtoll(s.c_str() + i + 1, nullptr, 10);
+}
+
+// Nearest-rank percentile of sorted values, in milliseconds.
+double Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return -1;
+  size_t rank = static_cast<size_t>(std::ceil(p * sorted.size()));
+  rank = std::clamp<size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1] / 1000.0;
+}
+
+std::string Summary(std::vector<int64_t> us) {
+  std::sort(us.begin(), us.end());
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "{\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}",
+                Percentile(us, 0.50), Percentile(us, 0.99), Percentile(us, 0.999),
+                Percentile(us, 1.0));
+  return buf;
+}
+
+bool Set(rd_kafka_conf_t* conf, const char* name, const std::string& value) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, name, value.c_str(), errstr, sizeof(errstr)) == RD_KAFKA_CONF_OK) {
+    return true;
+  }
+  std::fprintf(stderr, "outboxd-bench-probe: %s: %s\n", name, errstr);
+  return false;
+}
+
+rd_kafka_t* NewConsumer(const Flags& flags) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  // assign() in 2.0.2 wants a group id; we never subscribe, so it is never joined.
+  const bool ok = Set(conf, "bootstrap.servers", flags.brokers) &&
+                  Set(conf, "group.id", "outboxd-bench-probe") &&
+                  Set(conf, "enable.auto.commit", "false") &&
+                  // The mock answers an empty fetch after a fixed MaxWait instead of when
+                  // data arrives: keep that wait (the error on recv) at 1 ms.
+                  Set(conf, "fetch.wait.max.ms", "1") &&
+                  Set(conf, "max.partition.fetch.bytes", "4194304") &&
+                  Set(conf, "log.connection.close", "false");
+  char errstr[512];
+  rd_kafka_t* rk = ok ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)) : nullptr;
+  if (rk == nullptr) {
+    if (ok) std::fprintf(stderr, "outboxd-bench-probe: %s\n", errstr);
+    rd_kafka_conf_destroy(conf);
+    return nullptr;
+  }
+  rd_kafka_poll_set_consumer(rk);
+  return rk;
+}
+
+// Connects to the partition's leader before the load starts, so the first messages'
+// latency is not the consumer's connection set-up.
+bool AssignFromStart(rd_kafka_t* rk, const std::string& topic) {
+  int64_t low = 0;
+  int64_t high = 0;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    err = rd_kafka_query_watermark_offsets(rk, topic.c_str(), 0, &low, &high, 1000);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
+  }
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    std::fprintf(stderr, "outboxd-bench-probe: topic %s partition 0: %s\n", topic.c_str(),
+                 rd_kafka_err2str(err));
+    return false;
+  }
+  rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  err = rd_kafka_assign(rk, parts);
+  rd_kafka_topic_partition_list_destroy(parts);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    std::fprintf(stderr, "outboxd-bench-probe: assign: %s\n", rd_kafka_err2str(err));
+    return false;
+  }
+  return true;
+}
+
+int Run(const Flags& flags) {
+  rd_kafka_t* rk = NewConsumer(flags);
+  if (rk == nullptr || !AssignFromStart(rk, flags.topic)) return 2;
+  if (!flags.ready_file.empty()) {
+    if (FILE* f = std::fopen(flags.ready_file.c_str(), "w")) std::fclose(f);
+  }
+  FILE* raw = flags.raw.empty() ? nullptr : std::fopen(flags.raw.c_str(), "w");
+  std::vector<int64_t> recv_us;
+  std::vector<int64_t> create_us;
+  recv_us.reserve(flags.expect > 0 ? flags.expect : 1024);
+  create_us.reserve(recv_us.capacity());
+  long unparsed = 0;
+  int64_t last_arrival = NowMicros();
+  const int64_t idle_us = static_cast<int64_t>(flags.idle_s * 1e6);
+  while (flags.expect <= 0 || static_cast<long>(recv_us.size()) < flags.expect) {
+    if (NowMicros() - last_arrival > idle_us) break;
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (m == nullptr) continue;
+    const int64_t now = NowMicros();
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      last_arrival = now;
+      const int64_t inserted = InsertMicros(static_cast<const char*>(m->payload), m->len);
+      rd_kafka_timestamp_type_t type;
+      const int64_t created_ms = rd_kafka_message_timestamp(m, &type);
+      if (inserted <= 0) {
+        ++unparsed;
+      } else {
+        recv_us.push_back(now - inserted);
+        // CreateTime has millisecond resolution: compare at the middle of that ms.
+        create_us.push_back(created_ms * 1000 + 500 - inserted);
+        if (raw != nullptr) {
+          std::fprintf(raw, "%" PRId64 "\t%" PRId64 "\n", recv_us.back(), create_us.back());
+        }
+      }
+    }
+    rd_kafka_message_destroy(m);
+  }
+  if (raw != nullptr) std::fclose(raw);
+  const long count = static_cast<long>(recv_us.size());
+  std::printf("{\"count\":%ld,\"unparsed\":%ld,\"recv_ms\":%s,\"create_ms\":%s}\n", count,
+              unparsed, Summary(recv_us).c_str(), Summary(create_us).c_str());
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  return (flags.expect <= 0 || count >= flags.expect) && unparsed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app("Measures insert -> Kafka latency of outbox events (scripts/bench)");
+  app.add_option("--brokers", flags.brokers, "Bootstrap servers")->required();
+  app.add_option("--topic", flags.topic, "Topic (partition 0 is read)")->required();
+  app.add_option("--expect", flags.expect, "Stop after this many messages (0: on idle)");
+  app.add_option("--idle", flags.idle_s, "Stop after this many seconds without a message");
+  app.add_option("--ready-file", flags.ready_file, "Created once the consumer is assigned");
+  app.add_option("--raw", flags.raw, "Write recv_us<TAB>create_us per message here");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return Run(flags);
+}
