@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "kafka/internal/rdkafka_util.h"
 
 namespace outboxd::inbox {
 namespace {
@@ -39,15 +40,7 @@ int ToMs(absl::Duration d) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), 60'000));
 }
 
-absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
-  char errstr[512];
-  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
-      RD_KAFKA_CONF_OK) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Kafka property ", name, "=", value, ": ", errstr));
-  }
-  return absl::OkStatus();
-}
+using kafka::internal::SetProperty;
 
 absl::StatusOr<ConfPtr> MakeConf(const ConsumerOptions& options) {
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
@@ -75,17 +68,10 @@ Message ToMessage(const rd_kafka_message_t* m, const std::string& id_header) {
   out.offset = m->offset;
   out.key = Bytes(m->key, m->key_len);
   out.value = Bytes(m->payload, m->len);
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const char* name;
-    const void* value;
-    size_t size;
-    for (size_t i = 0;
-         rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      out.headers.emplace_back(name, Bytes(value, size));
-    }
-  }
+  kafka::internal::ForEachHeader(m, [&out](const char* name, const void* value, size_t size) {
+    out.headers.emplace_back(name, Bytes(value, size));
+  });
+
   out.id = std::string(out.Header(id_header).value_or(""));
   return out;
 }

@@ -18,12 +18,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
+#include "kafka/internal/rdkafka_util.h"
 
 namespace outboxd::kafka {
 namespace {
+
+using internal::ForEachHeader;
+using internal::OneLine;
+using internal::SetProperty;
 
 // The tag travels as librdkafka's per-message opaque pointer, so no allocation per
 // message; that needs a pointer wide enough for every uint64_t.
@@ -71,9 +75,6 @@ constexpr std::pair<const char*, const char*> kDefaults[] = {
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // librdkafka's messages are one line already; make sure, since users see them as is.
-std::string OneLine(absl::string_view text) {
-  return absl::StrReplaceAll(text, {{"\r", " "}, {"\n", " "}});
-}
 
 int ToTimeoutMs(absl::Duration timeout) {
   if (timeout == absl::InfiniteDuration()) return -1;
@@ -140,15 +141,6 @@ absl::Status DeliveryStatus(rd_kafka_resp_err_t err, absl::string_view topic) {
   }
 }
 
-absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
-  char errstr[512];
-  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
-      RD_KAFKA_CONF_OK) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Kafka property ", name, "=", value, ": ", OneLine(errstr)));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -189,21 +181,6 @@ struct Publisher::Impl {
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) DescribeMessage(msg, report);
     ++self->served;
     self->on_delivery(report);
-  }
-
-  // Calls f(name, value, size) for each header of `msg`.
-  template <typename F>
-  static void ForEachHeader(const rd_kafka_message_t* msg, F&& f) {
-    rd_kafka_headers_t* headers = nullptr;
-    if (rd_kafka_message_headers(msg, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-    const char* name;
-    const void* value;
-    size_t size;
-    for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
-                       RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      f(name, value, size);
-    }
   }
 
   // The same count as Produce() adds: key, value, header names and values.

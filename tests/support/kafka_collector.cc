@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kafka/internal/rdkafka_util.h"
 
 namespace outboxd::test {
 namespace {
@@ -41,17 +42,10 @@ CollectedMessage ToCollected(const rd_kafka_message_t* m) {
   out.offset = m->offset;
   out.key = Bytes(m->key, m->key_len);
   out.value = Bytes(m->payload, m->len);
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const char* name;
-    const void* value;
-    size_t size;
-    for (size_t i = 0;
-         rd_kafka_header_get_all(headers, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      out.headers.emplace_back(name, Bytes(value, size));
-    }
-  }
+  kafka::internal::ForEachHeader(m, [&out](const char* name, const void* value, size_t size) {
+    out.headers.emplace_back(name, Bytes(value, size));
+  });
+
   return out;
 }
 
@@ -87,13 +81,10 @@ absl::StatusOr<std::unique_ptr<KafkaCollector>> KafkaCollector::Start(
   };
   // Error events repeat lines librdkafka has already logged; don't print them twice.
   rd_kafka_conf_set_error_cb(conf.get(), [](rd_kafka_t*, int, const char*, void*) {});
-  char errstr[512];
   for (const auto& [name, value] : settings) {
-    if (rd_kafka_conf_set(conf.get(), name, value.c_str(), errstr, sizeof(errstr)) !=
-        RD_KAFKA_CONF_OK) {
-      return absl::InvalidArgumentError(absl::StrCat("collector ", name, ": ", errstr));
-    }
+    if (absl::Status s = kafka::internal::SetProperty(conf.get(), name, value); !s.ok()) return s;
   }
+  char errstr[512];
   ConsumerPtr consumer(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof(errstr)),
                        &DestroyConsumer);
   if (consumer == nullptr) {
