@@ -17,6 +17,7 @@ RUN apt-get update \
       g++ cmake ninja-build pkg-config ca-certificates \
       libpq-dev librdkafka-dev \
       libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev prometheus-cpp-dev \
+      libtomlplusplus-dev \
       protobuf-compiler libprotobuf-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 
@@ -21,6 +22,10 @@ Command RegisterCommand(CLI::App& app) {
   CLI::App* cmd = command->Register(app);
   return [command, cmd] { return cmd->parsed() ? command->Run() : -1; };
 }
+
+// Every subcommand in `outboxd --help` order, --version, and --config on each command
+// (cli/config_file.h): the whole command line, for main and the tests.
+std::vector<Command> RegisterCommands(CLI::App& app);
 
 Command RegisterSetup(CLI::App& app);
 Command RegisterRun(CLI::App& app);

@@ -8,6 +8,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "cli/config_file.h"
 
 namespace outboxd::cli {
 
@@ -54,8 +55,12 @@ int ParseFailure(const CLI::App& app, const CLI::ParseError& error) {
              what.compare(what.size() - suffix.size(), suffix.size(), suffix) == 0) {
     const CLI::Option* option =
         command->get_option_no_throw(what.substr(0, what.size() - suffix.size()));
-    const std::string env = option ? option->get_envname() : "";
-    spdlog::error("{}{}; see {} --help", what, env.empty() ? "" : " (or set " + env + ")", path);
+    std::string other_ways;  // " (or set OUTBOXD_PG, or pg in the --config file)"
+    if (option != nullptr && !option->get_envname().empty()) {
+      absl::StrAppend(&other_ways, " (or set ", option->get_envname(), ", or ",
+                      ConfigKey(*option), " in the --config file)");
+    }
+    spdlog::error("{}{}; see {} --help", what, other_ways, path);
   } else {
     spdlog::error("{}; see {} --help", what, path);
   }

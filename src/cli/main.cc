@@ -1,13 +1,18 @@
 // outboxd: the command line. Each subcommand (cli/*_command.cc) maps flags and their
 // OUTBOXD_* environment variables (a flag wins) onto one module's options and turns
 // the module's Status into an exit code: 0 clean stop, 2 configuration or
-// environment error, 1 anything else.
+// environment error, 1 anything else. Every command also reads --config FILE
+// (cli/config_file.h); `outboxd --help-reference` prints docs/configuration.md.
+#include <iostream>
+#include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/config_file.h"
+#include "cli/reference.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 int main(int argc, char** argv) {
@@ -17,11 +22,13 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
 
   CLI::App app{"outboxd: publishes transactional-outbox events from PostgreSQL's WAL to Kafka"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "outboxd 0.1.0");
-  std::vector<Command> commands = {RegisterSetup(app), RegisterRun(app), RegisterPoll(app),
-                                   RegisterCleanup(app), RegisterStatus(app),
-                                   RegisterReconcile(app), RegisterDeadLetter(app)};
+  std::vector<Command> commands = RegisterCommands(app);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args == std::vector<std::string>{"--help-reference"}) {
+    std::cout << ConfigurationReference(app);
+    return kExitOk;
+  }
+  if (absl::Status s = LoadConfigFile(app, args); !s.ok()) return Fail(s, true);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
