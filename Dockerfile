@@ -5,8 +5,9 @@
 #   docker run --rm outboxd run --help
 #
 # Configuration is by environment (every flag has OUTBOXD_<FLAG>: OUTBOXD_PG,
-# OUTBOXD_BROKERS, ...) or flags after the subcommand. docker-compose.yml runs the
-# whole stack. tests/deploy/check_compose.sh checks, without Docker, that the runtime
+# OUTBOXD_BROKERS, ...), flags after the subcommand, or a mounted TOML file
+# (OUTBOXD_CONFIG=/etc/outboxd.toml; docs/configuration.md). docker-compose.yml runs
+# the whole stack. tests/deploy/check_compose.sh checks, without Docker, that the runtime
 # packages below provide every shared library the binaries load.
 
 # ---- build ------------------------------------------------------------------------
