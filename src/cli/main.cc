@@ -8,13 +8,11 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
+#include "cli/logging.h"
 
 int main(int argc, char** argv) {
   using namespace outboxd::cli;
-  auto logger = spdlog::stderr_color_mt("outboxd");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-  spdlog::set_default_logger(logger);
+  InitLogging();
 
   CLI::App app{"outboxd: publishes transactional-outbox events from PostgreSQL's WAL to Kafka"};
   app.require_subcommand(1);
@@ -22,11 +20,15 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {RegisterSetup(app), RegisterRun(app), RegisterPoll(app),
                                    RegisterCleanup(app), RegisterStatus(app),
                                    RegisterReconcile(app), RegisterDeadLetter(app)};
+  LogFlags log_flags;
+  AddLogFlags(app, log_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    ApplyLogFlags(log_flags);  // as far as they were parsed: the error line in that format
     return ParseFailure(app, e);
   }
+  ApplyLogFlags(log_flags);
   for (const Command& command : commands) {
     if (int code = command(); code >= 0) return code;
   }
