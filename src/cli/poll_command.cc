@@ -65,9 +65,6 @@ struct PollCommand {
       if (!s.ok()) return Fail(s, true);
     }
     options.kafka.on_log = LogKafka;
-    spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
-                 OUTBOXD_VERSION, options.table, options.topic_template, options.kafka.brokers,
-                 pg::RedactConninfo(options.conninfo));
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
@@ -84,6 +81,10 @@ struct PollCommand {
     stall_watch.Start();
     poll::PollRelay relay(options, &stats);
     if (absl::Status s = relay.Start(); !s.ok()) return Fail(s, true);
+    // After the checks Start() makes: a configuration error stays the only line.
+    spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
+                 OUTBOXD_VERSION, options.table, options.topic_template, options.kafka.brokers,
+                 pg::RedactConninfo(options.conninfo));
     if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",
                  stats.events_published.load(), stats.events_failed.load());

@@ -149,12 +149,13 @@ struct RunCommand {
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok()) return Fail(s, true);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
+    if (absl::Status s = CheckDatabase(); !s.ok()) return Fail(s, true);
+    // After the checks: a configuration error stays the only line (guarantee 7).
     spdlog::info(
         "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
         "PostgreSQL {}",
         OUTBOXD_VERSION, options.slot, options.publication, options.table,
         options.topic_template, options.kafka.brokers, pg::RedactConninfo(options.conninfo));
-    if (absl::Status s = CheckDatabase(); !s.ok()) return Fail(s, true);
 
     relay::StopSignal stop;
     StopOnSignals signals(&stop);
