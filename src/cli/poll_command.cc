@@ -56,12 +56,12 @@ struct PollCommand {
   }
 
   int Run() {
-    for (absl::Status s : {ResolveDuration(interval, "interval"),
-                           ResolveDuration(publish_timeout, "publish-timeout"),
-                           ResolveDuration(healthz_stall, "healthz-stall"),
-                           ParseKafkaProperties(kafka_properties, options.kafka),
-                           ApplyPgSecrets(secrets, options.conninfo),
-                           ApplyKafkaSecrets(secrets, options.kafka)}) {
+    for (absl::Status s :
+         {ResolveDuration(interval, "interval"),
+          ResolveDuration(publish_timeout, "publish-timeout"),
+          ResolveDuration(healthz_stall, "healthz-stall"),
+          ParseKafkaProperties(kafka_properties, options.kafka),
+          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, options.kafka)}) {
       if (!s.ok()) return Fail(s, true);
     }
     options.kafka.on_log = LogKafka;

@@ -154,8 +154,8 @@ struct RunCommand {
     spdlog::info(
         "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
         "PostgreSQL {}",
-        OUTBOXD_VERSION, options.slot, options.publication, options.table,
-        options.topic_template, options.kafka.brokers, pg::RedactConninfo(options.conninfo));
+        OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
+        options.kafka.brokers, pg::RedactConninfo(options.conninfo));
 
     relay::StopSignal stop;
     StopOnSignals signals(&stop);

@@ -1,8 +1,7 @@
 #include "cli/secrets.h"
 
-#include <libpq-fe.h>
-
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <cerrno>

@@ -22,7 +22,8 @@ void StallWatch::Start() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
       Check(absl::Now());
-      wake_.wait_for(lock, absl::ToChronoNanoseconds(check_interval_), [this] { return stopping_; });
+      wake_.wait_for(lock, absl::ToChronoNanoseconds(check_interval_),
+                     [this] { return stopping_; });
     }
   });
 }
@@ -39,10 +40,10 @@ bool StallWatch::Check(absl::Time now) {
                  verdict.reason);
   } else if (verdict.healthy && stalled_) {
     stalled_ = false;
-    spdlog::info("stall over: {} (stalled {}s)",
-                 inputs.in_flight == 0 ? "no events in flight any more"
-                                       : "the broker acknowledges again",
-                 absl::ToInt64Seconds(now - stalled_since_));
+    spdlog::info(
+        "stall over: {} (stalled {}s)",
+        inputs.in_flight == 0 ? "no events in flight any more" : "the broker acknowledges again",
+        absl::ToInt64Seconds(now - stalled_since_));
   }
   return stalled_;
 }

@@ -83,7 +83,8 @@ std::string Proc(pid_t pid, const std::string& what) {
       return ::testing::AssertionFailure() << "not JSON: " << line;
     }
     for (const char* key : {"ts", "level", "msg"}) {
-      if (!doc[key].is_string()) return ::testing::AssertionFailure() << "no " << key << ": " << line;
+      if (!doc[key].is_string())
+        return ::testing::AssertionFailure() << "no " << key << ": " << line;
     }
     ++count;
   }
@@ -111,12 +112,13 @@ class SecurityTest : public ::testing::Test {
     ASSERT_EQ(roles.size(), 1u);
     absl::StatusOr<pg::Result> created = admin.Exec(roles[0]);
     ASSERT_TRUE(created.ok()) << created.status();
-    for (const auto& [role, password] : {std::pair{"outboxd_owner", kOwnerPassword},
-                                         std::pair{"outboxd_relay", kRelayPassword},
-                                         std::pair{"outboxd_cleanup", kCleanupPassword}}) {
-      ASSERT_TRUE(admin.Exec(std::string("ALTER ROLE ") + role + " PASSWORD " +
-                             admin.QuoteLiteral(password))
-                      .ok());
+    for (const auto& [role, password] :
+         {std::pair{"outboxd_owner", kOwnerPassword}, std::pair{"outboxd_relay", kRelayPassword},
+          std::pair{"outboxd_cleanup", kCleanupPassword}}) {
+      ASSERT_TRUE(
+          admin
+              .Exec(std::string("ALTER ROLE ") + role + " PASSWORD " + admin.QuoteLiteral(password))
+              .ok());
       WriteSecret(role, password + "\n");  // as `echo pw > file` leaves it
     }
     WriteSecret("kafka", kKafkaPassword + "\n");
@@ -202,10 +204,10 @@ std::string SecurityTest::secrets_dir_;
 TEST_F(SecurityTest, TheLeastPrivilegeGuideRelaysAndCleansUpWithPasswordsOnlyInFiles) {
   auto collector = KafkaCollector::Start(kafka_->bootstraps(), {kTopic});
   ASSERT_TRUE(collector.ok()) << collector.status();
-  auto relay = ChildProcess::Start(
-      {BinPath("outboxd"), "run", "--pg", Tcp("outboxd_relay"), "--pg-password-file",
-       SecretPath("outboxd_relay"), "--brokers", kafka_->bootstraps(), "--cleanup-interval", "0s",
-       "--metrics", "", "--log-format", "json", "--log-level", "trace"});
+  auto relay = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", Tcp("outboxd_relay"),
+                                    "--pg-password-file", SecretPath("outboxd_relay"), "--brokers",
+                                    kafka_->bootstraps(), "--cleanup-interval", "0s", "--metrics",
+                                    "", "--log-format", "json", "--log-level", "trace"});
   ASSERT_TRUE(relay->WaitForLog("streaming slot", absl::Seconds(30))) << relay->Log();
 
   pg::Connection app = Socket("postgres", "app");
@@ -227,8 +229,8 @@ TEST_F(SecurityTest, TheLeastPrivilegeGuideRelaysAndCleansUpWithPasswordsOnlyInF
   // them acknowledged (within about a second).
   int deleted = 0;
   std::string cleanup;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20);
-       deleted < 3 && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); deleted < 3 && absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(200))) {
     ASSERT_EQ(Outboxd({"cleanup", "--pg", Tcp("outboxd_cleanup"), "--pg-password-file",
                        SecretPath("outboxd_cleanup"), "--retention", "0s", "--log-level", "debug"},
                       &cleanup),
@@ -236,7 +238,8 @@ TEST_F(SecurityTest, TheLeastPrivilegeGuideRelaysAndCleansUpWithPasswordsOnlyInF
         << cleanup;
     ExpectNoSecret(cleanup, "cleanup output");
     std::smatch n;
-    ASSERT_TRUE(std::regex_search(cleanup, n, std::regex("deleted (\\d+) acknowledged"))) << cleanup;
+    ASSERT_TRUE(std::regex_search(cleanup, n, std::regex("deleted (\\d+) acknowledged")))
+        << cleanup;
     deleted += std::stoi(n[1]);
   }
   EXPECT_EQ(deleted, 3) << cleanup;
@@ -293,9 +296,9 @@ TEST_F(SecurityTest, AWrongPasswordOrADownServerIsNamedWithoutThePassword) {
 TEST_F(SecurityTest, AnUnreadableSecretFileEndsWithOneLineNamingTheFlagAndThePath) {
   for (const std::string& path : {secrets_dir_ + "/missing", secrets_dir_}) {
     std::string output;
-    EXPECT_EQ(Outboxd({"cleanup", "--pg", Tcp("outboxd_cleanup"), "--pg-password-file", path},
-                      &output),
-              2);
+    EXPECT_EQ(
+        Outboxd({"cleanup", "--pg", Tcp("outboxd_cleanup"), "--pg-password-file", path}, &output),
+        2);
     EXPECT_THAT(output, HasSubstr("error --pg-password-file " + path + ": cannot read it ("));
     EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
 
@@ -309,12 +312,21 @@ TEST_F(SecurityTest, AnUnreadableSecretFileEndsWithOneLineNamingTheFlagAndThePat
 }
 
 TEST_F(SecurityTest, AKafkaSecretFileIsAppliedAndNeverLoggedEvenAtLibrdkafkaDebug) {
-  const std::vector<std::string> sasl = {
-      "--kafka", "security.protocol=SASL_PLAINTEXT", "--kafka", "sasl.mechanism=PLAIN",
-      "--kafka", "sasl.username=outboxd", "--kafka", "debug=all"};
-  std::vector<std::string> args = {"run", "--pg", Tcp("outboxd_relay"), "--pg-password-file",
-                                   SecretPath("outboxd_relay"), "--brokers",
-                                   kafka_->bootstraps(), "--metrics", "", "--log-level", "trace"};
+  const std::vector<std::string> sasl = {"--kafka", "security.protocol=SASL_PLAINTEXT",
+                                         "--kafka", "sasl.mechanism=PLAIN",
+                                         "--kafka", "sasl.username=outboxd",
+                                         "--kafka", "debug=all"};
+  std::vector<std::string> args = {"run",
+                                   "--pg",
+                                   Tcp("outboxd_relay"),
+                                   "--pg-password-file",
+                                   SecretPath("outboxd_relay"),
+                                   "--brokers",
+                                   kafka_->bootstraps(),
+                                   "--metrics",
+                                   "",
+                                   "--log-level",
+                                   "trace"};
   args.insert(args.end(), sasl.begin(), sasl.end());
 
   // Without the file librdkafka refuses SASL PLAIN: the file is what supplies it.
@@ -326,8 +338,8 @@ TEST_F(SecurityTest, AKafkaSecretFileIsAppliedAndNeverLoggedEvenAtLibrdkafkaDebu
   args.insert(args.begin(), BinPath("outboxd"));
   auto relay = ChildProcess::Start(args);
   // librdkafka attempts SASL PLAIN with the password; the mock has no SASL.
-  ASSERT_TRUE(relay->WaitForLog("SASL Handshake not supported by broker (required by mechanism PLAIN)",
-                                absl::Seconds(30)))
+  ASSERT_TRUE(relay->WaitForLog(
+      "SASL Handshake not supported by broker (required by mechanism PLAIN)", absl::Seconds(30)))
       << relay->Log();
   ExpectNoSecret(Proc(relay->pid(), "cmdline"), "/proc/<pid>/cmdline");
   ExpectNoSecret(Proc(relay->pid(), "environ"), "/proc/<pid>/environ");
