@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/secrets.h"
 #include "ops/cleanup.h"
 #include "pg/connection.h"
 
@@ -11,6 +12,7 @@ namespace {
 
 struct CleanupCommand {
   std::string pg;
+  SecretFlags secrets;
   ops::CleanupOptions options;
   DurationFlag retention{"7d"};
   DurationFlag inbox_retention{"30d"};
@@ -19,6 +21,7 @@ struct CleanupCommand {
     CLI::App* cmd = app.add_subcommand(
         "cleanup", "Delete acknowledged outbox rows and old inbox rows, in short batches");
     Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    AddPgSecretFlags(cmd, secrets);
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "retention", retention.text,
          "Delete acknowledged outbox rows older than this (never an unacknowledged one)")
@@ -36,6 +39,7 @@ struct CleanupCommand {
   }
 
   int Run() {
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
     for (auto [flag, name] : {std::pair{&retention, "retention"},
                               std::pair{&inbox_retention, "inbox-retention"}}) {
       if (absl::Status s = ResolveDuration(*flag, name); !s.ok()) return Fail(s, true);

@@ -7,6 +7,8 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/logging.h"
+#include "cli/secrets.h"
 #include "ops/dead_letter_replay.h"
 #include "outbox/dead_letter.h"
 #include "pg/connection.h"
@@ -16,6 +18,7 @@ namespace {
 
 struct DeadLetterCommand {
   std::string pg;
+  SecretFlags secrets;
   std::string table = "outbox";
   std::string aggregate;
   std::vector<std::string> kafka_properties;
@@ -34,18 +37,21 @@ struct DeadLetterCommand {
                                      "once acknowledged");
     for (CLI::App* sub : {list, replay_cmd}) {
       Flag(sub, "pg", pg, "PostgreSQL conninfo or URI")->required();
+      AddPgSecretFlags(sub, secrets);
       Flag(sub, "table", table, "Outbox table (dead letters live in <table>_dead_letter)")
           ->capture_default_str();
       Flag(sub, "aggregate", aggregate, "Only this aggregate's dead letters");
     }
     Flag(replay_cmd, "brokers", replay.kafka.brokers, "Kafka bootstrap servers")->required();
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddKafkaSecretFlags(replay_cmd, secrets);
     Flag(replay_cmd, "topic", replay.topic_template,
          "Topic template for the replay (default: each letter's original topic)");
     return cmd;
   }
 
   int Run() {
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), true);
     outbox::DeadLetterStore store(table);
@@ -71,6 +77,8 @@ struct DeadLetterCommand {
     if (absl::Status s = ParseKafkaProperties(kafka_properties, replay.kafka); !s.ok()) {
       return Fail(s, true);
     }
+    if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
+    replay.kafka.on_log = LogKafka;
     replay.table_name = table.substr(table.rfind('.') + 1);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);

@@ -4,8 +4,11 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/logging.h"
+#include "cli/secrets.h"
 #include "ops/endpoints.h"
 #include "ops/http_server.h"
+#include "ops/stall_watch.h"
 #include "pg/connection.h"
 #include "poll/notify_trigger.h"
 #include "poll/poll_relay.h"
@@ -16,6 +19,7 @@ namespace {
 struct PollCommand {
   poll::PollOptions options;
   std::vector<std::string> kafka_properties;
+  SecretFlags secrets;
   std::string metrics;  // off by default: several instances often share a host
   DurationFlag interval{"500ms"};
   DurationFlag publish_timeout{"30s"};
@@ -40,6 +44,8 @@ struct PollCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddPgSecretFlags(cmd, secrets);
+    AddKafkaSecretFlags(cmd, secrets);
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
@@ -50,12 +56,15 @@ struct PollCommand {
   }
 
   int Run() {
-    for (absl::Status s : {ResolveDuration(interval, "interval"),
-                           ResolveDuration(publish_timeout, "publish-timeout"),
-                           ResolveDuration(healthz_stall, "healthz-stall"),
-                           ParseKafkaProperties(kafka_properties, options.kafka)}) {
+    for (absl::Status s :
+         {ResolveDuration(interval, "interval"),
+          ResolveDuration(publish_timeout, "publish-timeout"),
+          ResolveDuration(healthz_stall, "healthz-stall"),
+          ParseKafkaProperties(kafka_properties, options.kafka),
+          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, options.kafka)}) {
       if (!s.ok()) return Fail(s, true);
     }
+    options.kafka.on_log = LogKafka;
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
@@ -68,8 +77,14 @@ struct PollCommand {
     ops::HttpServer http;
     if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, true);
 
+    ops::StallWatch stall_watch(stats.health, healthz_stall.value);
+    stall_watch.Start();
     poll::PollRelay relay(options, &stats);
     if (absl::Status s = relay.Start(); !s.ok()) return Fail(s, true);
+    // After the checks Start() makes: a configuration error stays the only line.
+    spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
+                 OUTBOXD_VERSION, options.table, options.topic_template, options.kafka.brokers,
+                 pg::RedactConninfo(options.conninfo));
     if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",
                  stats.events_published.load(), stats.events_failed.load());

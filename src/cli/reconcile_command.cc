@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/secrets.h"
 #include "ops/reconcile.h"
 #include "pg/connection.h"
 
@@ -14,6 +15,7 @@ namespace {
 
 struct ReconcileCommand {
   std::string pg;
+  SecretFlags secrets;
   ops::ReconcileOptions options;
   DurationFlag since{"24h"};
 
@@ -21,6 +23,7 @@ struct ReconcileCommand {
     CLI::App* cmd = app.add_subcommand(
         "reconcile", "List business rows that have no outbox event (a path that bypassed it)");
     Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    AddPgSecretFlags(cmd, secrets);
     Flag(cmd, "expect", options.expect_sql,
          "SQL returning the aggregate ids that should have an event ($1 = window start)")
         ->required();
@@ -38,6 +41,7 @@ struct ReconcileCommand {
   }
 
   int Run() {
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
     if (absl::Status s = ResolveDuration(since, "since"); !s.ok()) return Fail(s, true);
     options.since = since.value;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);

@@ -7,10 +7,13 @@
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/logging.h"
+#include "cli/secrets.h"
 #include "ops/cleanup.h"
 #include "ops/endpoints.h"
 #include "ops/http_server.h"
 #include "ops/query_sampler.h"
+#include "ops/stall_watch.h"
 #include "pg/connection.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
@@ -28,6 +31,7 @@ constexpr absl::Duration kSlotLagInterval = absl::Seconds(5);
 struct RunCommand {
   relay::RelayOptions options;
   std::vector<std::string> kafka_properties;
+  SecretFlags secrets;
   std::string metrics = "127.0.0.1:9187";
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
@@ -48,6 +52,8 @@ struct RunCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddPgSecretFlags(cmd, secrets);
+    AddKafkaSecretFlags(cmd, secrets);
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
@@ -93,6 +99,8 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(slot_check_interval, "slot-check-interval"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
+    OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, options.kafka));
+    options.kafka.on_log = LogKafka;
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
@@ -139,8 +147,15 @@ struct RunCommand {
   }
 
   int Run() {
+    if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok()) return Fail(s, true);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
     if (absl::Status s = CheckDatabase(); !s.ok()) return Fail(s, true);
+    // After the checks: a configuration error stays the only line (guarantee 7).
+    spdlog::info(
+        "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
+        "PostgreSQL {}",
+        OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
+        options.kafka.brokers, pg::RedactConninfo(options.conninfo));
 
     relay::StopSignal stop;
     StopOnSignals signals(&stop);
@@ -171,6 +186,8 @@ struct RunCommand {
                                           .inbox_retention = inbox_retention.value},
                       cleanup_interval.value);
     }
+    ops::StallWatch stall_watch(stats.health, healthz_stall.value);
+    stall_watch.Start();
     relay::Relay relay(options, &stats, &stop);
     absl::Status status = relay.Run();
     if (!status.ok()) return Fail(status, !stats.streaming && stats.confirmed_lsn == 0);

@@ -2,6 +2,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/secrets.h"
 #include "ops/setup.h"
 #include "pg/connection.h"
 #include "relay/preflight.h"
@@ -12,10 +13,12 @@ namespace {
 struct SetupCommand {
   std::string pg;
   ops::SetupOptions options;
+  SecretFlags secrets;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("setup", "Create the outbox tables, publication and slot");
     Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    AddPgSecretFlags(cmd, secrets);
     Flag(cmd, "table", options.table, "Outbox table")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication name")->capture_default_str();
     Flag(cmd, "slot", options.slot, "Logical replication slot name")->capture_default_str();
@@ -26,6 +29,7 @@ struct SetupCommand {
   }
 
   int Run() {
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), true);
     // Before Setup creates anything: without REPLICATION it would create the tables

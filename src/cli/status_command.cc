@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/secrets.h"
 #include "ops/status.h"
 #include "pg/connection.h"
 
@@ -15,6 +16,7 @@ namespace {
 
 struct StatusCommand {
   std::string pg;
+  SecretFlags secrets;
   ops::StatusOptions options;
   bool json = false;
   DurationFlag max_age{""};
@@ -23,6 +25,7 @@ struct StatusCommand {
     CLI::App* cmd = app.add_subcommand(
         "status", "Slot, lag and the age of the oldest unacknowledged event");
     Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
+    AddPgSecretFlags(cmd, secrets);
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "slot", options.slot, "Logical replication slot (absent: polling mode)")
         ->capture_default_str();
@@ -35,6 +38,7 @@ struct StatusCommand {
   }
 
   int Run() {
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
     if (!max_age.text.empty()) {
       if (absl::Status s = ResolveDuration(max_age, "max-age"); !s.ok()) return Fail(s, true);
     }

@@ -238,6 +238,12 @@ struct Publisher::Impl {
   }
 };
 
+bool IsSecretProperty(std::string_view name) {
+  return name.find("password") != std::string_view::npos ||
+         name.find("secret") != std::string_view::npos || name == "ssl.key.pem" ||
+         name == "sasl.oauthbearer.config";
+}
+
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOptions& options,

@@ -69,6 +69,12 @@ struct PublisherOptions {
 
 using DeliveryHandler = std::function<void(const DeliveryReport&)>;
 
+// A librdkafka property whose value is a secret and never appears in an error or a
+// log line: names with "password" or "secret" in them, ssl.key.pem,
+// sasl.oauthbearer.config.
+//   IsSecretProperty("sasl.password") == true; IsSecretProperty("linger.ms") == false
+bool IsSecretProperty(std::string_view name);
+
 class Publisher {
  public:
   static absl::StatusOr<std::unique_ptr<Publisher>> Create(const PublisherOptions& options,

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 
 namespace outboxd::pg {
@@ -141,7 +142,7 @@ absl::Status ConnectError(PGconn* conn) {
       absl::StrContains(raw, "no password supplied")) {
     return absl::UnauthenticatedError(
         absl::StrCat("cannot connect to PostgreSQL at ", at, " as ", user, ": ", reason,
-                     "; fix the password in --pg/OUTBOXD_PG, PGPASSWORD or ~/.pgpass"));
+                     "; fix the password in --pg-password-file, --pg, PGPASSWORD or ~/.pgpass"));
   }
   if (absl::StrContains(raw, "replication role to start walsender") ||
       absl::StrContains(raw, "permission denied to start WAL sender")) {
@@ -234,6 +235,18 @@ absl::Status ForceIsoUtc(Connection& conn) {
   return conn.Exec("SET DateStyle = ISO; SET TimeZone = 'UTC'").status();
 }
 
+// The server's notices (NOTICE, WARNING ...) go to our log, not straight to stderr
+// (libpq's default), so every line keeps the chosen format. Our own DDL's notices
+// ("already exists, skipping") are noise: debug; warnings stay warnings.
+void LogNotice(void*, const char* message) {
+  std::string_view text = Strip(message);
+  if (text.starts_with("WARNING:")) {
+    spdlog::warn("PostgreSQL: {}", Strip(text.substr(8)));
+  } else {
+    spdlog::debug("PostgreSQL: {}", text);
+  }
+}
+
 }  // namespace
 
 std::string_view Result::Get(int row, int col) const {
@@ -259,9 +272,12 @@ absl::StatusOr<Connection> Connection::Open(const std::string& conninfo, Connect
   }
   keywords.push_back(nullptr);
   values.push_back(nullptr);
+  spdlog::debug("connecting to PostgreSQL: {}{}", RedactConninfo(conninfo),
+                kind == ConnectionKind::kReplication ? " (replication)" : "");
   Connection conn(PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1));
   if (conn.get() == nullptr) return absl::ResourceExhaustedError("libpq: out of memory");
   if (PQstatus(conn.get()) != CONNECTION_OK) return ConnectError(conn.get());
+  PQsetNoticeProcessor(conn.get(), &LogNotice, nullptr);
   if (kind == ConnectionKind::kReplication) OUTBOXD_RETURN_IF_ERROR(ForceIsoUtc(conn));
   conn.conninfo_ = conninfo;
   return conn;
@@ -331,6 +347,26 @@ std::string Connection::QuoteLiteral(std::string_view value) {
   std::unique_ptr<char, decltype(&PQfreemem)> quoted(
       PQescapeLiteral(conn_.get(), value.data(), value.size()), &PQfreemem);
   return quoted ? std::string(quoted.get()) : std::string();
+}
+
+absl::StatusOr<std::string> ConninfoWithPassword(const std::string& conninfo,
+                                                 std::string_view password) {
+  OUTBOXD_ASSIGN_OR_RETURN(Settings settings, ParseUserSettings(conninfo));
+  if (!IsUri(conninfo) && !absl::StrContains(conninfo, '=') && !conninfo.empty()) {
+    settings["dbname"] = conninfo;
+  }
+  settings["password"] = std::string(password);
+  std::string out;
+  for (const auto& [key, value] : settings) {
+    if (!out.empty()) out += ' ';
+    absl::StrAppend(&out, key, "='");
+    for (char c : value) {
+      if (c == '\\' || c == '\'') out += '\\';
+      out += c;
+    }
+    out += '\'';
+  }
+  return out;
 }
 
 std::string Connection::user() const {

@@ -109,10 +109,20 @@ absl::Status WithSqlState(absl::Status error, std::string_view sqlstate);
 // Connection::QuoteIdentifier, which always quotes.
 std::string SqlIdentifier(std::string_view name);
 
-// A conninfo string or URI with any password removed, safe to print:
+// A conninfo string or URI with any password (password, sslpassword) removed, safe
+// to print:
 //   RedactConninfo("host=db password=secret") == "host=db"
 //   RedactConninfo("postgresql://app:secret@db/app") == "postgresql://app@db/app"
 std::string RedactConninfo(std::string_view conninfo);
+
+// The conninfo (key=value string, URI or bare database name) as a key=value string
+// with `password` set, for a password read from a file (--pg-password-file): it goes
+// to libpq in memory, never through argv or the environment. Replaces any password
+// the conninfo had.
+//   ConninfoWithPassword("postgresql://app@db/app", "s3cr'et")
+//     == "dbname='app' host='db' password='s3cr\\'et' user='app'"
+absl::StatusOr<std::string> ConninfoWithPassword(const std::string& conninfo,
+                                                 std::string_view password);
 
 }  // namespace outboxd::pg
 

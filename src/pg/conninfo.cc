@@ -12,6 +12,9 @@ namespace {
 
 bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
+// libpq's secret keywords: the server password and the client key's passphrase.
+bool IsSecretKey(std::string_view key) { return key == "password" || key == "sslpassword"; }
+
 std::string Join(const std::vector<std::string_view>& parts, char separator) {
   std::string out;
   for (std::string_view part : parts) {
@@ -51,7 +54,7 @@ std::string RedactKeyValue(std::string_view s) {
       while (i < s.size() && IsSpace(s[i])) ++i;
       i = SkipValue(s, i);
     }
-    if (key != "password") kept.push_back(s.substr(start, i - start));
+    if (!IsSecretKey(key)) kept.push_back(s.substr(start, i - start));
   }
   return Join(kept, ' ');
 }
@@ -78,7 +81,7 @@ std::string RedactUri(std::string_view s) {
   while (!query_text.empty()) {
     const size_t amp = query_text.find('&');
     std::string_view param = query_text.substr(0, amp);
-    if (!param.starts_with("password=")) params.push_back(param);
+    if (!IsSecretKey(param.substr(0, param.find('=')))) params.push_back(param);
     query_text.remove_prefix(amp == std::string_view::npos ? query_text.size() : amp + 1);
   }
   if (!params.empty()) out += "?" + Join(params, '&');

@@ -84,6 +84,7 @@ absl::Status PollRelay::Connect() {
           options_.table, kNotifyTriggerName, options_.channel);
     }
   }
+  spdlog::info("connected to PostgreSQL at {} as {}", conn.endpoint(), conn.user());
   conn_ = std::move(conn);
   return absl::OkStatus();
 }

@@ -212,6 +212,14 @@ absl::Status Relay::Connect() {
   slot_watch_.Restart();  // whatever it had in flight went with the old connection
   OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
+  if (!slot.active) {  // else another relay holds it: a standby retries every second, quietly
+    spdlog::info(
+        "connected to PostgreSQL at {} as {}; slot {} {}", conn.endpoint(), conn.user(),
+        options_.slot,
+        slot.exists ? absl::StrCat("confirmed up to ", pg::FormatLsn(slot.confirmed_flush_lsn),
+                                   ", lag ", slot.lag_bytes, " bytes, wal_status ", slot.wal_status)
+                    : std::string("does not exist yet"));
+  }
   OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> backfill,
                            state_.PendingBackfill(*control_, options_.slot));
   OUTBOXD_RETURN_IF_ERROR(ChooseFeedbackInterval(conn));

@@ -53,6 +53,12 @@ bool WaitUntil(absl::Duration timeout, Check check) {
   return true;
 }
 
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 double Value(const std::string& text, const std::string& series) {
   return MetricValue(text, series).value_or(-1);
 }
@@ -184,6 +190,11 @@ TEST(RelayHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBack
   EXPECT_EQ(Value(text, "outboxd_oldest_unacked_age_seconds"), 0);
   EXPECT_GE(Value(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 3001);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  // The log says it once when the stall starts and once when it ends (StallWatch).
+  const std::string log = h.relay().Log();
+  EXPECT_EQ(Count(log, "warning stalled: no broker acknowledgement for "), 1) << log;
+  EXPECT_EQ(Count(log, "info stall over: "), 1) << log;
+  EXPECT_LT(log.find("stalled: "), log.find("stall over: "));
 }
 
 TEST(RelayHealth, UnhealthyWhilePostgresIsDownAndHealthyOnceStreamingAgain) {
@@ -211,6 +222,11 @@ TEST(RelayHealth, UnhealthyWhilePostgresIsDownAndHealthyOnceStreamingAgain) {
   EXPECT_GE(Value(text, "outboxd_reconnects_total"), 1) << text;
   EXPECT_EQ(Value(text, "outboxd_connected"), 1) << text;
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  // Each reconnect attempt is logged, and each connection with the slot's position.
+  const std::string log = h.relay().Log();
+  EXPECT_GE(Count(log, "replication stream lost: "), 1) << log;
+  EXPECT_GE(Count(log, "connected to PostgreSQL at "), 2) << log;
+  EXPECT_THAT(log, HasSubstr(" confirmed up to "));
 }
 
 }  // namespace

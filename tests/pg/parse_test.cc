@@ -26,6 +26,34 @@ TEST(RedactConninfo, DropsPasswordsFromUris) {
   EXPECT_EQ(RedactConninfo("postgresql://app@db"), "postgresql://app@db");
 }
 
+TEST(RedactConninfo, DropsTheClientKeyPassphraseToo) {
+  EXPECT_EQ(RedactConninfo("host=db sslpassword=secret sslmode=verify-full"),
+            "host=db sslmode=verify-full");
+  EXPECT_EQ(RedactConninfo("postgresql://db/app?sslpassword=secret&sslmode=require"),
+            "postgresql://db/app?sslmode=require");
+}
+
+TEST(ConninfoWithPassword, MergesIntoKeyValueStringsUrisAndBareNames) {
+  EXPECT_EQ(*ConninfoWithPassword("host=db user=app", "pw"), "host='db' password='pw' user='app'");
+  EXPECT_EQ(*ConninfoWithPassword("postgresql://app:old@db:5433/shop?sslmode=require", "pw"),
+            "dbname='shop' host='db' password='pw' port='5433' sslmode='require' user='app'");
+  EXPECT_EQ(*ConninfoWithPassword("shop", "pw"), "dbname='shop' password='pw'");
+  // Quotes, backslashes and spaces survive libpq's own parser.
+  const std::string tricky = "a b'c\\d=e";
+  const std::string merged = *ConninfoWithPassword("host=db", tricky);
+  EXPECT_EQ(merged, "host='db' password='a b\\'c\\\\d=e'");
+  EXPECT_EQ(RedactConninfo(merged), "host='db'");
+  PQconninfoOption* options = PQconninfoParse(merged.c_str(), nullptr);
+  ASSERT_NE(options, nullptr);
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (std::string(o->keyword) == "password") {
+      EXPECT_EQ(std::string(o->val), tricky);
+    }
+  }
+  PQconninfoFree(options);
+  EXPECT_FALSE(ConninfoWithPassword("host=db port", "pw").ok());
+}
+
 std::string Bytes(std::initializer_list<int> bytes) {
   std::string out;
   for (int b : bytes) out += static_cast<char>(b);

@@ -17,7 +17,8 @@ namespace outboxd::kafka::internal {
 // librdkafka's error text with its line breaks turned into spaces.
 std::string OneLine(absl::string_view text);
 
-// InvalidArgument "Kafka property NAME=VALUE: <librdkafka's reason>" when refused.
+// InvalidArgument "Kafka property NAME=VALUE: <librdkafka's reason>" when refused
+// (without the value for a secret property, see IsSecretProperty).
 absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name,
                          const std::string& value);
 

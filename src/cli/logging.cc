@@ -1,0 +1,209 @@
+#include "cli/logging.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "base/log.h"
+#include "cli/common.h"
+#include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+
+namespace outboxd::cli {
+namespace {
+
+constexpr char kTimestamp[] = "%Y-%m-%dT%H:%M:%S.%e%z";
+constexpr size_t kMinSecretSize = 4;
+
+std::mutex g_secrets_mu;
+std::vector<std::string>* g_secrets = new std::vector<std::string>();  // never freed
+
+std::string Redact(std::string_view text) {
+  std::string out(text);
+  std::lock_guard<std::mutex> lock(g_secrets_mu);
+  for (const std::string& secret : *g_secrets) {
+    if (out.find(secret) != std::string::npos) {
+      out = absl::StrReplaceAll(out, {{secret, "[redacted]"}});
+    }
+  }
+  return out;
+}
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not one.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  const size_t n = c < 0x80           ? 1
+                   : (c >> 5) == 0x6  ? 2
+                   : (c >> 4) == 0xE  ? 3
+                   : (c >> 3) == 0x1E ? 4
+                                      : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+// A JSON string body: quotes, backslashes and control characters escaped; bytes
+// that are not UTF-8 become U+FFFD, so every line parses.
+void AppendJsonString(std::string_view s, std::string& out) {
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        ++i;
+        continue;
+      case '\\':
+        out += "\\\\";
+        ++i;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++i;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++i;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++i;
+        continue;
+      default:
+        break;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8Length(s, i);
+    if (n == 0) {
+      out += "\\ufffd";
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
+  }
+}
+
+std::string_view LevelName(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+      return "trace";
+    case spdlog::level::debug:
+      return "debug";
+    case spdlog::level::info:
+      return "info";
+    case spdlog::level::warn:
+      return "warn";
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::critical:
+      return "critical";
+    default:
+      return "off";
+  }
+}
+
+// Every line goes through here: secrets redacted, then text (the pattern the tests
+// and operators read) or one JSON object.
+class LineFormatter final : public spdlog::formatter {
+ public:
+  explicit LineFormatter(bool json)
+      : json_(json),
+        pattern_(std::make_unique<spdlog::pattern_formatter>(
+            json ? kTimestamp : std::string(kTimestamp) + " %^%l%$ %v",
+            spdlog::pattern_time_type::local, json ? "" : spdlog::details::os::default_eol)) {}
+
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string text = Redact(std::string_view(msg.payload.data(), msg.payload.size()));
+    spdlog::details::log_msg redacted = msg;
+    redacted.payload = text;
+    if (!json_) {
+      pattern_->format(redacted, dest);
+      msg.color_range_start = redacted.color_range_start;
+      msg.color_range_end = redacted.color_range_end;
+      return;
+    }
+    spdlog::memory_buf_t ts;
+    pattern_->format(redacted, ts);
+    std::string line = "{\"ts\":\"";
+    line.append(ts.data(), ts.size());
+    line += "\",\"level\":\"";
+    line += LevelName(msg.level);
+    line += "\",\"msg\":\"";
+    AppendJsonString(text, line);
+    line += "\"}\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<LineFormatter>(json_);
+  }
+
+ private:
+  bool json_;
+  std::unique_ptr<spdlog::pattern_formatter> pattern_;
+};
+
+spdlog::level::level_enum LevelFromFlag(const std::string& level) {
+  if (level == "trace") return spdlog::level::trace;
+  if (level == "debug") return spdlog::level::debug;
+  if (level == "warn") return spdlog::level::warn;
+  if (level == "error") return spdlog::level::err;
+  return spdlog::level::info;
+}
+
+void AddLogFlagsTo(CLI::App* cmd, LogFlags& flags) {
+  Flag(cmd, "log-format", flags.format, "Log lines as text or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  Flag(cmd, "log-level", flags.level, "Least severe level logged: trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void InitLogging() {
+  auto logger = spdlog::stderr_color_mt("outboxd");
+  logger->set_formatter(std::make_unique<LineFormatter>(false));
+  spdlog::set_default_logger(logger);
+}
+
+void AddLogFlags(CLI::App& app, LogFlags& flags) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_subcommands([](CLI::App*) { return true; }).empty()) {
+      AddLogFlagsTo(sub, flags);
+    } else {
+      AddLogFlags(*sub, flags);
+    }
+  }
+}
+
+void ApplyLogFlags(const LogFlags& flags) {
+  spdlog::default_logger()->set_formatter(std::make_unique<LineFormatter>(flags.format == "json"));
+  spdlog::set_level(LevelFromFlag(flags.level));
+}
+
+void RedactFromLogs(std::string_view secret) {
+  if (secret.size() < kMinSecretSize) return;
+  std::lock_guard<std::mutex> lock(g_secrets_mu);
+  g_secrets->emplace_back(secret);
+}
+
+void LogKafka(int level, std::string_view facility, std::string_view message) {
+  // syslog: 0-3 emergency..error, 4 warning, 5 notice, 6 info, 7 debug.
+  const spdlog::level::level_enum spd = level <= 3   ? spdlog::level::err
+                                        : level == 4 ? spdlog::level::warn
+                                        : level <= 6 ? spdlog::level::info
+                                                     : spdlog::level::debug;
+  spdlog::log(spd, "kafka {}: {}", facility, message);
+}
+
+}  // namespace outboxd::cli

@@ -1,0 +1,94 @@
+#include "cli/secrets.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "cli/common.h"
+#include "cli/logging.h"
+#include "pg/connection.h"
+
+namespace outboxd::cli {
+namespace {
+
+// The password written in the conninfo itself (key=value or URI), if any.
+std::string InlinePassword(const std::string& conninfo) {
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
+      PQconninfoParse(conninfo.c_str(), nullptr), &PQconninfoFree);
+  if (options == nullptr) return "";
+  for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    if (std::strcmp(o->keyword, "password") == 0 && o->val != nullptr) return o->val;
+  }
+  return "";
+}
+
+}  // namespace
+
+void AddPgSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
+  Flag(cmd, "pg-password-file", secrets.pg_password_file,
+       "File holding the PostgreSQL password (kept out of argv, environment and logs)");
+}
+
+void AddKafkaSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
+  Flag(cmd, "kafka-secret-file", secrets.kafka_secret_files,
+       "librdkafka property KEY=PATH read from a file, e.g. sasl.password=/run/secrets/kafka "
+       "(repeatable)");
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path) {
+  std::string secret;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : 0;
+  char buf[4096];
+  while (fd >= 0 && (n = ::read(fd, buf, sizeof(buf))) > 0) secret.append(buf, n);
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (n < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": cannot read it (",
+                                                   std::strerror(error),
+                                                   "); give a file this user can read"));
+  }
+  if (secret.ends_with("\r\n")) {
+    secret.resize(secret.size() - 2);
+  } else if (secret.ends_with("\n")) {
+    secret.pop_back();
+  }
+  return secret;
+}
+
+absl::Status ApplyPgSecrets(const SecretFlags& secrets, std::string& conninfo) {
+  RedactFromLogs(InlinePassword(conninfo));
+  if (secrets.pg_password_file.empty()) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::string password,
+                           ReadSecretFile("pg-password-file", secrets.pg_password_file));
+  RedactFromLogs(password);
+  OUTBOXD_ASSIGN_OR_RETURN(conninfo, pg::ConninfoWithPassword(conninfo, password));
+  return absl::OkStatus();
+}
+
+absl::Status ApplyKafkaSecrets(const SecretFlags& secrets, kafka::PublisherOptions& options) {
+  for (const std::string& pair : secrets.kafka_secret_files) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kafka-secret-file \"", pair,
+          "\": expected KEY=PATH, e.g. --kafka-secret-file sasl.password=/run/secrets/kafka"));
+    }
+    OUTBOXD_ASSIGN_OR_RETURN(std::string value,
+                             ReadSecretFile("kafka-secret-file", pair.substr(eq + 1)));
+    RedactFromLogs(value);
+    options.properties.emplace_back(pair.substr(0, eq), std::move(value));
+  }
+  for (const auto& [name, value] : options.properties) {
+    if (kafka::IsSecretProperty(name)) RedactFromLogs(value);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace outboxd::cli

@@ -1,0 +1,51 @@
+#include "ops/stall_watch.h"
+
+#include "base/log.h"
+
+namespace outboxd::ops {
+
+StallWatch::StallWatch(const HealthState& health, absl::Duration threshold,
+                       absl::Duration check_interval)
+    : health_(health), threshold_(threshold), check_interval_(check_interval) {}
+
+StallWatch::~StallWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StallWatch::Start() {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      Check(absl::Now());
+      wake_.wait_for(lock, absl::ToChronoNanoseconds(check_interval_),
+                     [this] { return stopping_; });
+    }
+  });
+}
+
+bool StallWatch::Check(absl::Time now) {
+  // Only the broker side: a lost PostgreSQL connection has its own reconnect lines.
+  HealthInputs inputs = health_.Snapshot();
+  inputs.connected = true;
+  const HealthVerdict verdict = CheckHealth(inputs, threshold_, now);
+  if (!verdict.healthy && !stalled_) {
+    stalled_ = true;
+    stalled_since_ = inputs.last_progress == absl::InfinitePast() ? now : inputs.last_progress;
+    spdlog::warn("stalled: {}; the slot is not confirmed past them (check the brokers)",
+                 verdict.reason);
+  } else if (verdict.healthy && stalled_) {
+    stalled_ = false;
+    spdlog::info(
+        "stall over: {} (stalled {}s)",
+        inputs.in_flight == 0 ? "no events in flight any more" : "the broker acknowledges again",
+        absl::ToInt64Seconds(now - stalled_since_));
+  }
+  return stalled_;
+}
+
+}  // namespace outboxd::ops

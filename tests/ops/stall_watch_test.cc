@@ -1,0 +1,86 @@
+// StallWatch: one warning when events in flight go unacknowledged past the
+// threshold, one line when it recovers, nothing in between (logs are not flooded).
+#include "ops/stall_watch.h"
+
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
+
+namespace outboxd::ops {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Routes the default logger into a string for the test's duration.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(out_));
+    logger->set_pattern("%l %v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string Take() {
+    std::string text = out_.str();
+    out_.str("");
+    return text;
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST(StallWatch, LogsOnceWhenAStallStartsAndOnceWhenItEnds) {
+  CapturedLog log;
+  HealthState health;
+  StallWatch watch(health, absl::Seconds(30));
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  health.SetInFlight(40, t0);  // events go in flight: the clock starts
+
+  EXPECT_FALSE(watch.Check(t0 + absl::Seconds(29)));
+  EXPECT_EQ(log.Take(), "");
+
+  EXPECT_TRUE(watch.Check(t0 + absl::Seconds(31)));
+  EXPECT_EQ(log.Take(),
+            "warning stalled: no broker acknowledgement for 31s with 40 events in flight; the "
+            "slot is not confirmed past them (check the brokers)\n");
+  EXPECT_TRUE(watch.Check(t0 + absl::Seconds(60)));  // still stalled: no second line
+  EXPECT_EQ(log.Take(), "");
+
+  health.Acknowledged(t0 + absl::Seconds(75));
+  EXPECT_FALSE(watch.Check(t0 + absl::Seconds(76)));
+  EXPECT_EQ(log.Take(), "info stall over: the broker acknowledges again (stalled 76s)\n");
+  EXPECT_FALSE(watch.Check(t0 + absl::Seconds(80)));
+  EXPECT_EQ(log.Take(), "");
+}
+
+TEST(StallWatch, NothingInFlightIsNeverAStall) {
+  CapturedLog log;
+  HealthState health;
+  StallWatch watch(health, absl::Seconds(1));
+  EXPECT_FALSE(watch.Check(absl::Now() + absl::Hours(1)));
+  EXPECT_EQ(log.Take(), "");
+}
+
+TEST(StallWatch, ItsThreadReportsAStallWithoutAnyoneCallingIt) {
+  CapturedLog log;
+  HealthState health;
+  health.SetInFlight(3, absl::Now() - absl::Seconds(10));
+  {
+    StallWatch watch(health, absl::Seconds(1), absl::Milliseconds(10));
+    watch.Start();
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_THAT(log.Take(), HasSubstr("stalled: no broker acknowledgement for 10s with 3 events"));
+}
+
+}  // namespace
+}  // namespace outboxd::ops
