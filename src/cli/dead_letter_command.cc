@@ -19,6 +19,7 @@ struct DeadLetterCommand {
   std::string table = "outbox";
   std::string aggregate;
   std::vector<std::string> kafka_properties;
+  FormatFlags format;
   ops::ReplayOptions replay;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
@@ -42,6 +43,8 @@ struct DeadLetterCommand {
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     Flag(replay_cmd, "topic", replay.topic_template,
          "Topic template for the replay (default: each letter's original topic)");
+    // As the relay that dead-lettered them ran: letters hold the payload, not the value.
+    AddFormatFlags(replay_cmd, format);
     return cmd;
   }
 
@@ -68,8 +71,9 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    if (absl::Status s = ParseKafkaProperties(kafka_properties, replay.kafka); !s.ok()) {
-      return Fail(s, true);
+    for (absl::Status s : {ParseKafkaProperties(kafka_properties, replay.kafka),
+                           ResolveFormat(format, replay.format)}) {
+      if (!s.ok()) return Fail(s, true);
     }
     replay.table_name = table.substr(table.rfind('.') + 1);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);

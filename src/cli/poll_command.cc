@@ -16,6 +16,7 @@ namespace {
 struct PollCommand {
   poll::PollOptions options;
   std::vector<std::string> kafka_properties;
+  FormatFlags format;
   std::string metrics;  // off by default: several instances often share a host
   DurationFlag interval{"500ms"};
   DurationFlag publish_timeout{"30s"};
@@ -40,6 +41,7 @@ struct PollCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddFormatFlags(cmd, format);
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
@@ -53,7 +55,8 @@ struct PollCommand {
     for (absl::Status s : {ResolveDuration(interval, "interval"),
                            ResolveDuration(publish_timeout, "publish-timeout"),
                            ResolveDuration(healthz_stall, "healthz-stall"),
-                           ParseKafkaProperties(kafka_properties, options.kafka)}) {
+                           ParseKafkaProperties(kafka_properties, options.kafka),
+                           ResolveFormat(format, options.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
     options.interval = interval.value;

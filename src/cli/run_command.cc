@@ -28,6 +28,7 @@ constexpr absl::Duration kSlotLagInterval = absl::Seconds(5);
 struct RunCommand {
   relay::RelayOptions options;
   std::vector<std::string> kafka_properties;
+  FormatFlags format;
   std::string metrics = "127.0.0.1:9187";
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
@@ -48,6 +49,7 @@ struct RunCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddFormatFlags(cmd, format);
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
@@ -93,6 +95,7 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(slot_check_interval, "slot-check-interval"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
+    OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
