@@ -125,7 +125,6 @@ class MessageEncoder {
   std::string value_;
   std::string key_scratch_;
   std::vector<std::string> header_scratch_;  // one per --header
-  std::unique_ptr<::outbox::v1::Event> proto_;
   simdjson::ondemand::parser raw_parser_;  // decimals as written, on demand
   // PayloadOf's own buffers: it runs from delivery reports, while message() may still
   // be waiting for room in the producer's queue.

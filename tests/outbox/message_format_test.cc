@@ -121,6 +121,26 @@ TEST(MessageEncoder, ProtobufDecodesWithTheGeneratedCode) {
   EXPECT_EQ(decoded.payload_json(), kPayload);
 }
 
+// The encoder writes the wire format itself: byte for byte what the generated code
+// writes, with and without an lsn (an empty proto3 string is not written).
+TEST(MessageEncoder, ProtobufBytesEqualTheGeneratedSerializer) {
+  const std::string big_payload = R"({"blob": ")" + std::string(300, 'x') + R"("})";
+  for (std::string_view lsn : {"0/16B3748", ""}) {
+    for (std::string_view payload : {std::string_view(kPayload), std::string_view(big_payload)}) {
+      MessageEncoder encoder({.format = ValueFormat::kProtobuf});
+      ASSERT_TRUE(encoder.Encode(Event(payload), lsn).ok());
+      ::outbox::v1::Event expected;
+      expected.set_id("0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee");
+      expected.set_type("pedido.confirmado");
+      expected.set_aggregate_id(kAggregate);
+      expected.set_created_at("2026-12-02T12:22:45.123+00:00");
+      expected.set_lsn(std::string(lsn));
+      expected.set_payload_json(std::string(payload));
+      EXPECT_EQ(encoder.message().value, expected.SerializeAsString()) << lsn;
+    }
+  }
+}
+
 TEST(MessageEncoder, HeadersFromPointersCarryEveryScalarTypeAsJsonText) {
   MessageEncoder encoder({.headers = {{"traceparent", "/trace/traceparent"},
                                       {"n", "/n"},
