@@ -78,6 +78,40 @@ void AddColumnFlags(CLI::App* cmd, outbox::ColumnMapping& columns) {
       ->capture_default_str();
 }
 
+void AddFormatFlags(CLI::App* cmd, FormatFlags& flags) {
+  Flag(cmd, "format", flags.format,
+       "Message value: json (the payload), envelope (JSON with the event's fields and the "
+       "payload) or protobuf (outbox.v1.Event)")
+      ->capture_default_str();
+  Flag(cmd, "header", flags.headers,
+       "Extra header NAME=/json/pointer from a payload field (repeatable; left out when "
+       "the field is missing)");
+  Flag(cmd, "key-pointer", flags.key_pointer,
+       "Kafka key from this payload field (/json/pointer) instead of the aggregate id column");
+}
+
+absl::Status ResolveFormat(const FormatFlags& flags, outbox::MessageFormat& format) {
+  OUTBOXD_ASSIGN_OR_RETURN(format.format, outbox::ParseValueFormat(flags.format));
+  format.headers.clear();
+  for (const std::string& flag : flags.headers) {
+    OUTBOXD_ASSIGN_OR_RETURN(outbox::HeaderPointer header, outbox::ParseHeaderPointer(flag));
+    for (const outbox::HeaderPointer& earlier : format.headers) {
+      if (earlier.name == header.name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--header ", header.name, " is given twice; keep one"));
+      }
+    }
+    format.headers.push_back(std::move(header));
+  }
+  if (!flags.key_pointer.empty()) {
+    if (absl::Status s = outbox::CheckJsonPointer(flags.key_pointer); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--key-pointer: ", s.message()));
+    }
+  }
+  format.key_pointer = flags.key_pointer;
+  return absl::OkStatus();
+}
+
 absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name) {
   absl::StatusOr<absl::Duration> parsed = ParseDuration(flag.text);
   if (!parsed.ok()) {

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
 #include "outbox/event.h"
+#include "outbox/message_format.h"
 #include "relay/stop_signal.h"
 
 namespace outboxd::cli {
@@ -50,6 +51,19 @@ inline CLI::Option* Switch(CLI::App* app, const std::string& name, bool& value,
 // --id-column ... --created-at-column: the outbox column mapping (same flags for run
 // and poll).
 void AddColumnFlags(CLI::App* cmd, outbox::ColumnMapping& columns);
+
+// --format json|envelope|protobuf, --header NAME=/json/pointer (repeatable) and
+// --key-pointer /json/pointer: the message format (outbox/message_format.h), same
+// flags for run, poll and dead-letter replay.
+struct FormatFlags {
+  std::string format = "json";
+  std::vector<std::string> headers;
+  std::string key_pointer;
+};
+void AddFormatFlags(CLI::App* cmd, FormatFlags& flags);
+// InvalidArgument (exit 2) with the fix for an unknown format, a bad pointer, or a
+// header name given twice.
+absl::Status ResolveFormat(const FormatFlags& flags, outbox::MessageFormat& format);
 
 // A duration flag: the text as given ("500ms"), parsed by ResolveDuration.
 struct DurationFlag {

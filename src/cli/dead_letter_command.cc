@@ -22,6 +22,7 @@ struct DeadLetterCommand {
   std::string table = "outbox";
   std::string aggregate;
   std::vector<std::string> kafka_properties;
+  FormatFlags format;
   ops::ReplayOptions replay;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
@@ -47,6 +48,8 @@ struct DeadLetterCommand {
     AddKafkaSecretFlags(replay_cmd, secrets);
     Flag(replay_cmd, "topic", replay.topic_template,
          "Topic template for the replay (default: each letter's original topic)");
+    // As the relay that dead-lettered them ran: letters hold the payload, not the value.
+    AddFormatFlags(replay_cmd, format);
     return cmd;
   }
 
@@ -74,8 +77,9 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    if (absl::Status s = ParseKafkaProperties(kafka_properties, replay.kafka); !s.ok()) {
-      return Fail(s, true);
+    for (absl::Status s : {ParseKafkaProperties(kafka_properties, replay.kafka),
+                           ResolveFormat(format, replay.format)}) {
+      if (!s.ok()) return Fail(s, true);
     }
     if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
     replay.kafka.on_log = LogKafka;

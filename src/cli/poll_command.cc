@@ -20,6 +20,7 @@ struct PollCommand {
   poll::PollOptions options;
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
+  FormatFlags format;
   std::string metrics;  // off by default: several instances often share a host
   DurationFlag interval{"500ms"};
   DurationFlag publish_timeout{"30s"};
@@ -46,6 +47,7 @@ struct PollCommand {
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     AddPgSecretFlags(cmd, secrets);
     AddKafkaSecretFlags(cmd, secrets);
+    AddFormatFlags(cmd, format);
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
@@ -61,7 +63,8 @@ struct PollCommand {
           ResolveDuration(publish_timeout, "publish-timeout"),
           ResolveDuration(healthz_stall, "healthz-stall"),
           ParseKafkaProperties(kafka_properties, options.kafka),
-          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, options.kafka)}) {
+          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, options.kafka),
+          ResolveFormat(format, options.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
     options.kafka.on_log = LogKafka;

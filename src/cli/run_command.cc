@@ -32,6 +32,7 @@ struct RunCommand {
   relay::RelayOptions options;
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
+  FormatFlags format;
   std::string metrics = "127.0.0.1:9187";
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
@@ -54,6 +55,7 @@ struct RunCommand {
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     AddPgSecretFlags(cmd, secrets);
     AddKafkaSecretFlags(cmd, secrets);
+    AddFormatFlags(cmd, format);
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
@@ -101,6 +103,7 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
     OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, options.kafka));
     options.kafka.on_log = LogKafka;
+    OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");

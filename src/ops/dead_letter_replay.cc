@@ -1,6 +1,5 @@
 #include "ops/dead_letter_replay.h"
 
-#include <array>
 #include <map>
 #include <set>
 
@@ -42,6 +41,7 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
       }));
   ReplayReport report;
   std::set<std::string> stopped;
+  outbox::MessageEncoder encoder(options.format);
   while (true) {
     OUTBOXD_ASSIGN_OR_RETURN(std::vector<outbox::DeadLetter> letters,
                              store.List(conn, options.aggregate));
@@ -51,15 +51,27 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
     std::string topic_buffer;
     for (size_t i = 0; i < round.size(); ++i) {
       const outbox::DeadLetter& l = round[i];
-      const std::array<kafka::Header, 5> headers = {{{"id", l.id},
-                                                     {"type", l.type},
-                                                     {"aggregate_id", l.aggregate_id},
-                                                     {"created_at", l.created_at},
-                                                     {"lsn", l.lsn}}};
+      // Encoded as the relay would have: the letter holds the payload, not the value.
+      absl::Status produced = encoder.Encode({.id = l.id,
+                                              .aggregate_id = l.aggregate_id,
+                                              .type = l.type,
+                                              .payload = l.payload,
+                                              .created_at = l.created_at},
+                                             l.lsn);
+      // A payload that still fails the check (not a JSON object or array) goes as it is
+      // in the json format, the operator's call; the other formats, and a key taken
+      // from the payload, need it valid: that letter fails its replay again.
+      if (!produced.ok() && options.format.format == outbox::ValueFormat::kJson &&
+          options.format.key_pointer.empty()) {
+        produced = absl::OkStatus();
+      }
+      const outbox::EncodedMessage& m = encoder.message();
       std::string_view name =
           topic ? topic->Render(l.type, options.table_name, topic_buffer) : l.topic;
-      absl::Status produced = publisher->Produce(
-          {.topic = name, .key = l.aggregate_id, .value = l.payload, .headers = headers, .tag = i});
+      if (produced.ok()) {
+        produced = publisher->Produce(
+            {.topic = name, .key = m.key, .value = m.value, .headers = m.headers, .tag = i});
+      }
       if (!produced.ok()) results[i] = produced;
     }
     absl::Status flushed = publisher->Flush(options.ack_timeout);

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "kafka/publisher.h"
 #include "outbox/dead_letter.h"
+#include "outbox/message_format.h"
 #include "pg/connection.h"
 
 namespace outboxd::ops {
@@ -25,6 +26,7 @@ struct ReplayOptions {
   std::optional<std::string> aggregate;  // only this aggregate's letters
   std::string topic_template;            // empty: the topic each letter was meant for
   std::string table_name = "outbox";     // for {table}
+  outbox::MessageFormat format;          // as the relay's --format, --header, --key-pointer
   absl::Duration ack_timeout = absl::Seconds(30);
 };
 

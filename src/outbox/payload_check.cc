@@ -11,7 +11,8 @@ absl::Status PayloadChecker::Check(std::string_view payload) {
     padded_.resize(payload.size() + simdjson::SIMDJSON_PADDING);
   }
   padded_.replace(0, payload.size(), payload);
-  simdjson::dom::element root;
+  size_ = payload.size();
+  simdjson::dom::element& root = root_;
   auto error = parser_.parse(padded_.data(), payload.size(), false).get(root);
   if (error) {
     return absl::InvalidArgumentError(

@@ -8,7 +8,6 @@
 #include <sys/select.h>
 
 #include <algorithm>
-#include <array>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -40,7 +39,9 @@ int ToPollMs(absl::Duration d) {
 }  // namespace
 
 PollRelay::PollRelay(PollOptions options, PollStats* stats)
-    : options_(std::move(options)), stats_(stats) {}
+    : options_(std::move(options)),
+      stats_(stats),
+      encoder_(options_.format) {}
 
 PollRelay::~PollRelay() {
   // First: the producer's closing flush may still hand reports to OnDelivery, which
@@ -152,31 +153,31 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
   }
   pending.id = rows.Get(row, ReservedColumn::kId);
   const std::string_view type = rows.Get(row, ReservedColumn::kType);
-  const std::string_view payload = rows.Get(row, ReservedColumn::kPayload);
-  const std::string_view aggregate = rows.Get(row, ReservedColumn::kAggregateId);
-  const std::string_view created_at =
-      outbox::IsoTimestamp(rows.Get(row, ReservedColumn::kCreatedAt), created_at_buffer_);
-  absl::Time created;
-  std::string ignored;
-  if (absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", std::string(created_at), &created, &ignored)) {
-    pending.created_at = created;
-  }
-  if (absl::Status check = payload_checker_.Check(payload); !check.ok()) {
-    pending.outcome = check;  // a poison payload is a failed attempt like any other
-    return absl::OkStatus();
-  }
   // The CDC relay's contract minus the lsn header: a polled row has no commit LSN
   // of its own, and a made-up one would mislead consumers that compare them.
-  const std::array<kafka::Header, 4> headers = {{
-      {"id", pending.id},
-      {"type", type},
-      {"aggregate_id", aggregate},
-      {"created_at", created_at},
-  }};
+  absl::Status encoded = encoder_.Encode({.id = pending.id,
+                                           .aggregate_id = rows.Get(row, ReservedColumn::kAggregateId),
+                                           .type = type,
+                                           .payload = rows.Get(row, ReservedColumn::kPayload),
+                                           .created_at = rows.Get(row, ReservedColumn::kCreatedAt)},
+                                          /*lsn=*/"");
+  absl::Time created;
+  std::string ignored;
+  if (absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", std::string(encoder_.created_at()), &created,
+                      &ignored)) {
+    pending.created_at = created;
+  }
+  if (!encoded.ok()) {
+    // A poison payload (or one without its --key-pointer field) is a failed attempt
+    // like any other.
+    pending.outcome = encoded;
+    return absl::OkStatus();
+  }
+  const outbox::EncodedMessage& m = encoder_.message();
   const kafka::OutgoingMessage message = {.topic = topic_.Render(type, table_name_, topic_buffer_),
-                                          .key = aggregate,
-                                          .value = payload,
-                                          .headers = headers,
+                                          .key = m.key,
+                                          .value = m.value,
+                                          .headers = m.headers,
                                           .tag = first_tag_ + row};
   absl::Status status = publisher_->Produce(message);
   while (status.code() == absl::StatusCode::kResourceExhausted && absl::Now() < deadline) {

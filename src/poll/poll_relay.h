@@ -34,7 +34,7 @@
 #include "ops/health.h"
 #include "ops/metrics.h"
 #include "outbox/event.h"
-#include "outbox/payload_check.h"
+#include "outbox/message_format.h"
 #include "pg/connection.h"
 #include "poll/columns.h"
 #include "poll/internal/outbox_queries.h"
@@ -49,6 +49,9 @@ struct PollOptions {
   outbox::ColumnMapping columns;
   PollColumns poll_columns;
   std::string topic_template = "{type}";
+  // Value format, payload headers and key (--format, --header, --key-pointer). An
+  // event without its key field counts as a failed attempt, like a poison payload.
+  outbox::MessageFormat format;
   // The relay adds message.timeout.ms = publish_timeout before these properties (a
   // user's --kafka message.timeout.ms still wins).
   kafka::PublisherOptions kafka;
@@ -130,7 +133,7 @@ class PollRelay {
   internal::OutboxQueries queries_;
   std::optional<pg::Connection> conn_;
   std::unique_ptr<kafka::Publisher> publisher_;
-  outbox::PayloadChecker payload_checker_;
+  outbox::MessageEncoder encoder_;  // checks the payload too
 
   // The batch in progress. Tags are unique over the relay's life, so a report for a
   // message of an earlier batch (acknowledged after that batch gave up on it) is
@@ -147,7 +150,6 @@ class PollRelay {
 
   // Reused per event.
   std::string topic_buffer_;
-  std::string created_at_buffer_;
 };
 
 }  // namespace outboxd::poll

@@ -6,7 +6,6 @@
 #include <sys/select.h>
 
 #include <algorithm>
-#include <array>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -42,6 +41,7 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       position_(options_.table, options_.slot, options_.position_interval),
       state_(options_.table),
       mapper_(options_.columns),
+      encoder_(options_.format),
       slot_watch_(options_.slot, options_.slot_check_interval),
       feedback_interval_(options_.feedback_interval) {
   size_t dot = options_.table.find('.');
@@ -368,34 +368,29 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
 
 absl::Status Relay::Publish(const outbox::OutboxEvent& event) {
   tracker_.AddEvent(tx_);
-  std::string_view created_at = outbox::IsoTimestamp(event.created_at, created_at_buffer_);
-  const std::array<kafka::Header, 5> headers = {{
-      {"id", event.id},
-      {"type", event.type},
-      {"aggregate_id", event.aggregate_id},
-      {"created_at", created_at},
-      {"lsn", tx_lsn_text_},
-  }};
+  absl::Status encoded = encoder_.Encode(event, tx_lsn_text_);
+  const outbox::EncodedMessage& m = encoder_.message();
   kafka::OutgoingMessage message{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
-                                 .key = event.aggregate_id,
-                                 .value = event.payload,
-                                 .headers = headers,
+                                 .key = m.key,
+                                 .value = m.value,
+                                 .headers = m.headers,
                                  .tag = tx_};
-  absl::Status check = payload_checker_.Check(event.payload);
-  if (!check.ok()) return DeadLetter(message, check);
+  // A payload that is not a JSON object or array, or has no --key-pointer field.
+  if (!encoded.ok()) return DeadLetter(message, event.payload, encoded);
   if (!dead_aggregates_.empty()) {
     auto dead = dead_aggregates_.find(
         absl::string_view(event.aggregate_id.data(), event.aggregate_id.size()));
     if (dead != dead_aggregates_.end() && FollowsDeadLetter(dead->second, event.id)) {
-      return DeadLetter(message, absl::FailedPreconditionError(
-                                     "follows an earlier dead-lettered event of its aggregate"));
+      return DeadLetter(message, event.payload,
+                        absl::FailedPreconditionError(
+                            "follows an earlier dead-lettered event of its aggregate"));
     }
   }
 
-  return Produce(message);
+  return Produce(message, event.payload);
 }
 
-absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
+absl::Status Relay::Produce(const kafka::OutgoingMessage& message, std::string_view payload) {
   while (true) {
     absl::Status status = publisher_->Produce(message);
     if (status.ok()) {
@@ -406,7 +401,7 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message) {
     if (status.code() != absl::StatusCode::kResourceExhausted) {
       stats_->events_failed++;
       stats_->metrics.PublishFailed();
-      return DeadLetter(message, status);
+      return DeadLetter(message, payload, status);
     }
     // librdkafka's queue is full: serve reports until there is room, and keep the
     // walsender informed meanwhile.
@@ -428,13 +423,14 @@ void Relay::AfterProduce() {
   }
 }
 
-absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error) {
+absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, std::string_view payload,
+                               const absl::Status& error) {
   outbox::DeadLetter letter{.topic = std::string(message.topic),
                             .error = std::string(error.message())};
-  letter.aggregate_id = message.key;
-  letter.payload = message.value;
+  letter.payload = payload;
   for (const kafka::Header& h : message.headers) {
     if (h.name == "id") letter.id = h.value;
+    if (h.name == "aggregate_id") letter.aggregate_id = h.value;  // the key may be another field
     if (h.name == "type") letter.type = h.value;
     if (h.name == "created_at") letter.created_at = h.value;
     if (h.name == "lsn") letter.lsn = h.value;
@@ -574,7 +570,9 @@ void Relay::OnDelivery(const kafka::DeliveryReport& report) {
                                  .value = report.value,
                                  .headers = report.headers,
                                  .tag = report.tag};
-  absl::Status stored = DeadLetter(message, report.status);
+  // The value may be an envelope or protobuf: the letter keeps the payload inside it.
+  absl::StatusOr<std::string_view> payload = encoder_.PayloadOf(report.value, report.headers);
+  absl::Status stored = DeadLetter(message, payload.value_or(report.value), report.status);
   if (!stored.ok()) {
     tracker_.MarkFailed(report.tag);  // holds the watermark; the session ends below
     if (pending_error_.ok()) pending_error_ = stored;

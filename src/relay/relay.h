@@ -29,7 +29,7 @@
 #include "ops/metrics.h"
 #include "outbox/dead_letter.h"
 #include "outbox/event.h"
-#include "outbox/payload_check.h"
+#include "outbox/message_format.h"
 #include "outbox/relay_state.h"
 #include "pg/replication_stream.h"
 #include "pg/slot.h"
@@ -49,6 +49,8 @@ struct RelayOptions {
   std::string table = "outbox";  // "name" or "schema.name"
   outbox::ColumnMapping columns;
   std::string topic_template = "{type}";
+  // Value format, payload headers and key (--format, --header, --key-pointer).
+  outbox::MessageFormat format;
   kafka::PublisherOptions kafka;
   absl::Duration feedback_interval = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Seconds(30);
@@ -143,12 +145,15 @@ class Relay {
   // Serves delivery reports until nothing is in flight (`all`), or until the
   // in-flight limits leave room for one more event.
   absl::Status Drain(bool all);
-  absl::Status Produce(const kafka::OutgoingMessage& message);
+  // `payload`: the event's own, for a dead letter (the value may be encoded).
+  absl::Status Produce(const kafka::OutgoingMessage& message, std::string_view payload);
   // Flow-control peaks, and the test-only fatal error.
   void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
-  // counts it as handled (acknowledged) so the watermark moves past it.
-  absl::Status DeadLetter(const kafka::OutgoingMessage& message, const absl::Status& error);
+  // counts it as handled (acknowledged) so the watermark moves past it. The letter
+  // keeps `payload`, not the encoded value, so a replay encodes it again.
+  absl::Status DeadLetter(const kafka::OutgoingMessage& message, std::string_view payload,
+                          const absl::Status& error);
   absl::Status RefreshDeadAggregates();
   // Whether `event`, of an aggregate with dead letters, comes after the first one.
   bool FollowsDeadLetter(DeadAggregate& dead, std::string_view event_id);
@@ -179,7 +184,7 @@ class Relay {
   outbox::RelayStateStore state_;
   pgoutput::RelationCache relations_;
   outbox::EventMapper mapper_;
-  outbox::PayloadChecker payload_checker_;
+  outbox::MessageEncoder encoder_;  // checks the payload too
   pgoutput::Message message_;  // reused across DecodeInto calls
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
@@ -202,7 +207,6 @@ class Relay {
 
   // Reused per event.
   std::string topic_buffer_;
-  std::string created_at_buffer_;
 };
 
 }  // namespace outboxd::relay

@@ -155,6 +155,25 @@ TEST_F(ConfigErrorsTest, UnknownFlagOrCommandIsNamed) {
   EXPECT_TRUE(FailsCleanly(RunOutboxd({"rnu"}), {"unknown command \"rnu\"", "outboxd --help"}));
 }
 
+// --format, --header and --key-pointer are checked before anything connects, with
+// the same wording in run, poll and dead-letter replay (cli/common.h ResolveFormat).
+TEST_F(ConfigErrorsTest, BadMessageFormatFlagsAreNamedWithTheFix) {
+  EXPECT_TRUE(FailsCleanly(Run({"--format", "xml"}),
+                           {"--format \"xml\"", "json (the payload), envelope or protobuf"}));
+  EXPECT_TRUE(FailsCleanly(Run({"--header", "traceparent"}),
+                           {"--header \"traceparent\"", "NAME=/json/pointer"}));
+  EXPECT_TRUE(FailsCleanly(Run({"--header", "t=trace/id"}), {"--header t", "must start with /"}));
+  EXPECT_TRUE(FailsCleanly(Run({"--header", "id=/x"}), {"outboxd's own headers"}));
+  EXPECT_TRUE(FailsCleanly(Run({"--header", "a=/x", "--header", "a=/y"}), {"given twice"}));
+  EXPECT_TRUE(FailsCleanly(Run({"--key-pointer", "/a~2"}), {"--key-pointer", "~0"}));
+  EXPECT_TRUE(FailsCleanly(
+      RunOutboxd({"poll", "--pg", db_->conninfo(), "--brokers", "127.0.0.1:9", "--format", "avro"}),
+      {"--format \"avro\""}));
+  EXPECT_TRUE(FailsCleanly(RunOutboxd({"dead-letter", "replay", "--pg", db_->conninfo(),
+                                       "--brokers", "127.0.0.1:9", "--key-pointer", "customer"}),
+                           {"--key-pointer", "must start with /"}));
+}
+
 TEST_F(ConfigErrorsTest, UnreachablePostgresIsReportedAtOnce) {
   const std::string pg = "host=127.0.0.1 port=" + std::to_string(ClosedPort());
   for (const std::string command : {"run", "setup"}) {

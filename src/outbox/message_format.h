@@ -1,0 +1,137 @@
+// The Kafka message of an outbox event: key, value and headers, in one of three value
+// formats, used by `outboxd run`, `outboxd poll` and `outboxd dead-letter replay`.
+//
+//   json      the payload exactly as PostgreSQL renders the jsonb (the default)
+//   envelope  {"id":..,"type":..,"aggregate_id":..,"created_at":..,"lsn":..,"payload":{..}}
+//             (the payload embedded as JSON; "lsn" is null from `outboxd poll`)
+//   protobuf  outbox.v1.Event (proto/outbox/v1/event.proto)
+//
+// Headers, whatever the format: id, type, aggregate_id, created_at (ISO-8601 with
+// offset), lsn (left out when there is none: `outboxd poll`); content-type for the
+// envelope and protobuf formats only; then one header per --header NAME=/json/pointer
+// found in the payload. The key is the aggregate_id column, or the payload field at
+// --key-pointer.
+//
+// Encode also checks the payload (a JSON object or array, PayloadChecker) and reads
+// the pointers from that one parse. Buffers are reused: once warmed up, the default
+// json format allocates nothing per event.
+//
+//   MessageEncoder encoder({.format = ValueFormat::kEnvelope,
+//                           .headers = {{"traceparent", "/trace/traceparent"}}});
+//   absl::Status s = encoder.Encode(event, "0/16B3748");
+//   const EncodedMessage& m = encoder.message();   // views, valid until the next Encode
+//   if (!s.ok()) DeadLetter(m, event.payload, s);  // m still has the headers
+//   else Produce({.topic = t, .key = m.key, .value = m.value, .headers = m.headers});
+#ifndef OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_
+#define OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kafka/publisher.h"
+#include "outbox/event.h"
+#include "outbox/payload_check.h"
+
+namespace outbox::v1 {
+class Event;
+}
+
+namespace outboxd::outbox {
+
+enum class ValueFormat { kJson, kEnvelope, kProtobuf };
+
+// "json" | "envelope" | "protobuf"; InvalidArgument naming the choices otherwise.
+absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name);
+std::string_view ValueFormatName(ValueFormat format);
+
+// A Kafka header whose value comes from the payload (--header NAME=/json/pointer).
+struct HeaderPointer {
+  std::string name;
+  std::string pointer;  // RFC 6901, e.g. "/trace/traceparent"
+};
+
+// RFC 6901 syntax: "/a/b~1c" (starts with '/', '~' only as "~0" or "~1").
+absl::Status CheckJsonPointer(std::string_view pointer);
+// "traceparent=/trace/traceparent"; InvalidArgument with the expected form otherwise,
+// or when NAME is one of the contract's own headers.
+absl::StatusOr<HeaderPointer> ParseHeaderPointer(std::string_view flag_value);
+
+struct MessageFormat {
+  ValueFormat format = ValueFormat::kJson;
+  std::vector<HeaderPointer> headers;
+  std::string key_pointer;  // empty: the key is the aggregate_id column
+};
+
+struct EncodedMessage {
+  std::string_view key;
+  std::string_view value;
+  std::span<const kafka::Header> headers;
+};
+
+class MessageEncoder {
+ public:
+  explicit MessageEncoder(MessageFormat format = {});
+  ~MessageEncoder();
+  MessageEncoder(const MessageEncoder&) = delete;
+  MessageEncoder& operator=(const MessageEncoder&) = delete;
+
+  // Checks the payload and builds message(). `event.created_at` as PostgreSQL renders
+  // it or already ISO-8601; `lsn` "X/Y" or empty (no lsn header). InvalidArgument for
+  // a payload that is not a JSON object or array, or whose --key-pointer field is
+  // missing or not a scalar: message() then holds the headers, the aggregate_id as key
+  // and the payload as value, for the dead letter.
+  absl::Status Encode(const OutboxEvent& event, std::string_view lsn);
+  const EncodedMessage& message() const { return message_; }
+  // The created_at header of the last Encode (ISO-8601 with offset).
+  std::string_view created_at() const { return created_at_view_; }
+
+  // The payload inside a value this encoder produced, from the message's headers: what
+  // a dead letter stores (replay encodes it again). A view into `value` or into this
+  // encoder, valid until the next call.
+  absl::StatusOr<std::string_view> PayloadOf(std::string_view value,
+                                             std::span<const kafka::Header> headers);
+
+  const MessageFormat& format() const { return format_; }
+
+ private:
+  void EncodeHeaders(const OutboxEvent& event, std::string_view lsn);
+  absl::Status EncodeKey();
+  void EncodePointerHeaders();
+  void EncodeProtobuf(const OutboxEvent& event, std::string_view lsn);
+  // The scalar at `pointer` as header or key text (strings unquoted, other scalars as
+  // their JSON text); NotFound when missing, InvalidArgument for null, an object or an
+  // array, the message saying which. `out` may point into the parser or `scratch`.
+  absl::Status ScalarAt(const std::string& pointer, std::string_view& out, std::string& scratch);
+  // A decimal number's text as written in the payload.
+  std::string_view RawNumber(const std::string& pointer, double value, std::string& scratch);
+  // The envelope, field order fixed and the payload last (PayloadOf relies on it); a
+  // null lsn when `lsn` is empty.
+  static void AppendEnvelope(std::string_view id, std::string_view type,
+                             std::string_view aggregate_id, std::string_view created_at,
+                             std::string_view lsn, std::string_view payload, std::string& out);
+
+  MessageFormat format_;
+  PayloadChecker checker_;
+  std::string_view content_type_;  // empty for json
+  EncodedMessage message_;
+  std::vector<kafka::Header> headers_;  // reserved once: contract + pointer headers
+  std::string created_at_;
+  std::string_view created_at_view_;
+  std::string value_;
+  std::string key_scratch_;
+  std::vector<std::string> header_scratch_;  // one per --header
+  simdjson::ondemand::parser raw_parser_;  // decimals as written, on demand
+  // PayloadOf's own buffers: it runs from delivery reports, while message() may still
+  // be waiting for room in the producer's queue.
+  std::string decode_scratch_;
+  std::unique_ptr<::outbox::v1::Event> decoded_;
+};
+
+}  // namespace outboxd::outbox
+
+#endif  // OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_

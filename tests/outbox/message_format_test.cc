@@ -1,0 +1,272 @@
+// MessageEncoder (outbox/message_format.h) without services: each value format, JSON
+// escaping and unicode, every JSON scalar type at a --header pointer, missing and
+// non-scalar fields, the key from a payload field, and PayloadOf undoing each format.
+#include "outbox/message_format.h"
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "outbox/v1/event.pb.h"
+#include "simdjson.h"
+
+namespace outboxd::outbox {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+// Awkward on purpose: quotes, backslash, control characters, non-ASCII text.
+constexpr char kAggregate[] = "agg \"7\"\\\n\t\x01 ação ✓ 😀";
+constexpr char kPayload[] =
+    R"({"n": 1, "neg": -5, "big": 18446744073709551615, "price": 10.50, "exp": 1e3, )"
+    R"("yes": true, "no": false, "nothing": null, "obj": {"k": "v"}, "list": [1, "two"], )"
+    R"("text": "a \"q\" \\ \u00e9 ✓", "a/b": "slash", "m~n": "tilde", )"
+    R"("trace": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}})";
+
+OutboxEvent Event(std::string_view payload = kPayload) {
+  return {.id = "0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee",
+          .aggregate_id = kAggregate,
+          .type = "pedido.confirmado",
+          .payload = payload,
+          .created_at = "2026-12-02 12:22:45.123+00"};
+}
+
+std::map<std::string, std::string> Headers(const EncodedMessage& m) {
+  std::map<std::string, std::string> out;
+  for (const kafka::Header& h : m.headers) {
+    EXPECT_TRUE(out.emplace(std::string(h.name), std::string(h.value)).second) << h.name;
+  }
+  return out;
+}
+
+std::vector<std::string> HeaderNames(const EncodedMessage& m) {
+  std::vector<std::string> names;
+  for (const kafka::Header& h : m.headers) names.emplace_back(h.name);
+  return names;
+}
+
+TEST(MessageEncoder, JsonIsThePayloadItselfKeyedByAggregate) {
+  MessageEncoder encoder;
+  const OutboxEvent event = Event();
+  ASSERT_TRUE(encoder.Encode(event, "0/16B3748").ok());
+  const EncodedMessage& m = encoder.message();
+  EXPECT_EQ(m.value.data(), event.payload.data()) << "the json value must not be copied";
+  EXPECT_EQ(m.value, kPayload);
+  EXPECT_EQ(m.key, kAggregate);
+  EXPECT_THAT(HeaderNames(m), ElementsAre("id", "type", "aggregate_id", "created_at", "lsn"));
+  auto h = Headers(m);
+  EXPECT_EQ(h["id"], event.id);
+  EXPECT_EQ(h["type"], "pedido.confirmado");
+  EXPECT_EQ(h["aggregate_id"], kAggregate);
+  EXPECT_EQ(h["created_at"], "2026-12-02T12:22:45.123+00:00");
+  EXPECT_EQ(h["lsn"], "0/16B3748");
+}
+
+TEST(MessageEncoder, NoLsnMeansNoLsnHeader) {
+  MessageEncoder encoder;
+  ASSERT_TRUE(encoder.Encode(Event(), "").ok());
+  EXPECT_THAT(HeaderNames(encoder.message()),
+              ElementsAre("id", "type", "aggregate_id", "created_at"));
+}
+
+TEST(MessageEncoder, EnvelopeEscapesTheFieldsAndEmbedsThePayload) {
+  MessageEncoder encoder({.format = ValueFormat::kEnvelope});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());
+  const EncodedMessage& m = encoder.message();
+  EXPECT_EQ(m.key, kAggregate);
+  EXPECT_EQ(Headers(m)["content-type"], "application/vnd.outboxd.envelope+json");
+  // The payload's own bytes, embedded as JSON (not a string), last.
+  EXPECT_THAT(std::string(m.value), ::testing::EndsWith(std::string(",\"payload\":") + kPayload + "}"));
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(std::string(m.value)).get(root), simdjson::SUCCESS) << m.value;
+  EXPECT_EQ(std::string_view(root["id"]), "0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee");
+  EXPECT_EQ(std::string_view(root["type"]), "pedido.confirmado");
+  EXPECT_EQ(std::string_view(root["aggregate_id"]), kAggregate);
+  EXPECT_EQ(std::string_view(root["created_at"]), "2026-12-02T12:22:45.123+00:00");
+  EXPECT_EQ(std::string_view(root["lsn"]), "0/16B3748");
+  EXPECT_TRUE(root["payload"].is_object());
+  EXPECT_EQ(int64_t(root["payload"]["n"]), 1);
+  EXPECT_EQ(std::string_view(root["payload"]["text"]), "a \"q\" \\ é ✓");
+  // Control characters are \u escapes, never raw bytes.
+  EXPECT_THAT(std::string(m.value), HasSubstr(R"(agg \"7\"\\\n\t\u0001 ação ✓ 😀)"));
+}
+
+TEST(MessageEncoder, EnvelopeWithoutLsnHasANullLsn) {
+  MessageEncoder encoder({.format = ValueFormat::kEnvelope});
+  ASSERT_TRUE(encoder.Encode(Event(R"({"a": [1, {"b": null}]})"), "").ok());
+  EXPECT_EQ(encoder.message().value,
+            R"({"id":"0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee","type":"pedido.confirmado",)"
+            R"("aggregate_id":"agg \"7\"\\\n\t\u0001 ação ✓ 😀",)"
+            R"("created_at":"2026-12-02T12:22:45.123+00:00","lsn":null,)"
+            R"("payload":{"a": [1, {"b": null}]}})");
+}
+
+TEST(MessageEncoder, ProtobufDecodesWithTheGeneratedCode) {
+  MessageEncoder encoder({.format = ValueFormat::kProtobuf});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());
+  const EncodedMessage& m = encoder.message();
+  EXPECT_EQ(Headers(m)["content-type"], "application/x-protobuf; messageType=outbox.v1.Event");
+  ::outbox::v1::Event decoded;
+  ASSERT_TRUE(decoded.ParseFromString(std::string(m.value)));
+  EXPECT_EQ(decoded.id(), "0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee");
+  EXPECT_EQ(decoded.type(), "pedido.confirmado");
+  EXPECT_EQ(decoded.aggregate_id(), kAggregate);
+  EXPECT_EQ(decoded.created_at(), "2026-12-02T12:22:45.123+00:00");
+  EXPECT_EQ(decoded.lsn(), "0/16B3748");
+  EXPECT_EQ(decoded.payload_json(), kPayload);
+}
+
+// The encoder writes the wire format itself: byte for byte what the generated code
+// writes, with and without an lsn (an empty proto3 string is not written).
+TEST(MessageEncoder, ProtobufBytesEqualTheGeneratedSerializer) {
+  const std::string big_payload = R"({"blob": ")" + std::string(300, 'x') + R"("})";
+  for (std::string_view lsn : {"0/16B3748", ""}) {
+    for (std::string_view payload : {std::string_view(kPayload), std::string_view(big_payload)}) {
+      MessageEncoder encoder({.format = ValueFormat::kProtobuf});
+      ASSERT_TRUE(encoder.Encode(Event(payload), lsn).ok());
+      ::outbox::v1::Event expected;
+      expected.set_id("0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee");
+      expected.set_type("pedido.confirmado");
+      expected.set_aggregate_id(kAggregate);
+      expected.set_created_at("2026-12-02T12:22:45.123+00:00");
+      expected.set_lsn(std::string(lsn));
+      expected.set_payload_json(std::string(payload));
+      EXPECT_EQ(encoder.message().value, expected.SerializeAsString()) << lsn;
+    }
+  }
+}
+
+TEST(MessageEncoder, HeadersFromPointersCarryEveryScalarTypeAsJsonText) {
+  MessageEncoder encoder({.headers = {{"traceparent", "/trace/traceparent"},
+                                      {"n", "/n"},
+                                      {"neg", "/neg"},
+                                      {"big", "/big"},
+                                      {"price", "/price"},
+                                      {"exp", "/exp"},
+                                      {"yes", "/yes"},
+                                      {"no", "/no"},
+                                      {"text", "/text"},
+                                      {"second", "/list/1"},
+                                      {"slash", "/a~1b"},
+                                      {"tilde", "/m~0n"}}});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/1").ok());
+  auto h = Headers(encoder.message());
+  EXPECT_EQ(h["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(h["n"], "1");
+  EXPECT_EQ(h["neg"], "-5");
+  EXPECT_EQ(h["big"], "18446744073709551615");
+  EXPECT_EQ(h["price"], "10.50") << "a decimal as written, not as a double prints";
+  EXPECT_EQ(h["exp"], "1e3");
+  EXPECT_EQ(h["yes"], "true");
+  EXPECT_EQ(h["no"], "false");
+  EXPECT_EQ(h["text"], "a \"q\" \\ é ✓") << "strings unquoted and unescaped";
+  EXPECT_EQ(h["second"], "two");
+  EXPECT_EQ(h["slash"], "slash");
+  EXPECT_EQ(h["tilde"], "tilde");
+  EXPECT_EQ(h["lsn"], "0/1");
+}
+
+TEST(MessageEncoder, MissingNullAndNonScalarFieldsLeaveTheirHeaderOut) {
+  MessageEncoder encoder({.format = ValueFormat::kEnvelope,
+                          .headers = {{"missing", "/no/such"},
+                                      {"nothing", "/nothing"},
+                                      {"obj", "/obj"},
+                                      {"list", "/list"},
+                                      {"past_end", "/list/9"},
+                                      {"through_scalar", "/n/x"},
+                                      {"present", "/obj/k"}}});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/1").ok());
+  EXPECT_THAT(HeaderNames(encoder.message()),
+              ElementsAre("id", "type", "aggregate_id", "created_at", "lsn", "content-type",
+                          "present"));
+}
+
+TEST(MessageEncoder, KeyFromAPayloadField) {
+  MessageEncoder encoder({.key_pointer = "/obj/k"});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/1").ok());
+  EXPECT_EQ(encoder.message().key, "v");
+  EXPECT_EQ(Headers(encoder.message())["aggregate_id"], kAggregate);
+
+  MessageEncoder numeric({.key_pointer = "/big"});
+  ASSERT_TRUE(numeric.Encode(Event(), "0/1").ok());
+  EXPECT_EQ(numeric.message().key, "18446744073709551615");
+}
+
+TEST(MessageEncoder, AMissingOrNonScalarKeyFieldFailsTheEventButKeepsItsHeaders) {
+  for (const char* pointer : {"/no/such", "/nothing", "/obj", "/list"}) {
+    MessageEncoder encoder({.format = ValueFormat::kProtobuf, .key_pointer = pointer});
+    absl::Status s = encoder.Encode(Event(), "0/1");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << pointer;
+    EXPECT_THAT(s.message(), HasSubstr(std::string("--key-pointer ") + pointer));
+    // What the dead letter is built from: the contract's headers, the payload as is.
+    const EncodedMessage& m = encoder.message();
+    EXPECT_EQ(m.key, kAggregate);
+    EXPECT_EQ(m.value, kPayload);
+    EXPECT_EQ(Headers(m)["id"], "0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee");
+  }
+}
+
+TEST(MessageEncoder, APoisonPayloadFailsWithTheCheckersReason) {
+  MessageEncoder encoder({.format = ValueFormat::kEnvelope});
+  absl::Status scalar = encoder.Encode(Event("42"), "0/1");
+  EXPECT_THAT(scalar.message(), HasSubstr("scalar"));
+  EXPECT_EQ(encoder.message().value, "42");
+  absl::Status broken = encoder.Encode(Event("{\"a\":"), "0/1");
+  EXPECT_THAT(broken.message(), HasSubstr("not valid JSON"));
+}
+
+TEST(MessageEncoder, ReusedBuffersHoldOnlyTheLastEvent) {
+  MessageEncoder encoder({.format = ValueFormat::kEnvelope, .headers = {{"t", "/text"}}});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/1").ok());
+  const std::string big(encoder.message().value);
+  ASSERT_TRUE(encoder.Encode(Event(R"({"text": "x"})"), "").ok());
+  EXPECT_LT(encoder.message().value.size(), big.size());
+  EXPECT_THAT(std::string(encoder.message().value), ::testing::EndsWith(R"("payload":{"text": "x"}})"));
+  EXPECT_EQ(Headers(encoder.message())["t"], "x");
+}
+
+TEST(MessageEncoder, PayloadOfUndoesEveryFormat) {
+  for (ValueFormat format : {ValueFormat::kJson, ValueFormat::kEnvelope, ValueFormat::kProtobuf}) {
+    for (std::string_view lsn : {"0/16B3748", ""}) {
+      MessageEncoder encoder({.format = format});
+      ASSERT_TRUE(encoder.Encode(Event(), lsn).ok());
+      const std::string value(encoder.message().value);
+      std::vector<kafka::Header> headers(encoder.message().headers.begin(),
+                                         encoder.message().headers.end());
+      absl::StatusOr<std::string_view> payload = encoder.PayloadOf(value, headers);
+      ASSERT_TRUE(payload.ok()) << ValueFormatName(format) << ": " << payload.status();
+      EXPECT_EQ(*payload, kPayload) << ValueFormatName(format);
+    }
+  }
+  MessageEncoder envelope({.format = ValueFormat::kEnvelope});
+  EXPECT_FALSE(envelope.PayloadOf(R"({"id":"other","payload":{}})", {}).ok());
+  MessageEncoder protobuf({.format = ValueFormat::kProtobuf});
+  EXPECT_FALSE(protobuf.PayloadOf("\xff\xff\xff", {}).ok());
+}
+
+TEST(MessageFormatFlags, FormatsHeadersAndPointersAreChecked) {
+  EXPECT_EQ(*ParseValueFormat("protobuf"), ValueFormat::kProtobuf);
+  EXPECT_THAT(ParseValueFormat("xml").status().message(),
+              HasSubstr("expected json (the payload), envelope or protobuf"));
+  absl::StatusOr<HeaderPointer> h = ParseHeaderPointer("traceparent=/trace/traceparent");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->name, "traceparent");
+  EXPECT_EQ(h->pointer, "/trace/traceparent");
+  EXPECT_THAT(ParseHeaderPointer("traceparent").status().message(),
+              HasSubstr("expected NAME=/json/pointer"));
+  EXPECT_THAT(ParseHeaderPointer("=/a").status().message(), HasSubstr("NAME=/json/pointer"));
+  EXPECT_THAT(ParseHeaderPointer("id=/a").status().message(), HasSubstr("outboxd's own headers"));
+  EXPECT_THAT(ParseHeaderPointer("t=trace").status().message(), HasSubstr("must start with /"));
+  EXPECT_TRUE(CheckJsonPointer("/a~0b/~1c/0").ok());
+  EXPECT_FALSE(CheckJsonPointer("/a~2").ok());
+  EXPECT_FALSE(CheckJsonPointer("/a~").ok());
+  EXPECT_FALSE(CheckJsonPointer("").ok());
+}
+
+}  // namespace
+}  // namespace outboxd::outbox
