@@ -1,32 +1,12 @@
 // MessageEncoder on the relay's hot path must not touch the heap once warmed up: the
 // default json format always, and the other formats and pointer headers too, as their
 // buffers keep their capacity. Counted by replacing the global operator new in this
-// test binary (as tests/pgoutput/allocation_test.cc does).
-#include <atomic>
-#include <cstdlib>
-#include <new>
+// test binary (tests/support/allocation_counter.h).
 #include <string>
 
 #include "gtest/gtest.h"
 #include "outbox/message_format.h"
-
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<int> allocations{0};
-
-void* CountedAlloc(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-void* operator new(std::size_t size) { return CountedAlloc(size); }
-void* operator new[](std::size_t size) { return CountedAlloc(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "support/allocation_counter.h"
 
 namespace outboxd::outbox {
 namespace {
@@ -40,13 +20,11 @@ int AllocationsEncoding(MessageEncoder& encoder) {
                           .payload = payload,
                           .created_at = "2026-12-02 12:22:45.123+00"};
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(encoder.Encode(event, "0/16B3748").ok());  // warm up
-  allocations = 0;
-  counting = true;
-  for (int i = 0; i < 100; ++i) {
-    if (!encoder.Encode(event, "0/16B3748").ok()) break;
-  }
-  counting = false;
-  return allocations.load();
+  return testing::AllocationsDuring([&] {
+    for (int i = 0; i < 100; ++i) {
+      if (!encoder.Encode(event, "0/16B3748").ok()) break;
+    }
+  });
 }
 
 TEST(MessageEncoderAllocations, JsonDoesNotAllocatePerEvent) {

@@ -1,45 +1,17 @@
 // DecodeInto on the hot path must not touch the heap: an Insert of up to 16 columns
 // fits the Tuple's inline storage, and a wider one reuses the buffer of the previous
-// row. Counted by replacing the global operator new in this test binary.
-#include <atomic>
-#include <cstdlib>
-#include <new>
+// row. Counted by tests/support/allocation_counter.h.
 #include <string>
 
 #include "gtest/gtest.h"
 #include "pgoutput/captured_messages.h"
 #include "pgoutput/decoder.h"
-
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<int> allocations{0};
-
-void* CountedAlloc(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-void* operator new(std::size_t size) { return CountedAlloc(size); }
-void* operator new[](std::size_t size) { return CountedAlloc(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "support/allocation_counter.h"
 
 namespace outboxd::pgoutput {
 namespace {
 
-// Counts heap allocations made while `fn` runs.
-template <typename Fn>
-int AllocationsDuring(Fn fn) {
-  allocations = 0;
-  counting = true;
-  fn();
-  counting = false;
-  return allocations.load();
-}
+using ::outboxd::testing::AllocationsDuring;
 
 TEST(PgoutputDecoder, DecodeIntoInsertDoesNotAllocate) {
   const std::string insert = testing::FromHex(testing::kInsertOutbox);
