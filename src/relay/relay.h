@@ -133,6 +133,7 @@ class Relay {
   absl::Status ProducerHealth();
   absl::Status Loop();
   absl::Status ReadBatch(bool& read_any, bool& reply_requested);
+  int batch_read_ = 0;  // messages the last ReadBatch read
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
