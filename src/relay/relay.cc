@@ -265,13 +265,12 @@ absl::Status Relay::Connect() {
 
 absl::Status Relay::Loop() {
   while (!stop_->requested()) {
-    bool read_any = false;
     bool reply_requested = false;
-    OUTBOXD_RETURN_IF_ERROR(ReadBatch(read_any, reply_requested));
+    OUTBOXD_ASSIGN_OR_RETURN(const int read, ReadBatch(reply_requested));
     // Catching up, the walsender sends message by message and a relay that waits on
     // the socket wakes for every few of them: that wake-up (select, recv) was most of
     // its CPU. When the last read found a backlog, let it gather a moment instead.
-    if (batch_read_ >= kBacklogBatch) absl::SleepFor(kBacklogNap);
+    if (read >= kBacklogBatch) absl::SleepFor(kBacklogNap);
     publisher_->Poll(0);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));
@@ -287,7 +286,7 @@ absl::Status Relay::Loop() {
     }
     if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
     PublishStats();
-    if (!read_any) {
+    if (read == 0) {
       // Flow control: above an in-flight limit (events or bytes), stop reading the
       // stream but keep serving delivery reports and sending feedback (the walsender
       // must hear from us within wal_sender_timeout whatever the broker does).
@@ -300,13 +299,12 @@ absl::Status Relay::Loop() {
   return absl::OkStatus();
 }
 
-absl::Status Relay::ReadBatch(bool& read_any, bool& reply_requested) {
-  batch_read_ = 0;
-  for (int i = 0; i < kReadBatch; ++i, ++batch_read_) {
-    if (InFlightFull()) return absl::OkStatus();
+absl::StatusOr<int> Relay::ReadBatch(bool& reply_requested) {
+  int read = 0;
+  for (; read < kReadBatch; ++read) {
+    if (InFlightFull()) return read;
     OUTBOXD_ASSIGN_OR_RETURN(pg::StreamMessage message, stream_->Next());
-    if (std::holds_alternative<pg::NoMessage>(message)) return absl::OkStatus();
-    read_any = true;
+    if (std::holds_alternative<pg::NoMessage>(message)) return read;
     if (std::holds_alternative<pg::StreamEnd>(message)) {
       return absl::UnavailableError("PostgreSQL ended the replication stream");
     }
@@ -322,7 +320,7 @@ absl::Status Relay::ReadBatch(bool& read_any, bool& reply_requested) {
       reply_requested |= keepalive->reply_requested;
     }
   }
-  return absl::OkStatus();
+  return read;
 }
 
 absl::Status Relay::HandleData(std::string_view data) {

@@ -132,8 +132,8 @@ class Relay {
   void WaitFor(absl::Duration duration);
   absl::Status ProducerHealth();
   absl::Status Loop();
-  absl::Status ReadBatch(bool& read_any, bool& reply_requested);
-  int batch_read_ = 0;  // messages the last ReadBatch read
+  // Reads up to kReadBatch messages; returns how many it read.
+  absl::StatusOr<int> ReadBatch(bool& reply_requested);
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
