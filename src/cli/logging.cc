@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "base/json_string.h"
 #include "base/log.h"
 #include "cli/common.h"
 #include "spdlog/pattern_formatter.h"
@@ -28,67 +29,6 @@ std::string Redact(std::string_view text) {
     }
   }
   return out;
-}
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not one.
-size_t Utf8Length(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  const size_t n = c < 0x80           ? 1
-                   : (c >> 5) == 0x6  ? 2
-                   : (c >> 4) == 0xE  ? 3
-                   : (c >> 3) == 0x1E ? 4
-                                      : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-  }
-  return n;
-}
-
-// A JSON string body: quotes, backslashes and control characters escaped; bytes
-// that are not UTF-8 become U+FFFD, so every line parses.
-void AppendJsonString(std::string_view s, std::string& out) {
-  for (size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        ++i;
-        continue;
-      case '\\':
-        out += "\\\\";
-        ++i;
-        continue;
-      case '\n':
-        out += "\\n";
-        ++i;
-        continue;
-      case '\r':
-        out += "\\r";
-        ++i;
-        continue;
-      case '\t':
-        out += "\\t";
-        ++i;
-        continue;
-      default:
-        break;
-    }
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-      ++i;
-      continue;
-    }
-    const size_t n = Utf8Length(s, i);
-    if (n == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    out.append(s.substr(i, n));
-    i += n;
-  }
 }
 
 std::string_view LevelName(spdlog::level::level_enum level) {
@@ -136,9 +76,9 @@ class LineFormatter final : public spdlog::formatter {
     line.append(ts.data(), ts.size());
     line += "\",\"level\":\"";
     line += LevelName(msg.level);
-    line += "\",\"msg\":\"";
-    AppendJsonString(text, line);
-    line += "\"}\n";
+    line += "\",\"msg\":";
+    AppendJsonString(line, text, InvalidUtf8::kReplace);
+    line += "}\n";
     dest.append(line.data(), line.data() + line.size());
   }
 

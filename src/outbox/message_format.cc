@@ -9,6 +9,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_string.h"
 #include "base/status_macros.h"
 #include "outbox/v1/event.pb.h"
 
@@ -20,34 +21,6 @@ constexpr std::string_view kProtobufContentType = "application/x-protobuf; messa
 // The contract's own headers: a --header may not take their names.
 constexpr std::array<std::string_view, 6> kContractHeaders = {
     "id", "type", "aggregate_id", "created_at", "lsn", "content-type"};
-
-// A JSON string literal of `text`: quotes, backslashes and control characters escaped
-// (RFC 8259 section 7); everything else, UTF-8 included, as is.
-void AppendJsonString(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\b': out.append("\\b"); break;
-      case '\f': out.append("\\f"); break;
-      case '\n': out.append("\\n"); break;
-      case '\r': out.append("\\r"); break;
-      case '\t': out.append("\\t"); break;
-      default:
-        if (u < 0x20) {
-          out.append("\\u00");
-          out.push_back(kHex[u >> 4]);
-          out.push_back(kHex[u & 0xf]);
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-}
 
 // StrCat takes abseil's own string_view here (Debian's abseil is not C++17-aliased).
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
