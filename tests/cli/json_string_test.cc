@@ -1,0 +1,31 @@
+// base/json_string.h, shared by the envelope format and the JSON log lines.
+#include "base/json_string.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace outboxd {
+namespace {
+
+std::string Json(std::string_view text, InvalidUtf8 invalid = InvalidUtf8::kKeep) {
+  std::string out;
+  AppendJsonString(out, text, invalid);
+  return out;
+}
+
+TEST(JsonString, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(Json("a\"b\\c\n\r\t\b\f\x01\x1f"), R"("a\"b\\c\n\r\t\b\f\u0001\u001f")");
+}
+
+TEST(JsonString, KeepsUtf8AsIs) { EXPECT_EQ(Json("ação ✓ 😀"), "\"ação ✓ 😀\""); }
+
+TEST(JsonString, ReplacesBytesThatAreNotUtf8OnlyWhenAsked) {
+  const std::string bad = "ok \xff \xc3( \xe2\x82";  // stray, broken 2-byte, truncated 3-byte
+  EXPECT_EQ(Json(bad), "\"" + bad + "\"");
+  EXPECT_EQ(Json(bad, InvalidUtf8::kReplace), R"("ok \ufffd \ufffd( \ufffd\ufffd")");
+  EXPECT_EQ(Json("ação", InvalidUtf8::kReplace), "\"ação\"");
+}
+
+}  // namespace
+}  // namespace outboxd
