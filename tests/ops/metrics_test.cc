@@ -46,6 +46,7 @@ TEST(Metrics, CountsAcknowledgementsPerTopicAndObservesTheirLatency) {
   EXPECT_EQ(MetricValue(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 3);
   EXPECT_EQ(MetricValue(text, R"(outboxd_events_published_total{topic="pedido.cancelado"})"), 2);
   EXPECT_EQ(MetricValue(text, "outboxd_commit_to_ack_seconds_count"), 4);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="0.002"})"), 0);
   EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="0.0025"})"), 0);
   EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="0.005"})"), 3);
   EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="1"})"), 3);
