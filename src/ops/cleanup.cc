@@ -89,39 +89,22 @@ absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions
 
 CleanupJob::CleanupJob(std::string conninfo, CleanupOptions options, absl::Duration interval)
     : conninfo_(std::move(conninfo)), options_(std::move(options)), interval_(interval) {
-  options_.stopping = [this] { return Stopping(); };
-  thread_ = std::thread([this] { Loop(); });
+  options_.stopping = [this] { return thread_.Stopping(); };
+  thread_.Start(interval_, [this] { RunOnce(); });
 }
 
-CleanupJob::~CleanupJob() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
+void CleanupJob::RunOnce() {
+  absl::StatusOr<CleanupResult> done = [this]() -> absl::StatusOr<CleanupResult> {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo_));
+    return Cleanup(conn, options_);
+  }();
+  if (!done.ok()) {
+    spdlog::warn("cleanup failed: {}; retrying in {}", done.status(),
+                 absl::FormatDuration(interval_));
+  } else if (done->outbox_deleted + done->inbox_deleted > 0) {
+    spdlog::info("cleanup: deleted {} acknowledged outbox rows and {} inbox rows",
+                 done->outbox_deleted, done->inbox_deleted);
   }
-  thread_.join();
-}
-
-bool CleanupJob::Stopping() {
-  absl::MutexLock lock(&mu_);
-  return stopping_;
-}
-
-void CleanupJob::Loop() {
-  do {
-    absl::StatusOr<CleanupResult> done = [this]() -> absl::StatusOr<CleanupResult> {
-      OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo_));
-      return Cleanup(conn, options_);
-    }();
-    if (!done.ok()) {
-      spdlog::warn("cleanup failed: {}; retrying in {}", done.status(),
-                   absl::FormatDuration(interval_));
-    } else if (done->outbox_deleted + done->inbox_deleted > 0) {
-      spdlog::info("cleanup: deleted {} acknowledged outbox rows and {} inbox rows",
-                   done->outbox_deleted, done->inbox_deleted);
-    }
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_);
-  } while (!Stopping());
 }
 
 }  // namespace outboxd::ops

@@ -17,11 +17,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/periodic_thread.h"
 #include "pg/connection.h"
 
 namespace outboxd::ops {
@@ -53,20 +52,16 @@ absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions
 class CleanupJob {
  public:
   CleanupJob(std::string conninfo, CleanupOptions options, absl::Duration interval);
-  ~CleanupJob();
   CleanupJob(const CleanupJob&) = delete;
   CleanupJob& operator=(const CleanupJob&) = delete;
 
  private:
-  void Loop();
-  bool Stopping();
+  void RunOnce();
 
   std::string conninfo_;
   CleanupOptions options_;
   absl::Duration interval_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  PeriodicThread thread_;  // last: destroyed, so stopped, before the members RunOnce reads
 };
 
 }  // namespace outboxd::ops

@@ -1,5 +1,7 @@
 #include "ops/query_sampler.h"
 
+#include <memory>
+
 #include "absl/strings/numbers.h"
 #include "base/log.h"
 #include "pg/connection.h"
@@ -22,52 +24,46 @@ QuerySampler::QuerySampler(std::string conninfo, std::string sql, std::vector<st
 
 QuerySampler::~QuerySampler() { Stop(); }
 
-void QuerySampler::Start() {
-  thread_ = std::thread([this] { Run(); });
-}
-
-void QuerySampler::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void QuerySampler::Run() {
+struct QuerySampler::Session {
   std::optional<pg::Connection> conn;
-  std::vector<std::optional<std::string>> params(params_.begin(), params_.end());
+  std::vector<std::optional<std::string>> params;
   bool warned = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    absl::Status status = absl::OkStatus();
-    if (!conn) {
-      absl::StatusOr<pg::Connection> opened = pg::Connection::Open(conninfo_);
-      if (opened.ok() && opened->Exec(kStatementTimeout).ok()) conn.emplace(std::move(*opened));
-      if (!opened.ok()) status = opened.status();
+};
+
+void QuerySampler::Start() {
+  auto session = std::make_shared<Session>();
+  session->params.assign(params_.begin(), params_.end());
+  thread_.Start(interval_, [this, session] { Sample(*session); });
+}
+
+void QuerySampler::Stop() { thread_.Stop(); }
+
+void QuerySampler::Sample(Session& session) {
+  absl::Status status = absl::OkStatus();
+  if (!session.conn) {
+    absl::StatusOr<pg::Connection> opened = pg::Connection::Open(conninfo_);
+    if (opened.ok() && opened->Exec(kStatementTimeout).ok()) {
+      session.conn.emplace(std::move(*opened));
     }
-    if (conn) {
-      absl::StatusOr<pg::Result> result = conn->ExecParams(sql_, params);
-      if (result.ok()) {
-        double value = 0;
-        bool has = result->rows() > 0 && !result->IsNull(0, 0) &&
-                   absl::SimpleAtod(std::string(result->Get(0, 0)), &value);
-        on_value_(has ? std::optional(value) : std::nullopt);
-        warned = false;
-      } else {
-        status = result.status();
-        conn.reset();  // a lost connection is reopened next time
-      }
+    if (!opened.ok()) status = opened.status();
+  }
+  if (session.conn) {
+    absl::StatusOr<pg::Result> result = session.conn->ExecParams(sql_, session.params);
+    if (result.ok()) {
+      double value = 0;
+      bool has = result->rows() > 0 && !result->IsNull(0, 0) &&
+                 absl::SimpleAtod(std::string(result->Get(0, 0)), &value);
+      on_value_(has ? std::optional(value) : std::nullopt);
+      session.warned = false;
+    } else {
+      status = result.status();
+      session.conn.reset();  // a lost connection is reopened next time
     }
-    if (!status.ok() && !warned) {
-      // The relay reports the outage itself; one line here is enough.
-      spdlog::warn("metrics sample failed (retrying quietly): {}", status);
-      warned = true;
-    }
-    lock.lock();
-    wake_.wait_for(lock, absl::ToChronoNanoseconds(interval_), [this] { return stopping_; });
+  }
+  if (!status.ok() && !session.warned) {
+    // The relay reports the outage itself; one line here is enough.
+    spdlog::warn("metrics sample failed (retrying quietly): {}", status);
+    session.warned = true;
   }
 }
 

@@ -12,15 +12,13 @@
 #ifndef OUTBOXD_OPS_QUERY_SAMPLER_H_
 #define OUTBOXD_OPS_QUERY_SAMPLER_H_
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/periodic_thread.h"
 
 namespace outboxd::ops {
 
@@ -40,17 +38,15 @@ class QuerySampler {
   void Stop();
 
  private:
-  void Run();
+  struct Session;  // the connection, kept from one sample to the next
+  void Sample(Session& session);
 
   std::string conninfo_;
   std::string sql_;
   std::vector<std::string> params_;
   absl::Duration interval_;
   Callback on_value_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  PeriodicThread thread_;  // last: destroyed, so stopped, before the members Sample reads
 };
 
 }  // namespace outboxd::ops

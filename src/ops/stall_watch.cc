@@ -8,24 +8,8 @@ StallWatch::StallWatch(const HealthState& health, absl::Duration threshold,
                        absl::Duration check_interval)
     : health_(health), threshold_(threshold), check_interval_(check_interval) {}
 
-StallWatch::~StallWatch() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
 void StallWatch::Start() {
-  thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_) {
-      Check(absl::Now());
-      wake_.wait_for(lock, absl::ToChronoNanoseconds(check_interval_),
-                     [this] { return stopping_; });
-    }
-  });
+  thread_.Start(check_interval_, [this] { Check(absl::Now()); });
 }
 
 bool StallWatch::Check(absl::Time now) {

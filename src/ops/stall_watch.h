@@ -11,11 +11,8 @@
 #ifndef OUTBOXD_OPS_STALL_WATCH_H_
 #define OUTBOXD_OPS_STALL_WATCH_H_
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
-
 #include "absl/time/time.h"
+#include "base/periodic_thread.h"
 #include "ops/health.h"
 
 namespace outboxd::ops {
@@ -24,7 +21,6 @@ class StallWatch {
  public:
   StallWatch(const HealthState& health, absl::Duration threshold,
              absl::Duration check_interval = absl::Seconds(1));
-  ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 
@@ -39,10 +35,7 @@ class StallWatch {
   absl::Duration check_interval_;
   bool stalled_ = false;
   absl::Time stalled_since_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
+  PeriodicThread thread_;  // last: destroyed, so stopped, before the members Check reads
 };
 
 }  // namespace outboxd::ops
