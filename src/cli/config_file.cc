@@ -1,16 +1,13 @@
 #include "cli/config_file.h"
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/read_file.h"
 #include "cli/common.h"
 
 // Header-only, in this file alone: no runtime library, parse errors as values.
@@ -234,20 +231,6 @@ class ConfigReader {
   std::map<std::string, Setting> settings_;
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  std::error_code ignored;
-  const bool directory = std::filesystem::is_directory(path, ignored);  // opens, reads nothing
-  if (!in || in.bad() || directory) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", path, ": ",
-                                                   std::strerror(directory ? EISDIR : errno),
-                                                   "; check --config/OUTBOXD_CONFIG"));
-  }
-  return text.str();
-}
-
 }  // namespace
 
 ConfigType ConfigTypeOf(const CLI::Option& option) {
@@ -300,7 +283,11 @@ absl::Status LoadConfigFile(CLI::App& app, const std::vector<std::string>& args)
     return absl::OkStatus();
   }
   absl::StatusOr<std::string> text = ReadFile(inv.config);
-  if (!text.ok()) return text.status();
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read config file ", inv.config, ": ",
+                                                   text.status().message(),
+                                                   "; check --config/OUTBOXD_CONFIG"));
+  }
   toml::parse_result parsed = toml::parse(*text, inv.config);
   if (!parsed) {
     const toml::parse_error& e = parsed.error();

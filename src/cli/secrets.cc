@@ -1,14 +1,12 @@
 #include "cli/secrets.h"
 
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/read_file.h"
 #include "base/status_macros.h"
 #include "cli/common.h"
 #include "cli/logging.h"
@@ -42,18 +40,13 @@ void AddKafkaSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path) {
-  std::string secret;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd < 0 ? -1 : 0;
-  char buf[4096];
-  while (fd >= 0 && (n = ::read(fd, buf, sizeof(buf))) > 0) secret.append(buf, n);
-  const int error = errno;
-  if (fd >= 0) ::close(fd);
-  if (n < 0) {
+  absl::StatusOr<std::string> read = ReadFile(path);
+  if (!read.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": cannot read it (",
-                                                   std::strerror(error),
+                                                   read.status().message(),
                                                    "); give a file this user can read"));
   }
+  std::string secret = *std::move(read);
   if (secret.ends_with("\r\n")) {
     secret.resize(secret.size() - 2);
   } else if (secret.ends_with("\n")) {
