@@ -9,25 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "outbox/message_format.h"
+#include "payloads.h"
 
 namespace outboxd::outbox {
 namespace {
 
-// An order event of about `bytes` bytes: a few fields, a trace context, and a list of
-// items filling the rest.
-std::string Payload(int64_t bytes) {
-  std::string payload =
-      R"({"pedidoId": "77", "customer": {"id": "c-1", "nome": "Ana Conceição"}, "total": 10.50, )"
-      R"("trace": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, "itens": [)";
-  for (int i = 0; static_cast<int64_t>(payload.size()) < bytes - 40; ++i) {
-    absl::StrAppend(&payload, i ? ", " : "", R"({"sku": "SKU-)", i, R"(", "qty": )", i % 5 + 1, "}");
-  }
-  payload.append("]}");
-  return payload;
-}
-
 void Encode(benchmark::State& state, MessageFormat format) {
-  const std::string payload = Payload(state.range(1));
+  const std::string payload = bench::OrderPayload(state.range(1));
   const OutboxEvent event{.id = "0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee",
                           .aggregate_id = "pedido-77",
                           .type = "pedido.confirmado",

@@ -12,10 +12,14 @@
 // come from stdin and from the optional --control FIFO; each gets one reply line on
 // stdout, "ok" or "error: ...". EOF on stdin is not a stop request (the tool often runs
 // in the background with stdin=/dev/null); SIGTERM or SIGINT ends it with exit code 0.
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +39,23 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "kafka/mock_cluster.h"
+
+// librdkafka's mock brokers accept connections with plain accept(2) and leave Nagle's
+// algorithm on, so a response written while an earlier one is unacknowledged waits for
+// the client's delayed ACK (~40 ms): pipelined produce requests across partitions, and
+// a consumer's fetches, would measure the mock. Kafka brokers set TCP_NODELAY on every
+// connection (socket.nodelay); this tool's process does too, by interposing accept()
+// for librdkafka, which calls it through the dynamic linker.
+extern "C" int accept(int fd, sockaddr* __restrict addr, socklen_t* __restrict len) {
+  using AcceptFn = int (*)(int, sockaddr*, socklen_t*);
+  static const auto real_accept = reinterpret_cast<AcceptFn>(dlsym(RTLD_NEXT, "accept"));
+  const int conn = real_accept(fd, addr, len);
+  if (conn >= 0) {
+    const int one = 1;
+    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // fails harmlessly off TCP
+  }
+  return conn;
+}
 
 namespace {
 

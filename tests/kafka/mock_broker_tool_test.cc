@@ -4,10 +4,12 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +71,7 @@ class Child {
   }
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   void Send(std::string_view line) {
     const std::string text = absl::StrCat(absl::string_view(line.data(), line.size()), "\n");
@@ -156,6 +159,30 @@ bool Accepts(const std::string& host_port) {
   return ok;
 }
 
+// TCP_NODELAY of each connected TCP socket the process `pid` holds (listening ones
+// left out), read through duplicates of its descriptors (pidfd_getfd).
+std::vector<int> NodelayOfConnections(pid_t pid) {
+  std::vector<int> nodelay;
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return nodelay;
+  for (const auto& entry : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"))) {
+    int target = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &target)) continue;
+    const int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, target, 0));
+    if (fd < 0) continue;
+    int protocol = 0, listening = 0, value = 0;
+    socklen_t len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 && protocol == IPPROTO_TCP &&
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && !listening &&
+        getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &value, &len) == 0) {
+      nodelay.push_back(value);
+    }
+    close(fd);
+  }
+  close(pidfd);
+  return nodelay;
+}
+
 class MockBrokerToolTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -219,6 +246,27 @@ TEST_F(MockBrokerToolTest, PrintsBootstrapAndObeysControlCommands) {
       "timeout 20 kcat -b ", bootstraps, " -C -t tool.topic -o beginning -e -q -f '%k|%s|%h\\n'"));
   EXPECT_EQ(consumed, "77|hello|id=abc\n");
 
+  EXPECT_EQ(broker.Stop(SIGTERM, absl::Seconds(5)), 0);
+}
+
+// Kafka brokers set TCP_NODELAY; librdkafka's mock leaves Nagle on, which held a
+// pipelined response for the client's delayed ACK (~40 ms). The tool turns it off.
+TEST_F(MockBrokerToolTest, ConnectionsHaveNagleOff) {
+  Child broker({kTool, "--brokers", "1", "--topic", "t", "--partitions", "2"});
+  ASSERT_TRUE(broker.started());
+  const std::string first = broker.ReadLine().value_or("");
+  ASSERT_THAT(first, StartsWith("bootstrap.servers="));
+  auto publisher = Publisher::Create(
+      {.brokers = std::string(absl::StripPrefix(first, "bootstrap.servers="))},
+      [](const DeliveryReport& r) { EXPECT_TRUE(r.status.ok()) << r.status; });
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  ASSERT_TRUE((*publisher)->Produce({.topic = "t", .key = "k", .value = "v"}).ok());
+  ASSERT_TRUE((*publisher)->Flush(absl::Seconds(20)).ok());
+
+  const std::vector<int> nodelay = NodelayOfConnections(broker.pid());  // publisher connected
+  ASSERT_FALSE(nodelay.empty()) << "no accepted connection found in the broker's descriptors";
+  for (int value : nodelay) EXPECT_EQ(value, 1);
+  publisher->reset();
   EXPECT_EQ(broker.Stop(SIGTERM, absl::Seconds(5)), 0);
 }
 
