@@ -37,7 +37,7 @@ $rates[0] as $lo | $rates[-1] as $hi |
 "\(n($c.poll.events)) × 1 row" as $pb |
 "## outboxd bench \(.stamp)\(if .quick then " (--quick)" else "" end): \(.machine), fsync \(.fsync)",
 "",
-"Live: \($rates | map(n(tonumber)) | join(" and ")) events/s asked, \(f($l[$lo].run.events / $l[$lo].run.rate)) s each, insert -> broker; latency = probe receive time (upper bound of the ack), [produce] = CreateTime (lower bound), ms; [relay] = share of events the broker acknowledged within 2.5 / 10 / 25 ms of the commit (poll: of created_at), from the relay histogram outboxd_commit_to_ack_seconds.",
+"Live: \($rates | map(n(tonumber)) | join(" and ")) events/s asked, \($l[$lo].run.seconds) s each, insert -> broker; latency = probe receive time (upper bound of the ack), [produce] = CreateTime (lower bound), ms; [relay] = share of events the broker acknowledged within 2.5 / 10 / 25 ms of the commit (poll: of created_at), from the relay histogram outboxd_commit_to_ack_seconds.",
 "",
 "| events/s asked / achieved | contender | events seen | p50 | p99 | p99.9 | max | p50 [produce] | p99 [produce] | acked ≤ 2.5 / 10 / 25 ms [relay] | peak RSS MiB |",
 "|---|---|---|---|---|---|---|---|---|---|---|",
