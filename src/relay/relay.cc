@@ -214,8 +214,13 @@ absl::Status Relay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Connection conn,
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
-  control_.emplace(std::move(control));
+  if (adopted_control_) {
+    control_.emplace(std::move(*adopted_control_));
+    adopted_control_.reset();
+  } else {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
+    control_.emplace(std::move(control));
+  }
   slot_watch_.Restart();  // whatever it had in flight went with the old connection
   OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
