@@ -14,10 +14,12 @@
 //   - create: the message's CreateTime, stamped by the relay's librdkafka when it
 //     enqueued the message: a LOWER bound of insert -> ack (the mock cluster of
 //     librdkafka 2.0.2 cannot stamp LogAppendTime).
-// It reads partition 0 from the beginning (scripts/bench uses one-partition topics, so
-// the mock's delayed ACKs across partitions do not distort the figures) until it has
-// seen --expect messages or nothing arrived for --idle seconds, then prints one JSON
-// line. Exit code 0 when all expected messages arrived, 1 otherwise, 2 on bad flags.
+// It reads partition 0 from the beginning (scripts/bench uses one-partition topics)
+// until it has seen --expect messages or nothing arrived for --idle seconds, then prints
+// one JSON line. When the count is only known once the load has ended (pgbench -T),
+// pass --expect-file instead: the probe reads the count from that file once it appears
+// (write it whole, e.g. by rename). Exit code 0 when all expected messages arrived, 1
+// otherwise, 2 on bad flags.
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
@@ -38,6 +40,7 @@ struct Flags {
   std::string brokers;
   std::string topic;
   long expect = 0;
+  std::string expect_file;
   double idle_s = 10;
   std::string ready_file;
   std::string raw;
@@ -133,6 +136,16 @@ bool AssignFromStart(rd_kafka_t* rk, const std::string& topic) {
   return true;
 }
 
+// The count in FILE, or 0 while it does not exist yet (or holds no number).
+long ExpectFromFile(const std::string& file) {
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (f == nullptr) return 0;
+  long expect = 0;
+  if (std::fscanf(f, "%ld", &expect) != 1) expect = 0;
+  std::fclose(f);
+  return expect;
+}
+
 int Run(const Flags& flags) {
   rd_kafka_t* rk = NewConsumer(flags);
   if (rk == nullptr || !AssignFromStart(rk, flags.topic)) return 2;
@@ -147,8 +160,17 @@ int Run(const Flags& flags) {
   long unparsed = 0;
   int64_t last_arrival = NowMicros();
   const int64_t idle_us = static_cast<int64_t>(flags.idle_s * 1e6);
-  while (flags.expect <= 0 || static_cast<long>(recv_us.size()) < flags.expect) {
-    if (NowMicros() - last_arrival > idle_us) break;
+  long expect = flags.expect;
+  int64_t next_file_check = 0;
+  while (expect <= 0 || static_cast<long>(recv_us.size()) < expect) {
+    const int64_t loop_start = NowMicros();
+    if (loop_start - last_arrival > idle_us) break;
+    if (expect <= 0 && !flags.expect_file.empty() && loop_start >= next_file_check) {
+      // Every 100 ms, not once per message; the count may already be reached.
+      expect = ExpectFromFile(flags.expect_file);
+      next_file_check = loop_start + 100000;
+      if (expect > 0) continue;
+    }
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
     if (m == nullptr) continue;
     const int64_t now = NowMicros();
@@ -176,7 +198,10 @@ int Run(const Flags& flags) {
               unparsed, Summary(recv_us).c_str(), Summary(create_us).c_str());
   rd_kafka_consumer_close(rk);
   rd_kafka_destroy(rk);
-  return (flags.expect <= 0 || count >= flags.expect) && unparsed == 0 ? 0 : 1;
+  // With --expect-file, a count that never came is a failure, not "stop on idle".
+  const bool complete =
+      flags.expect_file.empty() ? expect <= 0 || count >= expect : expect > 0 && count >= expect;
+  return complete && unparsed == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -187,6 +212,8 @@ int main(int argc, char** argv) {
   app.add_option("--brokers", flags.brokers, "Bootstrap servers")->required();
   app.add_option("--topic", flags.topic, "Topic (partition 0 is read)")->required();
   app.add_option("--expect", flags.expect, "Stop after this many messages (0: on idle)");
+  app.add_option("--expect-file", flags.expect_file,
+                 "Stop after as many messages as the number this file holds once it appears");
   app.add_option("--idle", flags.idle_s, "Stop after this many seconds without a message");
   app.add_option("--ready-file", flags.ready_file, "Created once the consumer is assigned");
   app.add_option("--raw", flags.raw, "Write recv_us<TAB>create_us per message here");

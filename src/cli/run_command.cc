@@ -144,15 +144,18 @@ struct RunCommand {
   }
 
   // The database can serve the relay: one line naming the problem and the fix if not.
-  absl::Status CheckDatabase() {
+  // The connection goes on to serve the relay.
+  absl::StatusOr<pg::Connection> CheckDatabase() {
     OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options.conninfo));
-    return relay::Preflight(conn, options);
+    OUTBOXD_RETURN_IF_ERROR(relay::Preflight(conn, options));
+    return conn;
   }
 
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok()) return Fail(s, true);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
-    if (absl::Status s = CheckDatabase(); !s.ok()) return Fail(s, true);
+    absl::StatusOr<pg::Connection> checked = CheckDatabase();
+    if (!checked.ok()) return Fail(checked.status(), true);
     // After the checks: a configuration error stays the only line (guarantee 7).
     spdlog::info(
         "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
@@ -192,6 +195,7 @@ struct RunCommand {
     ops::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     relay::Relay relay(options, &stats, &stop);
+    relay.AdoptControlConnection(*std::move(checked));
     absl::Status status = relay.Run();
     if (!status.ok()) return Fail(status, !stats.streaming && stats.confirmed_lsn == 0);
     spdlog::info("stopped cleanly");

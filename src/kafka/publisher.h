@@ -89,7 +89,9 @@ class Publisher {
   // Serves delivery reports (calls on_delivery); returns how many were served.
   int Poll(int timeout_ms);
 
-  // Waits until every enqueued message is acknowledged or the timeout passes.
+  // Waits until every enqueued message is acknowledged or the timeout passes (whole
+  // milliseconds, rounded up), serving delivery reports; meanwhile librdkafka sends
+  // what it holds at once, ignoring linger.ms.
   absl::Status Flush(absl::Duration timeout);
 
   // Non-OK once the producer hit a fatal error (e.g. idempotence sequence lost): the

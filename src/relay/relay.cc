@@ -32,6 +32,13 @@ constexpr int kReadBatch = 2000;
 // at 1,000 events/s reads one transaction at a time and never naps.
 constexpr int kBacklogBatch = 8;
 constexpr absl::Duration kBacklogNap = absl::Milliseconds(1);
+// A smaller read is live traffic: one transaction, and nothing behind it to batch
+// with. The relay then has librdkafka send at once instead of waiting out linger.ms
+// (kept at 1 ms for backlogs, where batches pay), and serves the acknowledgements
+// meanwhile, for at most this long. Measured at 1,000 events/s (outboxd-mock-broker):
+// acknowledged within 1 ms of the commit 15 % -> 54 %, probe p50 2.5 -> 2.0 ms, at
+// about 25 % more relay CPU per event; at 5,000 events/s p50 unchanged (3.3-3.5 ms).
+constexpr absl::Duration kLiveFlush = absl::Milliseconds(1);
 // Confirmations are batched: at most one feedback message per this interval unless
 // the server asks for a reply.
 constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
@@ -214,8 +221,13 @@ absl::Status Relay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Connection conn,
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
-  control_.emplace(std::move(control));
+  if (adopted_control_) {
+    control_.emplace(std::move(*adopted_control_));
+    adopted_control_.reset();
+  } else {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
+    control_.emplace(std::move(control));
+  }
   slot_watch_.Restart();  // whatever it had in flight went with the old connection
   OUTBOXD_RETURN_IF_ERROR(RefreshDeadAggregates());
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options_.slot));
@@ -271,6 +283,8 @@ absl::Status Relay::Loop() {
     // the socket wakes for every few of them: that wake-up (select, recv) was most of
     // its CPU. When the last read found a backlog, let it gather a moment instead.
     if (read >= kBacklogBatch) absl::SleepFor(kBacklogNap);
+    // Returns early once all is acknowledged; a timeout is the normal case otherwise.
+    if (read > 0 && read < kBacklogBatch) publisher_->Flush(kLiveFlush).IgnoreError();
     publisher_->Poll(0);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));

@@ -107,6 +107,11 @@ class Relay {
   // configuration errors at any time, are returned.
   absl::Status Run();
 
+  // A regular connection already open (the CLI's preflight one): the first session
+  // uses it as its control connection instead of opening another; later sessions open
+  // their own. Saves one connection's set-up (~40 ms here) before streaming starts.
+  void AdoptControlConnection(pg::Connection conn) { adopted_control_.emplace(std::move(conn)); }
+
  private:
   // An aggregate with dead letters, and where its first one sits: its events after
   // that point follow it to the table, those before it (replayed after a restart)
@@ -175,6 +180,7 @@ class Relay {
 
   std::unique_ptr<pg::ReplicationStream> stream_;
   std::optional<pg::Connection> control_;  // regular connection: dead letters, slot checks
+  std::optional<pg::Connection> adopted_control_;  // for the first session, if given
   outbox::DeadLetterStore dead_letters_;
   absl::flat_hash_map<std::string, DeadAggregate> dead_aggregates_;
   absl::Time dead_refreshed_ = absl::InfinitePast();
