@@ -282,9 +282,13 @@ absl::Status Relay::Loop() {
     // Catching up, the walsender sends message by message and a relay that waits on
     // the socket wakes for every few of them: that wake-up (select, recv) was most of
     // its CPU. When the last read found a backlog, let it gather a moment instead.
-    if (read >= kBacklogBatch) absl::SleepFor(kBacklogNap);
-    // Returns early once all is acknowledged; a timeout is the normal case otherwise.
-    if (read > 0 && read < kBacklogBatch) publisher_->Flush(kLiveFlush).IgnoreError();
+    // Live traffic instead (a small read): send it now rather than after linger.ms.
+    // Flush returns early once all is acknowledged; a timeout is the normal case.
+    if (read >= kBacklogBatch) {
+      absl::SleepFor(kBacklogNap);
+    } else if (read > 0) {
+      publisher_->Flush(kLiveFlush).IgnoreError();
+    }
     publisher_->Poll(0);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));

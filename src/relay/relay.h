@@ -6,9 +6,10 @@
 //        ^                                                   |
 //        '-- SendFeedback(flush = watermark) <-- AckTracker <-' delivery reports
 //
-// One thread: the loop reads a batch from the stream, serves delivery reports
-// (Publisher::Poll), sends feedback, then sleeps in select() on the PostgreSQL
-// socket, the producer's wake fd and the stop signal.
+// One thread: the loop reads a batch from the stream (after a large one it naps 1 ms
+// to let a backlog gather; after a small one it has librdkafka send at once), serves
+// delivery reports (Publisher::Poll), sends feedback, then sleeps in select() on the
+// PostgreSQL socket, the producer's wake fd and the stop signal.
 //
 //   Relay relay(options, &stats, &stop);
 //   absl::Status s = relay.Run();   // returns after stop.Notify() (OK) or an error
