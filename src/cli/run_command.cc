@@ -156,7 +156,8 @@ struct RunCommand {
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
     absl::StatusOr<pg::Connection> checked = CheckDatabase();
     if (!checked.ok()) return Fail(checked.status(), true);
-    // After the checks: a configuration error stays the only line (guarantee 7).
+    // After the checks: a configuration error stays the only line (README Guarantees,
+    // "clear failure").
     spdlog::info(
         "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
         "PostgreSQL {}",

@@ -41,9 +41,9 @@ using HeadersPtr = std::unique_ptr<rd_kafka_headers_t, decltype(&rd_kafka_header
 
 // Our defaults; user properties are applied after these and win.
 //   enable.idempotence/acks: no duplicates or reordering from producer retries, and an
-//     ack means every in-sync replica has the event (guarantees 1 and 2).
+//     ack means every in-sync replica has the event (at least once, per-aggregate order).
 //   message.timeout.ms=0: never give up on a message; an outage must delay delivery,
-//     never fail it (DESIGN.md, "librdkafka message timeout").
+//     never fail it (docs/architecture.md trap "librdkafka message timeout").
 //   linger.ms=1: the latency target is p50 <= 2 ms insert->ack, and 1 ms still batches
 //     bursts. Measured through outboxd run on outboxd-mock-broker (TCP_NODELAY, one
 //     partition, 2-core box), linger.ms 1 against 0: at 1,000 events/s probe p50

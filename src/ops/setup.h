@@ -1,5 +1,5 @@
 // `outboxd setup`: prepares a database for the relay. Creates, where missing, the
-// outbox and inbox tables (DESIGN.md's schema), the dead-letter and relay-state
+// outbox and inbox tables (the schema in docs/architecture.md), the dead-letter and relay-state
 // tables beside the outbox, the publication of the outbox's inserts and the pgoutput
 // logical replication slot. Idempotent: a second run changes nothing and succeeds.
 //

@@ -27,7 +27,7 @@ struct NewEvent {
   std::string payload;       // JSON text: an object or an array
 };
 
-// Where the event goes. The defaults are DESIGN.md's schema; rename them to match
+// Where the event goes. The defaults are the default schema (src/ops/setup.cc); rename them to match
 // the relay's --table and --*-column flags.
 struct WriterOptions {
   std::string table = "outbox";  // [schema.]name

@@ -1,5 +1,5 @@
 // The columns only the polling relay uses, beside outbox::ColumnMapping's five. Their
-// names default to DESIGN.md's schema; the library lets a caller rename them.
+// names default to the default schema (src/ops/setup.cc); the library lets a caller rename them.
 #ifndef OUTBOXD_POLL_COLUMNS_H_
 #define OUTBOXD_POLL_COLUMNS_H_
 

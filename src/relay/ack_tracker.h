@@ -1,7 +1,7 @@
 // AckTracker: which transactions still have events the broker has not acknowledged,
 // and the confirmed watermark: the end LSN of the newest transaction such that it
 // and every earlier one are fully acknowledged. The slot is confirmed to this
-// position and never past it (DESIGN.md traps: "confirming on receipt",
+// position and never past it (docs/architecture.md traps: "confirming on receipt",
 // "confirming mid-transaction", "rows sharing one LSN" -- we track transactions,
 // never rows).
 //

@@ -171,7 +171,7 @@ absl::Status Relay::ChooseFeedbackInterval(pg::Connection& conn) {
   feedback_interval_ = options_.feedback_interval;
   // While flow control pauses reading, the walsender's keepalive requests wait unread
   // behind the data in the socket: only our own timer keeps the connection alive
-  // (DESIGN.md trap "silent client killed by wal_sender_timeout").
+  // (docs/architecture.md trap "silent client killed by wal_sender_timeout").
   if (timeout_ms > 0 && absl::Milliseconds(timeout_ms) / 3 < feedback_interval_) {
     feedback_interval_ = absl::Milliseconds(timeout_ms) / 3;
     spdlog::info("feedback every {} (a third of wal_sender_timeout {}ms)",
@@ -333,7 +333,7 @@ absl::StatusOr<int> Relay::ReadBatch(bool& reply_requested) {
       received_ = std::max(received_, keepalive->wal_end);
       // Nothing in flight: everything up to the server's position was either
       // published and acknowledged or not ours (other tables). Confirming it keeps
-      // an idle outbox from pinning WAL (DESIGN.md trap "idle slot pins WAL").
+      // an idle outbox from pinning WAL (docs/architecture.md trap "idle slot pins WAL").
       tracker_.ConfirmIdlePosition(keepalive->wal_end);
       reply_requested |= keepalive->reply_requested;
     }

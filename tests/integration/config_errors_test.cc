@@ -1,4 +1,4 @@
-// Guarantee 7, clear failure (issue 3, point 8): bad input and configuration end
+// Clear failure (README Guarantees; issue 3, point 8): bad input and configuration end
 // `outboxd run` and `outboxd setup` with exit code 2, within seconds, and exactly one
 // log line that names the problem and the fix; never a crash or a hang. Each case
 // runs the real binary. Preflight, which `run` calls before the relay streams, is

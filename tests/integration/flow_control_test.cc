@@ -1,6 +1,6 @@
 // Issue 3 point 7, bounded memory: reading the stream pauses while the produced,
 // unacknowledged events pass --max-in-flight or --max-in-flight-bytes, and the relay
-// still keeps the walsender informed meanwhile (DESIGN.md trap "silent client killed
+// still keeps the walsender informed meanwhile (docs/architecture.md trap "silent client killed
 // by wal_sender_timeout": a paused reader does not read the keepalive requests, which
 // wait behind the data in the socket, so only its own feedback timer keeps it alive).
 //

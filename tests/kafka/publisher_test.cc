@@ -176,7 +176,7 @@ TEST_F(PublisherTest, WakeFdBecomesReadableWhenAReportIsPending) {
   EXPECT_EQ(publisher->InFlight(), 0);
 }
 
-// DESIGN.md trap "librdkafka message timeout turns an outage into a failed delivery":
+// docs/architecture.md trap "librdkafka message timeout turns an outage into a failed delivery":
 // with message.timeout.ms=0 an outage only delays the acknowledgement.
 TEST_F(PublisherTest, BrokerOutageDelaysDeliveryAndNeverFailsIt) {
   auto collector = Collect({"outage"});

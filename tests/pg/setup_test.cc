@@ -1,4 +1,4 @@
-// `outboxd setup` on a real PostgreSQL: creates DESIGN.md's schema, the publication
+// `outboxd setup` on a real PostgreSQL: creates the default schema (src/ops/setup.cc), the publication
 // and the slot; is idempotent; and refuses, in one line, what cannot work.
 #include "ops/setup.h"
 

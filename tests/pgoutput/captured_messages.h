@@ -2,7 +2,7 @@
 // as hex, for the decoder tests, the fuzz corpus and the benchmark.
 //
 // How they were captured (scripts/pg-cluster start /tmp/pgoutput-pg; . /tmp/pgoutput-pg/env):
-//   CREATE TABLE outbox (...);                      -- the schema in DESIGN.md, OID 16385
+//   CREATE TABLE outbox (...);                      -- the default schema (src/ops/setup.cc), OID 16385
 //   CREATE TYPE pedido_status AS ENUM ('novo', 'pago', 'enviado');          -- OID 16400
 //   CREATE TABLE pedido (id int PRIMARY KEY, status pedido_status NOT NULL,
 //                        total numeric(10,2));                              -- OID 16407

@@ -404,7 +404,7 @@ TEST(PgoutputDecoder, DecodeIntoReusedMessageMatchesDecode) {
 // RelationCache.
 
 TEST(RelationCache, SecondRelationForSameIdReplacesTheFirst) {
-  // ALTER TABLE on the outbox mid-stream (DESIGN.md, "Unknown message types and
+  // ALTER TABLE on the outbox mid-stream (docs/architecture.md trap "Unknown message types and
   // Relation changes"): the new schema must replace the cached one, or columns are
   // mis-mapped.
   const std::string before = FromHex(testing::kRelationOutbox);

@@ -287,7 +287,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, PollFormatTest,
                          ::testing::Values("json", "envelope", "protobuf"),
                          [](const auto& info) { return info.param; });
 
-// Not a timed test (DESIGN.md: performance is measured, not asserted): run with
+// Not a timed test (performance is measured by scripts/bench, not asserted): run with
 // --gtest_also_run_disabled_tests for the figures. 5,000 single-row inserts at a
 // steady rate over 200 aggregates; latency = criado_em -> publicado_em, which the
 // relay sets right after the batch's last delivery report.

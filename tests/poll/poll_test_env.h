@@ -1,4 +1,4 @@
-// Shared by the polling relay's tests: a fresh database holding DESIGN.md's outbox
+// Shared by the polling relay's tests: a fresh database holding the default outbox
 // table (created by SQL, not `outboxd setup`: the polling relay is for databases
 // without logical replication, so no slot), an in-process mock Kafka cluster and a
 // collector reading every partition of the topics.
@@ -15,7 +15,7 @@
 
 namespace outboxd::test {
 
-// DESIGN.md's outbox table, index included.
+// the default outbox table (src/ops/setup.cc), index included.
 inline constexpr char kOutboxSchema[] = R"sql(
 CREATE TABLE outbox (
   seq                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,4 +1,4 @@
-// AckTracker without PostgreSQL or Kafka: the watermark rules of DESIGN.md.
+// AckTracker without PostgreSQL or Kafka: the watermark rules of docs/architecture.md.
 #include "relay/ack_tracker.h"
 
 #include <algorithm>

@@ -55,7 +55,7 @@ struct NeededColumn {
 
 
 // The five event columns are renamed by flags; the polling columns must exist as in
-// DESIGN.md's schema, so their fix is the column to add.
+// the default schema (src/ops/setup.cc), so their fix is the column to add.
 std::vector<NeededColumn> NeededColumns(const TableName& table,
                                         const outbox::ColumnMapping& columns,
                                         const PollColumns& poll_columns) {
