@@ -39,8 +39,10 @@ absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& 
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
   const std::string published = polled ? options.published_at_column : "";
-  OUTBOXD_ASSIGN_OR_RETURN(std::string published_sql, conn.QuoteIdentifier(options.published_at_column));
-  OUTBOXD_ASSIGN_OR_RETURN(std::string created_sql, conn.QuoteIdentifier(options.created_at_column));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string published_sql,
+                           conn.QuoteIdentifier(options.published_at_column));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_sql,
+                           conn.QuoteIdentifier(options.created_at_column));
   const outbox::RelayStateStore state(options.table);
   OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
   std::string acked;

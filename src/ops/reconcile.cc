@@ -40,11 +40,11 @@ absl::StatusOr<std::string> MissingSql(pg::Connection& conn, const ReconcileOpti
   OUTBOXD_ASSIGN_OR_RETURN(std::string aggregate_id, conn.QuoteIdentifier(c.aggregate_id));
   OUTBOXD_ASSIGN_OR_RETURN(std::string type, conn.QuoteIdentifier(c.type));
   OUTBOXD_ASSIGN_OR_RETURN(std::string created_at, conn.QuoteIdentifier(c.created_at));
-  return absl::StrCat(
-      ExpectedCte(options),
-      "SELECT x.aggregate_id FROM expected x WHERE NOT EXISTS (SELECT 1 FROM ", table.quoted,
-      " o WHERE o.", aggregate_id, "::text = x.aggregate_id AND o.", type, " = $2 AND o.",
-      created_at, " >= $1::timestamptz) ORDER BY x.aggregate_id");
+  return absl::StrCat(ExpectedCte(options),
+                      "SELECT x.aggregate_id FROM expected x WHERE NOT EXISTS (SELECT 1 FROM ",
+                      table.quoted, " o WHERE o.", aggregate_id, "::text = x.aggregate_id AND o.",
+                      type, " = $2 AND o.", created_at,
+                      " >= $1::timestamptz) ORDER BY x.aggregate_id");
 }
 
 // Keeps the SQLSTATE; says which part of the work failed. SQL the server does not

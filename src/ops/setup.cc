@@ -63,8 +63,8 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                           report));
   OUTBOXD_RETURN_IF_ERROR(
       CreateIfMissing(conn, index, "index " + index.name,
-                      absl::StrCat("CREATE INDEX ", index_name, " ON ",
-                                   outbox.quoted, " (seq) WHERE publicado_em IS NULL"),
+                      absl::StrCat("CREATE INDEX ", index_name, " ON ", outbox.quoted,
+                                   " (seq) WHERE publicado_em IS NULL"),
                       report));
   const outbox::DeadLetterStore dead_letters(options.table);
   const TableName dead_letter_table = outbox.Sibling(dead_letters.table());
@@ -270,7 +270,8 @@ absl::Status CheckExistingSlot(pg::Connection& conn, const SetupOptions& options
 absl::Status WithLeftovers(const absl::Status& status, const SetupReport& report) {
   if (status.ok() || report.created.empty()) return status;
   std::string kept;
-  for (const std::string& what : report.created) absl::StrAppend(&kept, kept.empty() ? "" : ", ", what);
+  for (const std::string& what : report.created)
+    absl::StrAppend(&kept, kept.empty() ? "" : ", ", what);
   absl::Status out(status.code(), absl::StrCat(status.message(), " (setup created and keeps ", kept,
                                                "; setup run again reuses them)"));
   status.ForEachPayload(

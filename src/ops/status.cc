@@ -66,10 +66,9 @@ absl::Status QueryPoll(pg::Connection& conn, const pg::TableName& outbox,
   OUTBOXD_ASSIGN_OR_RETURN(std::string published_at,
                            conn.QuoteIdentifier(options.published_at_column));
   OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result r,
-      CountRows(conn, outbox, options,
-                absl::StrCat(", count(*) FILTER (WHERE o.", attempts, " >= 5)"),
-                absl::StrCat("o.", published_at, " IS NULL")));
+      pg::Result r, CountRows(conn, outbox, options,
+                              absl::StrCat(", count(*) FILTER (WHERE o.", attempts, " >= 5)"),
+                              absl::StrCat("o.", published_at, " IS NULL")));
   out.pending = ToInt(r.Get(0, 0));
   out.oldest_pending_age_s = ToDouble(r.Get(0, 1));
   out.repeated_failures = ToInt(r.Get(0, 2));
@@ -96,16 +95,18 @@ absl::StatusOr<std::string> CdcSigns(pg::Connection& conn, const pg::TableName& 
     OUTBOXD_ASSIGN_OR_RETURN(std::vector<outbox::SlotPosition> positions, state.Positions(conn));
     if (!positions.empty()) {
       std::string slots;
-      for (const outbox::SlotPosition& p : positions) absl::StrAppend(&slots, slots.empty() ? "" : ", ", p.slot);
+      for (const outbox::SlotPosition& p : positions)
+        absl::StrAppend(&slots, slots.empty() ? "" : ", ", p.slot);
       return absl::StrCat(state.table(), " records slot ", slots);
     }
   }
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result published,
-      conn.ExecParams("SELECT p.pubname FROM pg_publication_tables p JOIN pg_namespace n "
-                      "ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid "
-                      "AND c.relname = p.tablename WHERE c.oid = to_regclass($1) ORDER BY 1 LIMIT 1",
-                      {outbox.quoted}));
+      conn.ExecParams(
+          "SELECT p.pubname FROM pg_publication_tables p JOIN pg_namespace n "
+          "ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid "
+          "AND c.relname = p.tablename WHERE c.oid = to_regclass($1) ORDER BY 1 LIMIT 1",
+          {outbox.quoted}));
   if (published.rows() > 0) {
     return absl::StrCat("publication ", std::string(published.Get(0, 0)), " publishes it");
   }
@@ -140,8 +141,8 @@ absl::StatusOr<std::string> ChooseMode(pg::Connection& conn, const pg::TableName
 absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptions& options) {
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, outbox::ParseOutboxTable(options.table));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(options.slot, "--slot"));
-  for (const std::string* column : {&options.created_at_column, &options.published_at_column,
-                                    &options.attempts_column}) {
+  for (const std::string* column :
+       {&options.created_at_column, &options.published_at_column, &options.attempts_column}) {
     OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(*column, "a column name"));
   }
   OUTBOXD_ASSIGN_OR_RETURN(bool exists, outbox.Exists(conn));

@@ -46,9 +46,10 @@ absl::Status CheckIdentifier(std::string_view name, std::string_view what) {
                      " is not valid UTF-8 text; give a name in UTF-8 without control bytes"));
   }
   if (name.size() > kMaxIdentifierBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(what), " ", PrintableName(name), " is ", name.size(), " bytes long; PostgreSQL names are at most ",
-        kMaxIdentifierBytes, " bytes: choose a shorter one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(what), " ", PrintableName(name), " is ", name.size(),
+                     " bytes long; PostgreSQL names are at most ", kMaxIdentifierBytes,
+                     " bytes: choose a shorter one"));
   }
   return absl::OkStatus();
 }

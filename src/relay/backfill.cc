@@ -37,10 +37,10 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
                              "; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO'"))
           .status());
   OUTBOXD_RETURN_IF_ERROR(
-      conn.Exec(absl::StrCat("DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q[0],
-                             "::text, o.", q[1], "::text, o.", q[2], "::text, o.", q[3],
-                             "::text, o.", q[4], "::text FROM ", table.quoted, " o WHERE ",
-                             condition, " ORDER BY o.", q[5]))
+      conn.Exec(absl::StrCat("DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q[0], "::text, o.",
+                             q[1], "::text, o.", q[2], "::text, o.", q[3], "::text, o.", q[4],
+                             "::text FROM ", table.quoted, " o WHERE ", condition, " ORDER BY o.",
+                             q[5]))
           .status());
   return BackfillReader(std::move(conn));
 }

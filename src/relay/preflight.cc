@@ -12,8 +12,8 @@
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
-#include "pg/table_name.h"
 #include "pg/slot.h"
+#include "pg/table_name.h"
 
 namespace outboxd::relay {
 namespace {

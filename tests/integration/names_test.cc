@@ -27,7 +27,9 @@ int Outboxd(std::vector<std::string> args, std::string* out) {
   return code.value_or(-1);
 }
 
-int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
 
 // Before, run split my.sch.outbox at the first dot and setup at the last, and the
 // quoted form reached setup with its quotes as part of the schema name.
@@ -36,8 +38,8 @@ TEST(Names, ASchemaWithADotWorksForSetupRunAndStatus) {
   h.db().Exec("CREATE SCHEMA \"my.sch\"");
   const std::string table = "\"my.sch\".outbox";
   const std::string slot = h.slot() + "_dot";
-  const std::vector<std::string> names = {"--table", table, "--publication", "dotted", "--slot",
-                                          slot};
+  const std::vector<std::string> names = {"--table", table,    "--publication",
+                                          "dotted",  "--slot", slot};
   std::vector<std::string> setup = {"setup", "--pg", h.db().conninfo()};
   setup.insert(setup.end(), names.begin(), names.end());
   std::string out;
@@ -47,13 +49,14 @@ TEST(Names, ASchemaWithADotWorksForSetupRunAndStatus) {
             "my.sch|outbox");
   EXPECT_EQ(h.db().Scalar("SELECT to_regclass('\"my.sch\".outbox_dead_letter') IS NOT NULL"), "t");
 
-  std::vector<std::string> run = {BinPath("outboxd"), "run",     "--pg",
+  std::vector<std::string> run = {BinPath("outboxd"), "run",       "--pg",
                                   h.db().conninfo(),  "--brokers", h.cluster().bootstraps()};
   run.insert(run.end(), names.begin(), names.end());
   auto relay = ChildProcess::Start(run);
   ASSERT_TRUE(relay->WaitForLog("streaming slot", absl::Seconds(30))) << relay->Log();
-  h.db().Exec("INSERT INTO \"my.sch\".outbox (aggregate_id, tipo, payload) "
-              "VALUES ('dot-1', 'pedido.confirmado', '{\"dotted\": true}')");
+  h.db().Exec(
+      "INSERT INTO \"my.sch\".outbox (aggregate_id, tipo, payload) "
+      "VALUES ('dot-1', 'pedido.confirmado', '{\"dotted\": true}')");
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << relay->Log();
   EXPECT_EQ(h.collector().Messages()[0].key, "dot-1");
   EXPECT_EQ(h.collector().Messages()[0].value, "{\"dotted\": true}");
@@ -113,7 +116,8 @@ TEST(Names, StatusNamesAMissingOrForeignSlotAndTheDatabase) {
   EXPECT_EQ(Outboxd({"status", "--pg", h.db().conninfo(), "--slot", "no_such_slot"}, &out), 2)
       << out;
   EXPECT_THAT(out, HasSubstr("replication slot no_such_slot does not exist (status reads "
-                             "database " + h.db().name() + "): pass --slot"));
+                             "database " +
+                             h.db().name() + "): pass --slot"));
   EXPECT_EQ(Lines(out), 1) << out;
 
   EXPECT_EQ(Outboxd({"status", "--pg", h.db().conninfo(), "--slot", other->name()}, &out), 2)
@@ -122,10 +126,10 @@ TEST(Names, StatusNamesAMissingOrForeignSlotAndTheDatabase) {
                              other->name() + " (status reads database " + h.db().name() + ")"));
 
   // --mode poll reads the polling columns whatever the slots say.
-  EXPECT_EQ(Outboxd({"status", "--pg", h.db().conninfo(), "--slot", "no_such_slot", "--mode",
-                     "poll"},
-                    &out),
-            0)
+  EXPECT_EQ(
+      Outboxd({"status", "--pg", h.db().conninfo(), "--slot", "no_such_slot", "--mode", "poll"},
+              &out),
+      0)
       << out;
   EXPECT_THAT(out, HasSubstr(" poll\n"));
 }

@@ -115,10 +115,10 @@ class SecurityTest : public ::testing::Test {
     for (const auto& [role, password] :
          {std::pair{"outboxd_owner", kOwnerPassword}, std::pair{"outboxd_relay", kRelayPassword},
           std::pair{"outboxd_cleanup", kCleanupPassword}}) {
-      ASSERT_TRUE(
-          admin
-              .Exec(std::string("ALTER ROLE ") + role + " PASSWORD " + *admin.QuoteLiteral(password))
-              .ok());
+      ASSERT_TRUE(admin
+                      .Exec(std::string("ALTER ROLE ") + role + " PASSWORD " +
+                            *admin.QuoteLiteral(password))
+                      .ok());
       WriteSecret(role, password + "\n");  // as `echo pw > file` leaves it
     }
     WriteSecret("kafka", kKafkaPassword + "\n");
@@ -365,9 +365,12 @@ TEST_F(SecurityTest, AKafkaSecretFileIsAppliedAndNeverLoggedEvenAtLibrdkafkaDebu
 // denied for schema pg_toast": the publication check cast every pg_class row's name
 // to regclass. Its own slot, so the suite's relay keeps "outboxd".
 TEST_F(SecurityTest, TheOwnerRunsSetupAgainAndRecreatesTheSlot) {
-  const std::vector<std::string> setup = {"setup",         "--pg",
-                                          Tcp("outboxd_owner"), "--pg-password-file",
-                                          SecretPath("outboxd_owner"), "--slot",
+  const std::vector<std::string> setup = {"setup",
+                                          "--pg",
+                                          Tcp("outboxd_owner"),
+                                          "--pg-password-file",
+                                          SecretPath("outboxd_owner"),
+                                          "--slot",
                                           "owner_again"};
   std::string output;
   for (int run = 1; run <= 2; ++run) {

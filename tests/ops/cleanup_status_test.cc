@@ -144,11 +144,11 @@ TEST_F(CleanupStatusTest, AnotherDatabasesSlotIsAnErrorNamingBothDatabases) {
   db_->Exec(absl::StrCat("SELECT pg_drop_replication_slot('", db_->name(), "')"));
   absl::StatusOr<OutboxStatus> s = QueryStatus(*conn_, {.slot = other->name()});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
-  EXPECT_THAT(std::string(s.status().message()),
-              testing::HasSubstr(absl::StrCat("replication slot ", other->name(),
-                                              " belongs to database ", other->name(),
-                                              " (status reads database ", db_->name(),
-                                              ", where publication outboxd publishes it)")));
+  EXPECT_THAT(
+      std::string(s.status().message()),
+      testing::HasSubstr(absl::StrCat("replication slot ", other->name(), " belongs to database ",
+                                      other->name(), " (status reads database ", db_->name(),
+                                      ", where publication outboxd publishes it)")));
   // A polling database beside a CDC one: the unnamed default slot is not its business.
   db_->Exec("DROP PUBLICATION outboxd");
   s = QueryStatus(*conn_, {.slot = other->name()});

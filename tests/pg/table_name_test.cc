@@ -2,13 +2,14 @@
 // identifier checks (pg/identifier.h) it and the other name flags go through. Issue
 // 13: run split "my.sch.outbox" at the first dot and setup at the last; a long or
 // non-UTF-8 name reached the server.
+#include "pg/table_name.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "outbox/names.h"
 #include "pg/identifier.h"
-#include "pg/table_name.h"
 
 namespace outboxd::pg {
 namespace {

@@ -87,12 +87,16 @@ TEST(NotifyChannel, TheInstalledFunctionNeverFailsAnInsert) {
   ExpectInsertWorks(env, "with the installed trigger");
   EXPECT_EQ(NextNotification(listener, absl::Seconds(10)), channel);
 
-  env.db().Exec("CREATE TRIGGER too_long AFTER INSERT ON outbox FOR EACH STATEMENT "
-                "EXECUTE FUNCTION outboxd_notify('" + std::string(70, 'x') + "')");
-  env.db().Exec("CREATE TRIGGER empty AFTER INSERT ON outbox FOR EACH STATEMENT "
-                "EXECUTE FUNCTION outboxd_notify('')");
-  env.db().Exec("CREATE TRIGGER no_argument AFTER INSERT ON outbox FOR EACH STATEMENT "
-                "EXECUTE FUNCTION outboxd_notify()");
+  env.db().Exec(
+      "CREATE TRIGGER too_long AFTER INSERT ON outbox FOR EACH STATEMENT "
+      "EXECUTE FUNCTION outboxd_notify('" +
+      std::string(70, 'x') + "')");
+  env.db().Exec(
+      "CREATE TRIGGER empty AFTER INSERT ON outbox FOR EACH STATEMENT "
+      "EXECUTE FUNCTION outboxd_notify('')");
+  env.db().Exec(
+      "CREATE TRIGGER no_argument AFTER INSERT ON outbox FOR EACH STATEMENT "
+      "EXECUTE FUNCTION outboxd_notify()");
   ExpectInsertWorks(env, "with triggers whose channel pg_notify refuses");
 }
 

@@ -73,7 +73,8 @@ std::unique_ptr<TestDatabase> TestDatabase::Create() {
 std::unique_ptr<TestDatabase> TestDatabase::Create(const std::string& base) {
   std::string name = UniqueName();
   pg::Connection admin = ConnectOrDie(base, pg::ConnectionKind::kRegular);
-  absl::StatusOr<pg::Result> created = admin.Exec("CREATE DATABASE " + *admin.QuoteIdentifier(name));
+  absl::StatusOr<pg::Result> created =
+      admin.Exec("CREATE DATABASE " + *admin.QuoteIdentifier(name));
   if (!created.ok()) Fatal("CREATE DATABASE failed: " + std::string(created.status().message()));
   return std::unique_ptr<TestDatabase>(new TestDatabase(base, std::move(name)));
 }
