@@ -11,6 +11,7 @@
 #include "cli/secrets.h"
 #include "ops/dead_letter_replay.h"
 #include "outbox/dead_letter.h"
+#include "outbox/names.h"
 #include "pg/connection.h"
 
 namespace outboxd::cli {
@@ -55,6 +56,9 @@ struct DeadLetterCommand {
 
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
+    absl::StatusOr<pg::TableName> outbox_table = outbox::ParseOutboxTable(table);
+    if (!outbox_table.ok()) return Fail(outbox_table.status(), true);
+    replay.table_name = outbox_table->name;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), true);
     outbox::DeadLetterStore store(table);
@@ -83,7 +87,6 @@ struct DeadLetterCommand {
     }
     if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
     replay.kafka.on_log = LogKafka;
-    replay.table_name = table.substr(table.rfind('.') + 1);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);
     for (const std::string& failure : report->failures) spdlog::error("not replayed: {}", failure);

@@ -20,6 +20,8 @@ struct StatusCommand {
   ops::StatusOptions options;
   bool json = false;
   DurationFlag max_age{""};
+  std::string mode = "auto";
+  CLI::Option* slot_flag = nullptr;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
@@ -27,8 +29,15 @@ struct StatusCommand {
     Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
     AddPgSecretFlags(cmd, secrets);
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
-    Flag(cmd, "slot", options.slot, "Logical replication slot (absent: polling mode)")
-        ->capture_default_str();
+    slot_flag = Flag(cmd, "slot", options.slot,
+                     "Logical replication slot; when it is missing or another database's, an "
+                     "error unless the database never had a CDC relay (see --mode)")
+                    ->capture_default_str();
+    Flag(cmd, "mode", mode,
+         "cdc (read the slot), poll (the polling relay's columns) or auto: cdc, or poll when "
+         "the slot is not named and the database never had a CDC relay")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "cdc", "poll"}));
     Switch(cmd, "json", json, "Print one JSON object instead of the table");
     Flag(cmd, "max-age", max_age.text,
          "Exit 1 when the oldest unacknowledged event is older than this");
@@ -42,6 +51,11 @@ struct StatusCommand {
     if (!max_age.text.empty()) {
       if (absl::Status s = ResolveDuration(max_age, "max-age"); !s.ok()) return Fail(s, true);
     }
+    options.mode = mode == "cdc"    ? ops::StatusMode::kCdc
+                   : mode == "poll" ? ops::StatusMode::kPoll
+                                    : ops::StatusMode::kAuto;
+    // A slot from the config file is not counted by CLI11; it differs from the default.
+    options.slot_given = slot_flag->count() > 0 || options.slot != ops::StatusOptions().slot;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), true);
     absl::StatusOr<ops::OutboxStatus> status = ops::QueryStatus(*conn, options);

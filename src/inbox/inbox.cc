@@ -9,17 +9,10 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "pg/table_name.h"
 
 namespace outboxd::inbox {
 namespace {
-
-// "schema.name" or "name", each part quoted.
-std::string QuotedTable(pg::Connection& conn, const std::string& table) {
-  const size_t dot = table.rfind('.');
-  if (dot == std::string::npos) return conn.QuoteIdentifier(table);
-  return absl::StrCat(conn.QuoteIdentifier(table.substr(0, dot)), ".",
-                      conn.QuoteIdentifier(table.substr(dot + 1)));
-}
 
 // Keeps the code and the SQLSTATE payload under a message with context.
 absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
@@ -38,9 +31,10 @@ void Rollback(pg::Connection& conn) {
 // True when the id was not marked before (the INSERT took a row).
 absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message,
                           const InboxOptions& options) {
-  const std::string sql =
-      absl::StrCat("INSERT INTO ", QuotedTable(conn, options.table), " (",
-                   conn.QuoteIdentifier(options.id_column), ") VALUES ($1) ON CONFLICT DO NOTHING");
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string id_column, conn.QuoteIdentifier(options.id_column));
+  const std::string sql = absl::StrCat("INSERT INTO ", table.quoted, " (", id_column,
+                                       ") VALUES ($1) ON CONFLICT DO NOTHING");
   absl::StatusOr<pg::Result> inserted = conn.ExecParams(sql, {message.id});
   if (!inserted.ok()) return Prefixed(inserted.status(), "cannot mark the message in the inbox: ");
   return inserted->AffectedRows() == 1;

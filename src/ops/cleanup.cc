@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "outbox/names.h"
 #include "outbox/relay_state.h"
+#include "pg/identifier.h"
 #include "pg/table_name.h"
 
 namespace outboxd::ops {
@@ -34,27 +36,27 @@ absl::StatusOr<int64_t> DeleteInBatches(pg::Connection& conn, const std::string&
 
 // ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
 absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options) {
-  const pg::TableName outbox = pg::TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
   const std::string published = polled ? options.published_at_column : "";
+  OUTBOXD_ASSIGN_OR_RETURN(std::string published_sql,
+                           conn.QuoteIdentifier(options.published_at_column));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_sql,
+                           conn.QuoteIdentifier(options.created_at_column));
   const outbox::RelayStateStore state(options.table);
-  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists,
-                           outbox.Sibling(conn, state.table()).Exists(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
   std::string acked;
   if (state_exists) {
-    acked = state.AckedCondition(conn, "o", published);
+    OUTBOXD_ASSIGN_OR_RETURN(acked, state.AckedCondition(conn, "o", published));
   } else if (polled) {
-    acked = absl::StrCat("o.", conn.QuoteIdentifier(published), " IS NOT NULL");
+    acked = absl::StrCat("o.", published_sql, " IS NOT NULL");
   } else {
     return 0;  // nothing can tell an acknowledged row from another: keep them all
   }
   // The seed's rule for polled rows (published before the cut-off), and the CDC
   // analogue: created before it and acknowledged.
-  std::string old = absl::StrCat("o.", conn.QuoteIdentifier(options.created_at_column),
-                                 " < $1::timestamptz");
-  if (polled) {
-    old = absl::StrCat("(", old, " OR o.", conn.QuoteIdentifier(published), " < $1::timestamptz)");
-  }
+  std::string old = absl::StrCat("o.", created_sql, " < $1::timestamptz");
+  if (polled) old = absl::StrCat("(", old, " OR o.", published_sql, " < $1::timestamptz)");
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.retention));
   return DeleteInBatches(
       conn,
@@ -65,8 +67,9 @@ absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& 
 
 absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& options) {
   if (options.inbox_table.empty()) return 0;
-  const pg::TableName inbox =
-      pg::TableName::Split(conn, options.table).Sibling(conn, options.inbox_table);
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.inbox_table, "--inbox-table"));
+  const pg::TableName inbox = outbox.Sibling(options.inbox_table);
   OUTBOXD_ASSIGN_OR_RETURN(bool exists, inbox.Exists(conn));
   if (!exists) return 0;
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.inbox_retention));
@@ -81,6 +84,8 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
 
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options) {
   if (options.batch <= 0) return absl::InvalidArgumentError("--batch must be at least 1");
+  OUTBOXD_RETURN_IF_ERROR(outbox::ParseOutboxTable(options.table).status());
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.created_at_column, "--created-at-column"));
   CleanupResult result;
   OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options));
   OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options));

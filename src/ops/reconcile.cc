@@ -13,17 +13,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "outbox/names.h"
+#include "pg/table_name.h"
 
 namespace outboxd::ops {
 namespace {
-
-// "schema.name" or "name", each part quoted.
-std::string QuotedTable(pg::Connection& conn, const std::string& table) {
-  const size_t dot = table.rfind('.');
-  if (dot == std::string::npos) return conn.QuoteIdentifier(table);
-  return absl::StrCat(conn.QuoteIdentifier(table.substr(0, dot)), ".",
-                      conn.QuoteIdentifier(table.substr(dot + 1)));
-}
 
 // A trailing ";" (as people type SQL) would be a syntax error inside the subquery.
 std::string Trimmed(std::string sql) {
@@ -40,14 +34,17 @@ std::string ExpectedCte(const ReconcileOptions& options) {
       Trimmed(options.expect_sql), "\n) AS e(aggregate_id) WHERE $1::timestamptz IS NOT NULL) ");
 }
 
-std::string MissingSql(pg::Connection& conn, const ReconcileOptions& options) {
+absl::StatusOr<std::string> MissingSql(pg::Connection& conn, const ReconcileOptions& options) {
   const outbox::ColumnMapping& c = options.columns;
-  return absl::StrCat(
-      ExpectedCte(options),
-      "SELECT x.aggregate_id FROM expected x WHERE NOT EXISTS (SELECT 1 FROM ",
-      QuotedTable(conn, options.table), " o WHERE o.", conn.QuoteIdentifier(c.aggregate_id),
-      "::text = x.aggregate_id AND o.", conn.QuoteIdentifier(c.type), " = $2 AND o.",
-      conn.QuoteIdentifier(c.created_at), " >= $1::timestamptz) ORDER BY x.aggregate_id");
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string aggregate_id, conn.QuoteIdentifier(c.aggregate_id));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string type, conn.QuoteIdentifier(c.type));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_at, conn.QuoteIdentifier(c.created_at));
+  return absl::StrCat(ExpectedCte(options),
+                      "SELECT x.aggregate_id FROM expected x WHERE NOT EXISTS (SELECT 1 FROM ",
+                      table.quoted, " o WHERE o.", aggregate_id, "::text = x.aggregate_id AND o.",
+                      type, " = $2 AND o.", created_at,
+                      " >= $1::timestamptz) ORDER BY x.aggregate_id");
 }
 
 // Keeps the SQLSTATE; says which part of the work failed. SQL the server does not
@@ -69,7 +66,7 @@ absl::Status CheckOptions(const ReconcileOptions& options) {
   if (options.since < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reconcile: --since must not be negative");
   }
-  return absl::OkStatus();
+  return outbox::CheckNames(options.table, options.columns);
 }
 
 absl::StatusOr<ReconcileReport> ReconcileInTransaction(pg::Connection& conn,
@@ -86,8 +83,9 @@ absl::StatusOr<ReconcileReport> ReconcileInTransaction(pg::Connection& conn,
   if (!absl::SimpleAtoi(std::string(count->Get(0, 0)), &report.expected)) {
     return absl::InternalError("reconcile: bad count");
   }
+  OUTBOXD_ASSIGN_OR_RETURN(std::string missing_sql, MissingSql(conn, options));
   absl::StatusOr<pg::Result> missing =
-      conn.ExecParams(MissingSql(conn, options), {report.window_start, options.type});
+      conn.ExecParams(missing_sql, {report.window_start, options.type});
   if (!missing.ok()) return Annotated(missing.status(), "cannot look up outbox events");
   for (int r = 0; r < missing->rows(); ++r) report.missing.emplace_back(missing->Get(r, 0));
   return report;

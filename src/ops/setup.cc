@@ -1,6 +1,7 @@
-// Setup checks before it creates: wal_level first, then tables, index and
-// publication in one transaction (so a failure leaves nothing half-made), then the
-// slot, which cannot be created in a transaction that wrote. The publication must
+// Setup checks before it creates: every name, wal_level, the REPLICATION privilege
+// and an existing slot first, then tables, index and publication in one transaction
+// (so a failure leaves nothing half-made), then the slot, which cannot be created in
+// a transaction that wrote (if that still fails, the error lists what stays). The publication must
 // exist before the slot: pgoutput looks it up as of each decoded change.
 #include "ops/setup.h"
 
@@ -10,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
+#include "outbox/names.h"
 #include "outbox/relay_state.h"
+#include "pg/identifier.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 #include "relay/preflight.h"
@@ -40,9 +43,10 @@ absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
 }
 
 absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
-  const TableName outbox = TableName::Split(conn, options.table);
-  const TableName index = outbox.Sibling(conn, outbox.name + "_pendentes");
-  const TableName inbox = outbox.Sibling(conn, options.inbox_table);
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
+  const TableName index = outbox.Sibling(outbox.name + "_pendentes");
+  const TableName inbox = outbox.Sibling(options.inbox_table);
+  OUTBOXD_ASSIGN_OR_RETURN(std::string index_name, conn.QuoteIdentifier(index.name));
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox, "table " + options.table,
                                           absl::StrCat("CREATE TABLE ", outbox.quoted, R"sql( (
   seq                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -59,15 +63,15 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                           report));
   OUTBOXD_RETURN_IF_ERROR(
       CreateIfMissing(conn, index, "index " + index.name,
-                      absl::StrCat("CREATE INDEX ", conn.QuoteIdentifier(index.name), " ON ",
-                                   outbox.quoted, " (seq) WHERE publicado_em IS NULL"),
+                      absl::StrCat("CREATE INDEX ", index_name, " ON ", outbox.quoted,
+                                   " (seq) WHERE publicado_em IS NULL"),
                       report));
   const outbox::DeadLetterStore dead_letters(options.table);
-  const TableName dead_letter_table = outbox.Sibling(conn, dead_letters.table());
+  const TableName dead_letter_table = outbox.Sibling(dead_letters.table());
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table, "table " + dead_letters.table(),
                                           dead_letters.CreateSql(conn), report));
   const outbox::RelayStateStore state(options.table);
-  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox.Sibling(conn, state.table()),
+  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox.Sibling(state.table()),
                                           "table " + state.table(), state.CreateSql(conn), report));
   return CreateIfMissing(conn, inbox, "table " + options.inbox_table,
                          absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
@@ -85,10 +89,13 @@ absl::Status CheckPublication(pg::Connection& conn, const SetupOptions& options,
         "publication ", options.publication, " does not publish inserts: ALTER PUBLICATION ",
         pg::SqlIdentifier(options.publication), " SET (publish = 'insert')"));
   }
+  // By schema and name: a ::regclass cast on pg_publication_tables' rows runs over
+  // pg_class rows of schemas the role may not use (pg_toast: permission denied).
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result covered,
-      conn.ExecParams("SELECT 1 FROM pg_publication_tables WHERE pubname = $1 "
-                      "AND format('%I.%I', schemaname, tablename)::regclass = $2::regclass",
+      conn.ExecParams("SELECT 1 FROM pg_publication_tables p JOIN pg_namespace n "
+                      "ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid "
+                      "AND c.relname = p.tablename WHERE p.pubname = $1 AND c.oid = $2::regclass",
                       {options.publication, outbox.quoted}));
   if (covered.rows() > 0) return absl::OkStatus();
   return absl::FailedPreconditionError(
@@ -99,7 +106,7 @@ absl::Status CheckPublication(pg::Connection& conn, const SetupOptions& options,
 
 absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options,
                                SetupReport& report) {
-  const TableName outbox = TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result existing,
       conn.ExecParams("SELECT pubinsert FROM pg_publication WHERE pubname = $1",
@@ -107,9 +114,10 @@ absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options
   if (existing.rows() > 0) {
     return CheckPublication(conn, options, outbox, existing.Get(0, 0) == "t");
   }
+  OUTBOXD_ASSIGN_OR_RETURN(std::string publication, conn.QuoteIdentifier(options.publication));
   absl::StatusOr<pg::Result> created =
-      conn.Exec(absl::StrCat("CREATE PUBLICATION ", conn.QuoteIdentifier(options.publication),
-                             " FOR TABLE ", outbox.quoted, " WITH (publish = 'insert')"));
+      conn.Exec(absl::StrCat("CREATE PUBLICATION ", publication, " FOR TABLE ", outbox.quoted,
+                             " WITH (publish = 'insert')"));
   if (!created.ok()) {
     return Annotate(created.status(), "cannot create publication " + options.publication);
   }
@@ -137,10 +145,11 @@ absl::Status CheckSlot(pg::Connection& conn, const SetupOptions& options,
                        const pg::SlotInfo& slot) {
   OUTBOXD_ASSIGN_OR_RETURN(std::string what, pg::SlotMismatch(conn, slot));
   if (what.empty()) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, conn.QuoteLiteral(options.slot));
   return absl::FailedPreconditionError(
       absl::StrCat("replication slot ", options.slot, " ", what,
-                   ": drop it with SELECT pg_drop_replication_slot(",
-                   conn.QuoteLiteral(options.slot), ") or choose another --slot"));
+                   ": drop it with SELECT pg_drop_replication_slot(", slot_literal,
+                   ") or choose another --slot"));
 }
 
 // Rows a new slot would never stream: committed before its consistent point, still
@@ -148,14 +157,15 @@ absl::Status CheckSlot(pg::Connection& conn, const SetupOptions& options,
 // is streamed, never missed.
 absl::StatusOr<int64_t> PendingBeforeSlot(pg::Connection& conn, const SetupOptions& options,
                                           const pg::CreatedSlot& created) {
-  const TableName outbox = TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, "publicado_em"));
   if (!polled) return 0;
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection reader, pg::Connection::Open(conn.conninfo()));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string snapshot, reader.QuoteLiteral(created.snapshot));
   OUTBOXD_RETURN_IF_ERROR(reader
                               .Exec(absl::StrCat("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
                                                  " SET TRANSACTION SNAPSHOT ",
-                                                 reader.QuoteLiteral(created.snapshot)))
+                                                 snapshot))
                               .status());
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result r,
@@ -236,20 +246,52 @@ absl::Status EnsureSlot(pg::Connection& conn, const SetupOptions& options, Setup
   return CreateSlot(conn, options, report);
 }
 
+// Every name, before anything is created: a name the server would refuse at the
+// slot would otherwise fail after the tables and the publication were committed.
+absl::Status CheckNames(const SetupOptions& options) {
+  OUTBOXD_RETURN_IF_ERROR(outbox::ParseOutboxTable(options.table).status());
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.publication, "--publication"));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(options.slot, "--slot"));
+  return pg::CheckIdentifier(options.inbox_table, "--inbox-table");
+}
+
+// The slot problems EnsureSlot would meet, before anything is created.
+absl::Status CheckExistingSlot(pg::Connection& conn, const SetupOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
+  if (!slot.exists) return absl::OkStatus();
+  if (!options.recreate_slot) return CheckSlot(conn, options, slot);
+  if (!slot.active) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("replication slot ", options.slot, " is in use by process ", slot.active_pid,
+                   ": stop the relay, then run setup --recreate-slot again"));
+}
+
+// A slot failure after the schema committed says what stays (a second setup reuses it).
+absl::Status WithLeftovers(const absl::Status& status, const SetupReport& report) {
+  if (status.ok() || report.created.empty()) return status;
+  std::string kept;
+  for (const std::string& what : report.created)
+    absl::StrAppend(&kept, kept.empty() ? "" : ", ", what);
+  absl::Status out(status.code(), absl::StrCat(status.message(), " (setup created and keeps ", kept,
+                                               "; setup run again reuses them)"));
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
 }  // namespace
 
 absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupReport* report) {
-  if (options.table.empty() || options.publication.empty() || options.slot.empty() ||
-      options.inbox_table.empty()) {
-    return absl::InvalidArgumentError(
-        "setup needs non-empty --table, --publication and --slot names");
-  }
+  OUTBOXD_RETURN_IF_ERROR(CheckNames(options));
   SetupReport local;
   SetupReport& out = report ? *report : local;
   out.created.clear();
   OUTBOXD_RETURN_IF_ERROR(relay::CheckWalLevel(conn));
+  // Without REPLICATION the slot would fail after the schema was committed.
+  OUTBOXD_RETURN_IF_ERROR(relay::CheckReplicationPrivilege(conn));
+  OUTBOXD_RETURN_IF_ERROR(CheckExistingSlot(conn, options));
   OUTBOXD_RETURN_IF_ERROR(EnsureSchema(conn, options, out));
-  return EnsureSlot(conn, options, out);
+  return WithLeftovers(EnsureSlot(conn, options, out), out);
 }
 
 }  // namespace outboxd::ops

@@ -40,9 +40,12 @@ struct SetupReport {
 // itself and publishes exactly those rows before streaming (no gap, no overlap).
 //
 // `conn` must be a regular (not a replication) connection whose role may create
-// tables and publications and has REPLICATION (or is superuser). Fails with
-// FailedPrecondition when wal_level is not logical, or when an existing publication
-// or slot cannot serve outboxd (the message says how to fix it).
+// tables and publications and has REPLICATION (or is superuser). Fails, before
+// creating anything, with InvalidArgument for a name PostgreSQL would refuse or
+// truncate (pg/identifier.h, outbox/names.h), PermissionDenied without REPLICATION,
+// FailedPrecondition when wal_level is not logical or an existing slot cannot serve
+// outboxd; and with FailedPrecondition when an existing publication cannot (the
+// message says how to fix it).
 absl::Status Setup(pg::Connection& conn, const SetupOptions& options,
                    SetupReport* report = nullptr);
 

@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
+#include "outbox/names.h"
+#include "pg/identifier.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 
@@ -29,10 +31,10 @@ double ToDouble(std::string_view text) {
 absl::StatusOr<pg::Result> CountRows(pg::Connection& conn, const pg::TableName& outbox,
                                      const StatusOptions& options, const std::string& extra,
                                      const std::string& where) {
-  return conn.Exec(absl::StrCat(
-      "SELECT count(*), coalesce(extract(epoch FROM now() - min(o.",
-      conn.QuoteIdentifier(options.created_at_column), ")), 0)::float8", extra, " FROM ",
-      outbox.quoted, " o WHERE ", where));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_at, conn.QuoteIdentifier(options.created_at_column));
+  return conn.Exec(absl::StrCat("SELECT count(*), coalesce(extract(epoch FROM now() - min(o.",
+                                created_at, ")), 0)::float8", extra, " FROM ", outbox.quoted,
+                                " o WHERE ", where));
 }
 
 absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
@@ -41,12 +43,14 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
   out.wal_status = slot.wal_status;
   out.slot_lag_bytes = slot.lag_bytes;
   const outbox::RelayStateStore state(options.table);
-  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(conn, state.table()).Exists(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
   std::string unacked = "true";  // without the state table nothing is known acknowledged
   if (state_exists) {
-    unacked = absl::StrCat(state.AckedCondition(conn, "o", polled ? options.published_at_column : ""),
-                           " IS NOT TRUE");
+    OUTBOXD_ASSIGN_OR_RETURN(
+        std::string acked,
+        state.AckedCondition(conn, "o", polled ? options.published_at_column : ""));
+    unacked = absl::StrCat(acked, " IS NOT TRUE");
     OUTBOXD_ASSIGN_OR_RETURN(out.positions, state.Positions(conn));
   }
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, CountRows(conn, outbox, options, "", unacked));
@@ -58,13 +62,13 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
 absl::Status QueryPoll(pg::Connection& conn, const pg::TableName& outbox,
                        const StatusOptions& options, OutboxStatus& out) {
   // The seed's dashboard query.
+  OUTBOXD_ASSIGN_OR_RETURN(std::string attempts, conn.QuoteIdentifier(options.attempts_column));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string published_at,
+                           conn.QuoteIdentifier(options.published_at_column));
   OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result r,
-      CountRows(conn, outbox, options,
-                absl::StrCat(", count(*) FILTER (WHERE o.",
-                             conn.QuoteIdentifier(options.attempts_column), " >= 5)"),
-                absl::StrCat("o.", conn.QuoteIdentifier(options.published_at_column),
-                             " IS NULL")));
+      pg::Result r, CountRows(conn, outbox, options,
+                              absl::StrCat(", count(*) FILTER (WHERE o.", attempts, " >= 5)"),
+                              absl::StrCat("o.", published_at, " IS NULL")));
   out.pending = ToInt(r.Get(0, 0));
   out.oldest_pending_age_s = ToDouble(r.Get(0, 1));
   out.repeated_failures = ToInt(r.Get(0, 2));
@@ -80,26 +84,85 @@ std::string JsonString(std::string_view text) {
   return out + "\"";
 }
 
+// Signs that a CDC relay serves this outbox: a slot's row in the relay-state table
+// (written by run's position recorder and by setup's backfill requests) or a
+// publication of the table. "" when there are none: a polling deployment.
+absl::StatusOr<std::string> CdcSigns(pg::Connection& conn, const pg::TableName& outbox,
+                                     const StatusOptions& options) {
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
+  if (state_exists) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::vector<outbox::SlotPosition> positions, state.Positions(conn));
+    if (!positions.empty()) {
+      std::string slots;
+      for (const outbox::SlotPosition& p : positions)
+        absl::StrAppend(&slots, slots.empty() ? "" : ", ", p.slot);
+      return absl::StrCat(state.table(), " records slot ", slots);
+    }
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result published,
+      conn.ExecParams(
+          "SELECT p.pubname FROM pg_publication_tables p JOIN pg_namespace n "
+          "ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid "
+          "AND c.relname = p.tablename WHERE c.oid = to_regclass($1) ORDER BY 1 LIMIT 1",
+          {outbox.quoted}));
+  if (published.rows() > 0) {
+    return absl::StrCat("publication ", std::string(published.Get(0, 0)), " publishes it");
+  }
+  return std::string();
+}
+
+// The mode to report, or FailedPrecondition naming the slot and the database when
+// the slot cannot be this database's CDC relay's.
+absl::StatusOr<std::string> ChooseMode(pg::Connection& conn, const pg::TableName& outbox,
+                                       const StatusOptions& options, const pg::SlotInfo& slot) {
+  if (options.mode == StatusMode::kPoll) return std::string("poll");
+  OUTBOXD_ASSIGN_OR_RETURN(std::string mismatch,
+                           slot.exists ? pg::SlotMismatch(conn, slot) : std::string());
+  if (slot.exists && mismatch.empty()) return std::string("cdc");
+  std::string signs;
+  if (options.mode == StatusMode::kAuto && !options.slot_given) {
+    OUTBOXD_ASSIGN_OR_RETURN(signs, CdcSigns(conn, outbox, options));
+    if (signs.empty()) return std::string("poll");
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result db, conn.Exec("SELECT current_database()"));
+  const std::string problem = slot.exists ? mismatch : "does not exist";
+  return absl::FailedPreconditionError(absl::StrCat(
+      "replication slot ", options.slot, " ", problem, " (status reads database ",
+      std::string(db.Get(0, 0)), signs.empty() ? "" : ", where " + signs,
+      "): pass --slot with this database's slot (SELECT slot_name FROM pg_replication_slots "
+      "WHERE database = current_database()), run outboxd setup to create it, or pass "
+      "--mode poll for a polling relay"));
+}
+
 }  // namespace
 
 absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptions& options) {
-  const pg::TableName outbox = pg::TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, outbox::ParseOutboxTable(options.table));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(options.slot, "--slot"));
+  for (const std::string* column :
+       {&options.created_at_column, &options.published_at_column, &options.attempts_column}) {
+    OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(*column, "a column name"));
+  }
   OUTBOXD_ASSIGN_OR_RETURN(bool exists, outbox.Exists(conn));
   if (!exists) {
     return absl::NotFoundError(absl::StrCat("table ", outbox.Display(),
                                             " does not exist: run outboxd setup or pass --table"));
   }
   OutboxStatus out;
-  OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
-  out.mode = slot.exists ? "cdc" : "poll";
-  if (slot.exists) {
+  pg::SlotInfo slot;
+  if (options.mode != StatusMode::kPoll) {
+    OUTBOXD_ASSIGN_OR_RETURN(slot, pg::QuerySlot(conn, options.slot));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(out.mode, ChooseMode(conn, outbox, options, slot));
+  if (out.mode == "cdc") {
     OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, options, slot, out));
   } else {
     OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, options, out));
   }
   const outbox::DeadLetterStore dead_letters(options.table);
-  OUTBOXD_ASSIGN_OR_RETURN(bool dead_exists,
-                           outbox.Sibling(conn, dead_letters.table()).Exists(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(bool dead_exists, outbox.Sibling(dead_letters.table()).Exists(conn));
   if (dead_exists) {
     OUTBOXD_ASSIGN_OR_RETURN(out.dead_letter, dead_letters.Count(conn));
   }

@@ -24,9 +24,16 @@
 
 namespace outboxd::ops {
 
+// Which relay the database is read for: kAuto decides by the slot (see QueryStatus).
+enum class StatusMode { kAuto, kCdc, kPoll };
+
 struct StatusOptions {
   std::string table = "outbox";
   std::string slot = "outboxd";
+  // The user named the slot (--slot, OUTBOXD_SLOT or the config file): then a slot
+  // that is missing or another database's is always an error, never polling mode.
+  bool slot_given = false;
+  StatusMode mode = StatusMode::kAuto;
   std::string created_at_column = "criado_em";
   std::string published_at_column = "publicado_em";
   std::string attempts_column = "tentativas";
@@ -52,6 +59,12 @@ struct OutboxStatus {
   double oldest_age_s() const { return mode == "cdc" ? oldest_unacked_age_s : oldest_pending_age_s; }
 };
 
+// kCdc reads the slot, kPoll the polling columns. kAuto reads the slot when it
+// exists in this database. A slot that does not exist, or belongs to another
+// database (or is not a pgoutput slot), is FailedPrecondition naming the slot and
+// the database, except when the database has never seen a CDC relay (no row in the
+// relay-state table, no publication of the outbox table) and the slot was not
+// named: that is a polling deployment, shown in polling mode.
 absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptions& options);
 
 // A short aligned table, one "name  value" line per figure.

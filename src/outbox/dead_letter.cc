@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "pg/identifier.h"
 
 namespace outboxd::outbox {
 
@@ -23,7 +24,7 @@ std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   error        text        NOT NULL,
   dead_at      timestamptz NOT NULL DEFAULT now()
 ); CREATE INDEX IF NOT EXISTS )sql",
-                      conn.QuoteIdentifier(name_.name + "_aggregate"), " ON ", Quoted(conn),
+                      pg::QuoteCheckedIdentifier(name_.name + "_aggregate"), " ON ", Quoted(conn),
                       " (aggregate_id, seq)");
 }
 

@@ -66,7 +66,7 @@ class DeadLetterStore {
   absl::Status Remove(pg::Connection& conn, int64_t seq) const;
 
  private:
-  std::string Quoted(pg::Connection& conn) const { return name_.Quoted(conn); }
+  std::string Quoted(pg::Connection&) const { return name_.Quoted(); }
   pg::SiblingName name_;
 };
 

@@ -113,24 +113,25 @@ std::string HorizonAge(const std::string& xid8_sql) {
 
 }  // namespace
 
-std::string RelayStateStore::BackfillCondition(pg::Connection& conn, const std::string& alias,
-                                               const std::string& published_at_column,
-                                               const BackfillRequest& request) const {
+absl::StatusOr<std::string> RelayStateStore::BackfillCondition(
+    pg::Connection& conn, const std::string& alias, const std::string& published_at_column,
+    const BackfillRequest& request) const {
   std::string condition = "true";
   if (!published_at_column.empty()) {
-    condition = absl::StrCat(alias, ".", conn.QuoteIdentifier(published_at_column), " IS NULL");
+    OUTBOXD_ASSIGN_OR_RETURN(std::string column, conn.QuoteIdentifier(published_at_column));
+    condition = absl::StrCat(alias, ".", column, " IS NULL");
   }
   if (request.after_xid) {
     // Not older than the horizon; a horizon too old to compare covers nothing.
+    OUTBOXD_ASSIGN_OR_RETURN(std::string after_xid, conn.QuoteLiteral(*request.after_xid));
     absl::StrAppend(&condition, " AND (age(", alias, ".xmin) > ",
-                    HorizonAge(absl::StrCat(conn.QuoteLiteral(*request.after_xid), "::xid8")),
-                    ") IS NOT TRUE");
+                    HorizonAge(absl::StrCat(after_xid, "::xid8")), ") IS NOT TRUE");
   }
   return condition;
 }
 
-std::string RelayStateStore::AckedCondition(pg::Connection& conn, const std::string& alias,
-                                            const std::string& published_at_column) const {
+absl::StatusOr<std::string> RelayStateStore::AckedCondition(
+    pg::Connection& conn, const std::string& alias, const std::string& published_at_column) const {
   // age(xid) counts transactions back from the current one, so "older than the
   // horizon" is age(xmin) > age(horizon). The oldest slot's horizon counts (each slot
   // may publish to its own broker). A horizon 2^31 transactions old no longer
@@ -140,8 +141,8 @@ std::string RelayStateStore::AckedCondition(pg::Connection& conn, const std::str
       absl::StrCat("age(", alias, ".xmin) > ",
                    HorizonAge(absl::StrCat("(SELECT min(acked_xid) FROM ", Quoted(conn), ")")));
   if (published_at_column.empty()) return absl::StrCat("(", by_horizon, ")");
-  return absl::StrCat("(", alias, ".", conn.QuoteIdentifier(published_at_column),
-                      " IS NOT NULL OR ", by_horizon, ")");
+  OUTBOXD_ASSIGN_OR_RETURN(std::string column, conn.QuoteIdentifier(published_at_column));
+  return absl::StrCat("(", alias, ".", column, " IS NOT NULL OR ", by_horizon, ")");
 }
 
 }  // namespace outboxd::outbox

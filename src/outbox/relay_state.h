@@ -16,7 +16,7 @@
 //   OUTBOXD_ASSIGN_OR_RETURN(XidHorizon h, state.TakeHorizon(conn));
 //   ... once the acknowledged watermark >= h.lsn:
 //   OUTBOXD_RETURN_IF_ERROR(state.RecordAcked(conn, "outboxd", h));
-//   std::string sql = absl::StrCat("... WHERE ", state.AckedCondition(conn, "o", "publicado_em"));
+//   OUTBOXD_ASSIGN_OR_RETURN(std::string acked, state.AckedCondition(conn, "o", "publicado_em"));
 #ifndef OUTBOXD_OUTBOX_RELAY_STATE_H_
 #define OUTBOXD_OUTBOX_RELAY_STATE_H_
 
@@ -80,19 +80,19 @@ class RelayStateStore {
   // A SQL condition, true for the outbox rows (alias) `request` covers: not marked
   // published (if the table has `published_at_column`) and not written by a
   // transaction older than its horizon.
-  std::string BackfillCondition(pg::Connection& conn, const std::string& alias,
-                                const std::string& published_at_column,
-                                const BackfillRequest& request) const;
+  absl::StatusOr<std::string> BackfillCondition(pg::Connection& conn, const std::string& alias,
+                                                const std::string& published_at_column,
+                                                const BackfillRequest& request) const;
 
   // A SQL condition, true when the outbox row `alias` is known to be acknowledged:
   // marked by the polling relay (`published_at_column`, empty if the table has none)
   // or written by a transaction older than every slot's recorded horizon. NULL (not
   // true) when unknown: test it with `IS TRUE` / `IS NOT TRUE`.
-  std::string AckedCondition(pg::Connection& conn, const std::string& alias,
-                             const std::string& published_at_column) const;
+  absl::StatusOr<std::string> AckedCondition(pg::Connection& conn, const std::string& alias,
+                                             const std::string& published_at_column) const;
 
  private:
-  std::string Quoted(pg::Connection& conn) const { return name_.Quoted(conn); }
+  std::string Quoted(pg::Connection&) const { return name_.Quoted(); }
   pg::SiblingName name_;
 };
 

@@ -10,7 +10,9 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "outbox/payload_check.h"
+#include "pg/table_name.h"
 
 namespace outboxd::outbox {
 namespace {
@@ -50,20 +52,16 @@ absl::Status CheckEvent(const NewEvent& event) {
   return absl::OkStatus();
 }
 
-// "schema.name" or "name", each part quoted.
-std::string QuotedTable(pg::Connection& conn, const std::string& table) {
-  const size_t dot = table.rfind('.');
-  if (dot == std::string::npos) return conn.QuoteIdentifier(table);
-  return absl::StrCat(conn.QuoteIdentifier(table.substr(0, dot)), ".",
-                      conn.QuoteIdentifier(table.substr(dot + 1)));
-}
-
-std::string InsertSql(pg::Connection& conn, const WriterOptions& options) {
+// Built on the client, so a bad name fails before the caller's transaction is touched.
+absl::StatusOr<std::string> InsertSql(pg::Connection& conn, const WriterOptions& options) {
   const ColumnMapping& c = options.columns;
-  return absl::StrCat("INSERT INTO ", QuotedTable(conn, options.table), " (",
-                      conn.QuoteIdentifier(c.aggregate_id), ", ", conn.QuoteIdentifier(c.type),
-                      ", ", conn.QuoteIdentifier(c.payload), ") VALUES ($1, $2, $3) RETURNING ",
-                      conn.QuoteIdentifier(c.id), "::text");
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string aggregate_id, conn.QuoteIdentifier(c.aggregate_id));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string type, conn.QuoteIdentifier(c.type));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string payload, conn.QuoteIdentifier(c.payload));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string id, conn.QuoteIdentifier(c.id));
+  return absl::StrCat("INSERT INTO ", table.quoted, " (", aggregate_id, ", ", type, ", ", payload,
+                      ") VALUES ($1, $2, $3) RETURNING ", id, "::text");
 }
 
 // Keeps the code and the SQLSTATE payload; says how to fix a missing table/column.
@@ -87,7 +85,9 @@ absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
   if (absl::Status s = CheckEvent(event); !s.ok()) return s;
   const std::vector<std::optional<std::string>> params = {event.aggregate_id, event.type,
                                                           event.payload};
-  absl::StatusOr<pg::Result> inserted = conn.ExecParams(InsertSql(conn, options), params);
+  absl::StatusOr<std::string> sql = InsertSql(conn, options);
+  if (!sql.ok()) return sql.status();
+  absl::StatusOr<pg::Result> inserted = conn.ExecParams(*sql, params);
   if (!inserted.ok()) return InsertError(inserted.status(), options);
   if (inserted->rows() != 1) {
     return absl::InternalError(

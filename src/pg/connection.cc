@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "pg/identifier.h"
 
 namespace outboxd::pg {
 namespace {
@@ -337,16 +338,25 @@ absl::Status Connection::CheckResult(const Result& result, std::string_view sql)
   return status;
 }
 
-std::string Connection::QuoteIdentifier(std::string_view name) {
+absl::StatusOr<std::string> Connection::QuoteIdentifier(std::string_view name) {
   std::unique_ptr<char, decltype(&PQfreemem)> quoted(
       PQescapeIdentifier(conn_.get(), name.data(), name.size()), &PQfreemem);
-  return quoted ? std::string(quoted.get()) : std::string();
+  if (quoted) return std::string(quoted.get());
+  return EscapeError("name", name);
 }
 
-std::string Connection::QuoteLiteral(std::string_view value) {
+absl::StatusOr<std::string> Connection::QuoteLiteral(std::string_view value) {
   std::unique_ptr<char, decltype(&PQfreemem)> quoted(
       PQescapeLiteral(conn_.get(), value.data(), value.size()), &PQfreemem);
-  return quoted ? std::string(quoted.get()) : std::string();
+  if (quoted) return std::string(quoted.get());
+  return EscapeError("value", value);
+}
+
+absl::Status Connection::EscapeError(std::string_view what, std::string_view text) {
+  std::string why = PQerrorMessage(conn_.get());
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  return absl::InvalidArgumentError(absl::StrCat("cannot quote the ", std::string(what), " ",
+                                                 PrintableName(text), " for SQL: ", why));
 }
 
 absl::StatusOr<std::string> ConninfoWithPassword(const std::string& conninfo,

@@ -68,9 +68,12 @@ class Connection {
   absl::StatusOr<Result> ExecParams(std::string_view sql,
                                     const std::vector<std::optional<std::string>>& params);
 
-  // Quoting helpers for identifiers and literals built into SQL text.
-  std::string QuoteIdentifier(std::string_view name);
-  std::string QuoteLiteral(std::string_view value);
+  // Quoting helpers for identifiers and literals built into SQL text, by the
+  // connection's client encoding. InvalidArgument when libpq cannot escape the text
+  // (bytes invalid in that encoding): SQL is never built from a failed escape.
+  //   OUTBOXD_ASSIGN_OR_RETURN(std::string channel, conn.QuoteIdentifier("outbox_new"));
+  absl::StatusOr<std::string> QuoteIdentifier(std::string_view name);
+  absl::StatusOr<std::string> QuoteLiteral(std::string_view value);
 
   PGconn* get() const { return conn_.get(); }
   // The conninfo this connection was opened with (to open another of another kind).
@@ -86,6 +89,7 @@ class Connection {
   friend class ReplicationStream;  // maps the results that end a copy stream
   explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
   absl::Status CheckResult(const Result& result, std::string_view sql);
+  absl::Status EscapeError(std::string_view what, std::string_view text);
 
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
   std::string last_sqlstate_;

@@ -93,10 +93,12 @@ absl::StatusOr<ReplicationStream> ReplicationStream::Start(Connection conn,
     return absl::InvalidArgumentError("replication needs a slot and a publication name");
   }
   // publication_names is a literal holding a list of (quoted) identifiers.
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot, conn.QuoteIdentifier(options.slot));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string publication, conn.QuoteIdentifier(options.publication));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string publication_names, conn.QuoteLiteral(publication));
   const std::string command =
-      absl::StrCat("START_REPLICATION SLOT ", conn.QuoteIdentifier(options.slot), " LOGICAL ",
-                   FormatLsn(options.start_lsn), " (proto_version '1', publication_names ",
-                   conn.QuoteLiteral(conn.QuoteIdentifier(options.publication)), ")");
+      absl::StrCat("START_REPLICATION SLOT ", slot, " LOGICAL ", FormatLsn(options.start_lsn),
+                   " (proto_version '1', publication_names ", publication_names, ")");
   absl::StatusOr<Result> result = conn.Exec(command);
   if (!result.ok()) return StartError(result.status(), options);
   if (PQresultStatus(result->get()) != PGRES_COPY_BOTH) {

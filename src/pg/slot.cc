@@ -24,6 +24,7 @@ absl::StatusOr<Lsn> LsnField(const Result& result, int col) {
 }  // namespace
 
 absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, conn.QuoteLiteral(slot));
   OUTBOXD_ASSIGN_OR_RETURN(
       Result result,
       conn.Exec(absl::StrCat(
@@ -32,7 +33,7 @@ absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
           "coalesce(wal_status, ''), "
           "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
           "FROM pg_replication_slots WHERE slot_name = ",
-          conn.QuoteLiteral(slot))));
+          slot_literal)));
   SlotInfo info;
   if (result.rows() == 0) return info;
   info.exists = true;
@@ -59,9 +60,9 @@ absl::StatusOr<std::string> SlotMismatch(Connection& conn, const SlotInfo& slot)
 
 absl::StatusOr<CreatedSlot> CreateSlotWithSnapshot(Connection& conn, std::string_view slot) {
   // The pre-15 spelling (EXPORT_SNAPSHOT), which every supported server accepts.
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot_name, conn.QuoteIdentifier(slot));
   OUTBOXD_ASSIGN_OR_RETURN(Result result,
-                           conn.Exec(absl::StrCat("CREATE_REPLICATION_SLOT ",
-                                                  conn.QuoteIdentifier(slot),
+                           conn.Exec(absl::StrCat("CREATE_REPLICATION_SLOT ", slot_name,
                                                   " LOGICAL pgoutput EXPORT_SNAPSHOT")));
   // Columns: slot_name, consistent_point, snapshot_name, output_plugin.
   if (result.rows() != 1 || result.columns() < 3) {

@@ -1,24 +1,87 @@
 #include "pg/table_name.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "pg/identifier.h"
 
 namespace outboxd::pg {
+namespace {
 
-TableName TableName::Split(Connection& conn, const std::string& qualified) {
-  TableName table;
-  const size_t dot = qualified.rfind('.');
-  table.name = dot == std::string::npos ? qualified : qualified.substr(dot + 1);
-  table.schema = dot == std::string::npos ? "" : qualified.substr(0, dot);
-  table.quoted = conn.QuoteIdentifier(table.name);
-  if (!table.schema.empty()) {
-    table.quoted = absl::StrCat(conn.QuoteIdentifier(table.schema), ".", table.quoted);
+std::string Qualified(const std::string& schema, const std::string& name) {
+  const std::string quoted = QuoteCheckedIdentifier(name);
+  return schema.empty() ? quoted : absl::StrCat(QuoteCheckedIdentifier(schema), ".", quoted);
+}
+
+absl::Status Unparsable(std::string_view text, std::string_view what, std::string_view why) {
+  const std::string flag(what);
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " ", PrintableName(text), " ", std::string(why),
+      "; write [schema.]table, double-quoting a part that holds a dot or a quote, e.g. ", flag,
+      " '\"my.sch\".outbox'"));
+}
+
+// The next part of `text` from `pos`: a double-quoted identifier ("" is a quote) or
+// a bare run up to the next dot. Leaves `pos` on the dot or the end.
+absl::StatusOr<std::string> NextPart(std::string_view text, size_t& pos, std::string_view what) {
+  std::string part;
+  if (pos < text.size() && text[pos] == '"') {
+    for (++pos;; ++pos) {
+      if (pos == text.size()) return Unparsable(text, what, "has an unclosed quote");
+      if (text[pos] != '"') {
+        part += text[pos];
+      } else if (pos + 1 < text.size() && text[pos + 1] == '"') {
+        part += '"';
+        ++pos;
+      } else {
+        ++pos;
+        break;
+      }
+    }
+    if (pos < text.size() && text[pos] != '.') {
+      return Unparsable(text, what, "has text after a closing quote");
+    }
+    return part;
   }
+  const size_t end = std::min(text.find('.', pos), text.size());
+  part = std::string(text.substr(pos, end - pos));
+  pos = end;
+  if (part.find('"') != std::string::npos) {
+    return Unparsable(text, what, "has a quote inside a bare name");
+  }
+  return part;
+}
+
+}  // namespace
+
+absl::StatusOr<TableName> TableName::Parse(std::string_view text, std::string_view what) {
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (true) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string part, NextPart(text, pos, what));
+    parts.push_back(std::move(part));
+    if (pos == text.size()) break;
+    ++pos;  // the dot
+  }
+  if (parts.size() > 2) {
+    return Unparsable(text, what, absl::StrCat("has ", parts.size(), " dot-separated parts"));
+  }
+  for (const std::string& part : parts) {
+    if (part.empty() && !text.empty()) return Unparsable(text, what, "has an empty part");
+    OUTBOXD_RETURN_IF_ERROR(CheckIdentifier(part, what));
+  }
+  TableName table;
+  table.name = parts.back();
+  if (parts.size() == 2) table.schema = parts.front();
+  table.quoted = Qualified(table.schema, table.name);
   return table;
 }
 
-TableName TableName::Sibling(Connection& conn, const std::string& sibling) const {
-  return Split(conn, schema.empty() ? sibling : absl::StrCat(schema, ".", sibling));
+TableName TableName::Sibling(const std::string& sibling) const {
+  TableName table{schema, sibling, Qualified(schema, sibling)};
+  return table;
 }
 
 absl::StatusOr<bool> TableName::Exists(Connection& conn) const {
@@ -40,15 +103,11 @@ std::string TableName::Display() const {
 }
 
 SiblingName::SiblingName(const std::string& qualified_table, const std::string& suffix) {
-  const size_t dot = qualified_table.rfind('.');
-  if (dot != std::string::npos) schema = qualified_table.substr(0, dot);
-  name = absl::StrCat(dot == std::string::npos ? qualified_table : qualified_table.substr(dot + 1),
-                      suffix);
+  absl::StatusOr<TableName> table = TableName::Parse(qualified_table);
+  if (table.ok()) schema = table->schema;
+  name = absl::StrCat(table.ok() ? table->name : qualified_table, suffix);
 }
 
-std::string SiblingName::Quoted(Connection& conn) const {
-  std::string quoted = conn.QuoteIdentifier(name);
-  return schema.empty() ? quoted : absl::StrCat(conn.QuoteIdentifier(schema), ".", quoted);
-}
+std::string SiblingName::Quoted() const { return Qualified(schema, name); }
 
 }  // namespace outboxd::pg

@@ -1,14 +1,16 @@
 // A possibly schema-qualified table name as given to --table ("outbox",
-// "app.outbox"), split once and quoted by the server's rules, with the names of the
-// tables outboxd keeps beside it (dead letters, relay state, inbox).
+// "app.outbox", "\"my.sch\".outbox"), parsed once by the one parser every command
+// uses, with the names of the tables outboxd keeps beside it (dead letters, relay
+// state, inbox).
 //
-//   pg::TableName outbox = pg::TableName::Split(conn, "app.outbox");
+//   OUTBOXD_ASSIGN_OR_RETURN(pg::TableName outbox, pg::TableName::Parse("app.outbox"));
 //   conn.Exec(absl::StrCat("SELECT count(*) FROM ", outbox.quoted));
-//   pg::TableName state = outbox.Sibling(conn, outbox.name + "_relay_state");
+//   pg::TableName state = outbox.Sibling(outbox.name + "_relay_state");
 #ifndef OUTBOXD_PG_TABLE_NAME_H_
 #define OUTBOXD_PG_TABLE_NAME_H_
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "pg/connection.h"
@@ -20,9 +22,17 @@ struct TableName {
   std::string name;
   std::string quoted;  // "schema"."name" or "name"
 
-  static TableName Split(Connection& conn, const std::string& qualified);
-  // `name` in the same schema as this table.
-  TableName Sibling(Connection& conn, const std::string& name) const;
+  // [schema.]name, each part either bare, taken as written (no case folding, as
+  // outboxd always did: --table Outbox is the table "Outbox"), or double-quoted as in
+  // SQL, with "" for a quote inside: "my.sch".outbox, "We""ird". A bare part cannot
+  // hold a dot or a quote; three parts are refused rather than guessed at. Each part
+  // passes CheckIdentifier (pg/identifier.h). InvalidArgument names `what` (the flag).
+  //   Parse("a.b")            -> {"a", "b"}
+  //   Parse("\"my.sch\".t")  -> {"my.sch", "t"}
+  //   Parse("my.sch.t")       -> InvalidArgument (quote the part with the dot)
+  static absl::StatusOr<TableName> Parse(std::string_view text, std::string_view what = "--table");
+  // `name` in the same schema as this table (a name already checked).
+  TableName Sibling(const std::string& name) const;
   absl::StatusOr<bool> Exists(Connection& conn) const;
   absl::StatusOr<bool> HasColumn(Connection& conn, const std::string& column) const;
   // For messages: schema.name, each part quoted only where SQL needs it.
@@ -30,13 +40,15 @@ struct TableName {
 };
 
 // "app.outbox" + "_dead_letter" -> {"app", "outbox_dead_letter"}: the name of a
-// table outboxd keeps beside the outbox, before any connection can quote it.
+// table outboxd keeps beside the outbox. The outbox name was checked where it came
+// in (TableName::Parse); one that does not parse is kept whole as the name, which
+// still quotes safely and makes the server report the table missing.
 struct SiblingName {
   SiblingName(const std::string& qualified_table, const std::string& suffix);
   std::string schema;  // "" for the search_path default
   std::string name;
   // "schema"."name" or "name".
-  std::string Quoted(Connection& conn) const;
+  std::string Quoted() const;
 };
 
 }  // namespace outboxd::pg

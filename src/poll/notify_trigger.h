@@ -4,14 +4,17 @@
 // --install-notify-trigger` or InstallNotifyTrigger() does, idempotently:
 //
 //   CREATE OR REPLACE FUNCTION outboxd_notify() RETURNS trigger LANGUAGE plpgsql
-//     AS $$ BEGIN PERFORM pg_notify(TG_ARGV[0], ''); RETURN NULL; END $$;
+//     AS $$ BEGIN IF octet_length(TG_ARGV[0]) BETWEEN 1 AND 63 THEN
+//       PERFORM pg_notify(TG_ARGV[0], ''); END IF; RETURN NULL; END $$;
 //   CREATE OR REPLACE TRIGGER outboxd_notify AFTER INSERT ON outbox
 //     FOR EACH STATEMENT EXECUTE FUNCTION outboxd_notify('outboxd_outbox');
 //
 // FOR EACH STATEMENT: one notification per INSERT however many rows it writes (a COPY
 // of a million rows sends one), and PostgreSQL folds identical notifications of one
 // transaction anyway. The notification is delivered at COMMIT, so a woken relay finds
-// the rows visible.
+// the rows visible. The channel is checked before anything is installed, and the
+// function skips a channel pg_notify would refuse (empty, over 63 bytes) rather than
+// raise: the trigger runs inside the application's INSERT, which it must never fail.
 //
 //   OUTBOXD_RETURN_IF_ERROR(InstallNotifyTrigger(conn, "outbox", "outboxd_outbox"));
 #ifndef OUTBOXD_POLL_NOTIFY_TRIGGER_H_
@@ -29,11 +32,13 @@ namespace outboxd::poll {
 inline constexpr char kNotifyTriggerName[] = "outboxd_notify";
 
 // The SQL above for `table` ([schema.]name) and `channel`; the function lives in the
-// table's schema.
-std::string NotifyTriggerSql(pg::Connection& conn, const std::string& table,
-                             const std::string& channel);
+// table's schema. InvalidArgument for a table name or channel that is not a valid
+// PostgreSQL identifier (pg/identifier.h).
+absl::StatusOr<std::string> NotifyTriggerSql(pg::Connection& conn, const std::string& table,
+                                             const std::string& channel);
 
-// Creates or replaces the function and the trigger in one transaction.
+// Creates or replaces the function and the trigger in one transaction; installs
+// nothing when NotifyTriggerSql refuses the names.
 absl::Status InstallNotifyTrigger(pg::Connection& conn, const std::string& table,
                                   const std::string& channel);
 

@@ -15,6 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "outbox/names.h"
+#include "pg/identifier.h"
+#include "pg/table_name.h"
 #include "poll/notify_trigger.h"
 
 namespace outboxd::poll {
@@ -51,6 +54,7 @@ PollRelay::~PollRelay() {
 
 absl::Status PollRelay::Start() {
   if (options_.batch < 1) return absl::InvalidArgumentError("--batch must be at least 1");
+  OUTBOXD_RETURN_IF_ERROR(CheckNames());
   if (options_.publish_timeout < absl::Milliseconds(1)) {
     // message.timeout.ms=0 would mean "never": a batch must end.
     return absl::InvalidArgumentError("--publish-timeout must be at least 1ms");
@@ -60,23 +64,33 @@ absl::Status PollRelay::Start() {
   return absl::OkStatus();
 }
 
+absl::Status PollRelay::CheckNames() const {
+  OUTBOXD_RETURN_IF_ERROR(outbox::CheckNames(options_.table, options_.columns));
+  if (!options_.notify) return absl::OkStatus();
+  return pg::CheckIdentifier(options_.channel, "--notify-channel");
+}
+
 absl::Status PollRelay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, relay::TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options_.conninfo));
-  const pg::TableName table = pg::TableName::Split(conn, options_.table);
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
   OUTBOXD_RETURN_IF_ERROR(
       internal::CheckTable(conn, table, options_.columns, options_.poll_columns));
   table_name_ = table.name;
-  queries_ = internal::BuildQueries(conn, table, options_.columns, options_.poll_columns);
+  OUTBOXD_ASSIGN_OR_RETURN(
+      queries_, internal::BuildQueries(conn, table, options_.columns, options_.poll_columns));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_at,
+                           conn.QuoteIdentifier(options_.columns.created_at));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string published_at,
+                           conn.QuoteIdentifier(options_.poll_columns.published_at));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string seq, conn.QuoteIdentifier(options_.poll_columns.seq));
   // Along the pending-rows index (seq order): one probe however large the backlog.
-  oldest_pending_query_ = absl::StrCat(
-      "SELECT extract(epoch FROM now() - ", conn.QuoteIdentifier(options_.columns.created_at),
-      ")::float8 FROM ", table.quoted, " WHERE ",
-      conn.QuoteIdentifier(options_.poll_columns.published_at), " IS NULL ORDER BY ",
-      conn.QuoteIdentifier(options_.poll_columns.seq), " LIMIT 1");
+  oldest_pending_query_ =
+      absl::StrCat("SELECT extract(epoch FROM now() - ", created_at, ")::float8 FROM ",
+                   table.quoted, " WHERE ", published_at, " IS NULL ORDER BY ", seq, " LIMIT 1");
   if (options_.notify) {
-    OUTBOXD_RETURN_IF_ERROR(
-        conn.Exec(absl::StrCat("LISTEN ", conn.QuoteIdentifier(options_.channel))).status());
+    OUTBOXD_ASSIGN_OR_RETURN(std::string channel, conn.QuoteIdentifier(options_.channel));
+    OUTBOXD_RETURN_IF_ERROR(conn.Exec(absl::StrCat("LISTEN ", channel)).status());
     OUTBOXD_ASSIGN_OR_RETURN(bool has_trigger, HasNotifyTrigger(conn, options_.table));
     if (!has_trigger) {
       spdlog::warn(

@@ -110,6 +110,8 @@ class PollRelay {
     std::optional<absl::Status> outcome;  // unset: no delivery report yet
   };
 
+  // Table, columns and (with --notify) the channel, before any connection.
+  absl::Status CheckNames() const;
   absl::Status Connect();
   absl::Status CreatePublisher();
   absl::StatusOr<int> ReserveAndPublish();

@@ -1,6 +1,7 @@
 #include "relay/backfill.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -13,26 +14,33 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
                                                     const outbox::BackfillRequest& request,
                                                     const std::string& snapshot) {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo));
-  const pg::TableName table = pg::TableName::Split(conn, source.table);
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(source.table));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, table.HasColumn(conn, source.published_at_column));
   OUTBOXD_ASSIGN_OR_RETURN(bool has_seq, table.HasColumn(conn, source.seq_column));
   const outbox::RelayStateStore state(source.table);
-  auto q = [&conn](const std::string& name) { return conn.QuoteIdentifier(name); };
   const outbox::ColumnMapping& c = source.columns;
+  // Each column once, quoted; the names were checked at start-up (outbox/names.h).
+  std::vector<std::string> q;
+  for (const std::string* name : {&c.id, &c.aggregate_id, &c.type, &c.payload, &c.created_at,
+                                  has_seq ? &source.seq_column : &c.created_at}) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string quoted, conn.QuoteIdentifier(*name));
+    q.push_back(std::move(quoted));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::string condition,
+      state.BackfillCondition(conn, "o", polled ? source.published_at_column : "", request));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string snapshot_literal, conn.QuoteLiteral(snapshot));
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec(absl::StrCat("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
                              "SET TRANSACTION SNAPSHOT ",
-                             conn.QuoteLiteral(snapshot),
+                             snapshot_literal,
                              "; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO'"))
           .status());
   OUTBOXD_RETURN_IF_ERROR(
-      conn.Exec(absl::StrCat(
-                    "DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q(c.id), "::text, o.",
-                    q(c.aggregate_id), "::text, o.", q(c.type), "::text, o.", q(c.payload),
-                    "::text, o.", q(c.created_at), "::text FROM ", table.quoted, " o WHERE ",
-                    state.BackfillCondition(conn, "o", polled ? source.published_at_column : "",
-                                            request),
-                    " ORDER BY o.", q(has_seq ? source.seq_column : c.created_at)))
+      conn.Exec(absl::StrCat("DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q[0], "::text, o.",
+                             q[1], "::text, o.", q[2], "::text, o.", q[3], "::text, o.", q[4],
+                             "::text FROM ", table.quoted, " o WHERE ", condition, " ORDER BY o.",
+                             q[5]))
           .status());
   return BackfillReader(std::move(conn));
 }

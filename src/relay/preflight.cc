@@ -9,8 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "outbox/names.h"
 #include "outbox/relay_state.h"
+#include "pg/identifier.h"
 #include "pg/slot.h"
+#include "pg/table_name.h"
 
 namespace outboxd::relay {
 namespace {
@@ -23,18 +26,11 @@ struct ResolvedTable {
   std::string display;  // schema.name, each part quoted only if needed
 };
 
-// "schema.name" or "name" (found through the search_path), split as the relay does.
-std::string QuotedTableName(pg::Connection& conn, const std::string& table) {
-  const size_t dot = table.find('.');
-  if (dot == std::string::npos) return conn.QuoteIdentifier(table);
-  return absl::StrCat(conn.QuoteIdentifier(table.substr(0, dot)), ".",
-                      conn.QuoteIdentifier(table.substr(dot + 1)));
-}
-
-absl::Status TableNotFound(pg::Connection& conn, const RelayOptions& options) {
+absl::Status TableNotFound(pg::Connection& conn, const RelayOptions& options,
+                           const pg::TableName& name) {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result db, conn.Exec("SELECT current_database()"));
   std::string where = absl::StrCat("database ", std::string(db.Get(0, 0)));
-  if (options.table.find('.') == std::string::npos) {
+  if (name.schema.empty()) {
     OUTBOXD_ASSIGN_OR_RETURN(pg::Result path, conn.Exec("SHOW search_path"));
     absl::StrAppend(&where, " (search_path: ", std::string(path.Get(0, 0)), ")");
   }
@@ -44,15 +40,13 @@ absl::Status TableNotFound(pg::Connection& conn, const RelayOptions& options) {
 }
 
 absl::StatusOr<ResolvedTable> ResolveTable(pg::Connection& conn, const RelayOptions& options) {
-  if (options.table.empty()) {
-    return absl::InvalidArgumentError("--table is empty; name the outbox table ([schema.]name)");
-  }
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName name, outbox::ParseOutboxTable(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result found,
       conn.ExecParams("SELECT c.oid, n.nspname, c.relname, c.relkind FROM pg_class c "
                       "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)",
-                      {QuotedTableName(conn, options.table)}));
-  if (found.rows() == 0) return TableNotFound(conn, options);
+                      {name.quoted}));
+  if (found.rows() == 0) return TableNotFound(conn, options, name);
   ResolvedTable table{std::string(found.Get(0, 0)), std::string(found.Get(0, 1)),
                       std::string(found.Get(0, 2)), ""};
   table.display = absl::StrCat(pg::SqlIdentifier(table.schema), ".", pg::SqlIdentifier(table.name));
@@ -177,10 +171,11 @@ absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::string what, pg::SlotMismatch(conn, slot));
   if (what.empty()) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, conn.QuoteLiteral(options.slot));
   return absl::FailedPreconditionError(
       absl::StrCat("replication slot ", options.slot, " ", what,
                    ": choose another --slot, or drop it with SELECT pg_drop_replication_slot(",
-                   conn.QuoteLiteral(options.slot), ") and run outboxd setup"));
+                   slot_literal, ") and run outboxd setup"));
 }
 
 }  // namespace
@@ -208,10 +203,14 @@ absl::Status CheckReplicationPrivilege(pg::Connection& conn) {
                                                   pg::SqlIdentifier(user), " REPLICATION"));
 }
 
+absl::Status CheckNames(const RelayOptions& options) {
+  OUTBOXD_RETURN_IF_ERROR(outbox::CheckNames(options.table, options.columns));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.publication, "--publication"));
+  return pg::CheckSlotName(options.slot, "--slot");
+}
+
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options) {
-  if (options.slot.empty() || options.publication.empty()) {
-    return absl::InvalidArgumentError("--slot and --publication must not be empty");
-  }
+  OUTBOXD_RETURN_IF_ERROR(CheckNames(options));
   OUTBOXD_RETURN_IF_ERROR(CheckWalLevel(conn));
   OUTBOXD_RETURN_IF_ERROR(CheckReplicationPrivilege(conn));
   OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));

@@ -23,6 +23,10 @@ namespace outboxd::relay {
 // only; changes nothing.
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options);
 
+// The names: --table, the column flags, --publication and --slot (pg/identifier.h),
+// checked by Preflight first; InvalidArgument naming the flag.
+absl::Status CheckNames(const RelayOptions& options);
+
 // The first two checks on their own, for `outboxd setup` (before it creates anything).
 // FailedPrecondition: "wal_level is replica; set wal_level = logical in ...".
 absl::Status CheckWalLevel(pg::Connection& conn);

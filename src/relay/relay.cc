@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/slot.h"
+#include "pg/table_name.h"
 #include "relay/backfill.h"
 #include "relay/backoff.h"
 
@@ -58,13 +59,11 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       encoder_(options_.format),
       slot_watch_(options_.slot, options_.slot_check_interval),
       feedback_interval_(options_.feedback_interval) {
-  size_t dot = options_.table.find('.');
-  if (dot == std::string::npos) {
-    table_name_ = options_.table;
-  } else {
-    table_schema_ = options_.table.substr(0, dot);
-    table_name_ = options_.table.substr(dot + 1);
-  }
+  // Preflight (relay/preflight.h) refused a name that does not parse before any relay
+  // is built; kept whole, such a name would just match no Relation message.
+  absl::StatusOr<pg::TableName> table = pg::TableName::Parse(options_.table);
+  table_name_ = table.ok() ? table->name : options_.table;
+  if (table.ok()) table_schema_ = table->schema;
 }
 
 Relay::~Relay() = default;

@@ -60,11 +60,12 @@ absl::Status SlotWatch::Settle(pg::Connection& conn) {
 }
 
 absl::Status SlotWatch::Send(pg::Connection& conn) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot, conn.QuoteLiteral(slot_));
   const std::string sql = absl::StrCat(
       "SELECT coalesce(wal_status, ''), confirmed_flush_lsn, "
       "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
       "FROM pg_replication_slots WHERE slot_name = ",
-      conn.QuoteLiteral(slot_));
+      slot);
   if (PQsendQuery(conn.get(), sql.c_str()) == 0) return LibpqError(conn, "sending the query");
   pending_ = true;
   return absl::OkStatus();

@@ -67,7 +67,9 @@ TEST_F(CleanupStatusTest, DeletesOnlyOldPublishedRowsInBatchesAndOldInboxRows) {
 }
 
 TEST_F(CleanupStatusTest, PollingStatusIsTheSeedDashboard) {
+  // A polling deployment: no slot, no publication (else status asks for the slot).
   db_->Exec(absl::StrCat("SELECT pg_drop_replication_slot('", db_->name(), "')"));
+  db_->Exec("DROP PUBLICATION outboxd");
   Rows(3, "done", "2 hours", "1 hour");
   Rows(2, "pending", "10 minutes", "NULL");
   Rows(1, "failing", "5 minutes", "NULL", /*attempts=*/5);
@@ -97,6 +99,61 @@ TEST_F(CleanupStatusTest, CdcRowsWithoutARecordedPositionAreKeptAndCountedUnackn
   EXPECT_GT(s->oldest_unacked_age_s, 9 * 86400 - 60);
   EXPECT_FALSE(s->slot_active);
   EXPECT_EQ(s->wal_status, "reserved");
+}
+
+// Issue 13, point 10: a slot that does not exist used to read as polling mode.
+TEST_F(CleanupStatusTest, AMissingSlotIsAnErrorUnlessTheDatabaseNeverHadACdcRelay) {
+  db_->Exec(absl::StrCat("SELECT pg_drop_replication_slot('", db_->name(), "')"));
+  const std::string missing = absl::StrCat("replication slot ", db_->name(),
+                                           " does not exist (status reads database ", db_->name());
+  absl::StatusOr<OutboxStatus> s = QueryStatus(*conn_, {.slot = db_->name()});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(std::string(s.status().message()),
+              testing::HasSubstr(missing + ", where publication outboxd publishes it): pass "
+                                           "--slot with this database's slot"));
+
+  db_->Exec("DROP PUBLICATION outboxd");
+  db_->Exec("INSERT INTO outbox_relay_state (slot_name) VALUES ('gone')");
+  s = QueryStatus(*conn_, {.slot = db_->name()});
+  EXPECT_THAT(std::string(s.status().message()),
+              testing::HasSubstr(missing + ", where outbox_relay_state records slot gone)"));
+
+  // No sign of a CDC relay ever: a polling deployment.
+  db_->Exec("DELETE FROM outbox_relay_state");
+  s = QueryStatus(*conn_, {.slot = db_->name()});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->mode, "poll");
+  // Unless the user named the slot, or asked for CDC.
+  s = QueryStatus(*conn_, {.slot = db_->name(), .slot_given = true});
+  EXPECT_THAT(std::string(s.status().message()), testing::HasSubstr(missing + "): pass --slot"));
+  s = QueryStatus(*conn_, {.slot = db_->name(), .mode = StatusMode::kCdc});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  s = QueryStatus(*conn_, {.slot = db_->name(), .slot_given = true, .mode = StatusMode::kPoll});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->mode, "poll");
+}
+
+// Issue 13, point 10, and issue 20, point 7: status in a database without its slot
+// reported another database's slot as its own.
+TEST_F(CleanupStatusTest, AnotherDatabasesSlotIsAnErrorNamingBothDatabases) {
+  auto other = test::TestDatabase::Create();
+  {
+    pg::Connection other_conn = other->Connect();
+    ASSERT_TRUE(ops::Setup(other_conn, {.slot = other->name()}).ok());
+  }
+  db_->Exec(absl::StrCat("SELECT pg_drop_replication_slot('", db_->name(), "')"));
+  absl::StatusOr<OutboxStatus> s = QueryStatus(*conn_, {.slot = other->name()});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(
+      std::string(s.status().message()),
+      testing::HasSubstr(absl::StrCat("replication slot ", other->name(), " belongs to database ",
+                                      other->name(), " (status reads database ", db_->name(),
+                                      ", where publication outboxd publishes it)")));
+  // A polling database beside a CDC one: the unnamed default slot is not its business.
+  db_->Exec("DROP PUBLICATION outboxd");
+  s = QueryStatus(*conn_, {.slot = other->name()});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->mode, "poll");
 }
 
 TEST_F(CleanupStatusTest, MissingTableNamesTheFix) {

@@ -143,10 +143,24 @@ TEST(Connection, QuotesIdentifiersAndLiterals) {
   Connection conn = db->Connect();
   const std::string weird = "we\"ird 'name";
   absl::StatusOr<Result> result =
-      conn.Exec("SELECT " + conn.QuoteLiteral(weird) + " AS " + conn.QuoteIdentifier(weird));
+      conn.Exec("SELECT " + *conn.QuoteLiteral(weird) + " AS " + *conn.QuoteIdentifier(weird));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->Get(0, 0), weird);
   EXPECT_EQ(PQfname(result->get(), 0), weird);
+}
+
+// Issue 13: a failed escape was "", and callers built SQL from it (a NOTIFY trigger
+// installed without its channel). It is an error now.
+TEST(Connection, RefusesToQuoteTextItCannotEscape) {
+  auto db = test::TestDatabase::Create();
+  Connection conn = db->Connect();
+  ASSERT_TRUE(conn.Exec("SET client_encoding = 'UTF8'").ok());
+  const std::string truncated = "ok\xe2\x82";  // the first two bytes of the euro sign
+  absl::StatusOr<std::string> identifier = conn.QuoteIdentifier(truncated);
+  EXPECT_EQ(identifier.status().code(), absl::StatusCode::kInvalidArgument) << identifier.status();
+  absl::StatusOr<std::string> literal = conn.QuoteLiteral(truncated);
+  EXPECT_EQ(literal.status().code(), absl::StatusCode::kInvalidArgument) << literal.status();
+  EXPECT_THAT(std::string(literal.status().message()), ::testing::HasSubstr("\\xe2\\x82"));
 }
 
 // The value libpq used for one connection option.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "pg/slot.h"
 #include "support/pg_fixture.h"
@@ -156,6 +157,34 @@ TEST(Setup, RefusesASlotWithAnotherPlugin) {
                                  " uses plugin test_decoding, not pgoutput: drop it with SELECT "
                                  "pg_drop_replication_slot('" +
                                  db->name() + "') or choose another --slot");
+  // Checked before anything was created (issue 13, point 4).
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('outbox') IS NULL"), "t") << "nothing created";
+  EXPECT_EQ(db->Scalar("SELECT count(*) FROM pg_publication"), "0");
+}
+
+// Issue 13, point 4: setup --slot 'a"b' committed the tables and the publication and
+// failed only at CREATE_REPLICATION_SLOT. Every name is checked first now.
+TEST(Setup, RefusesEveryBadNameBeforeCreatingAnything) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  const std::string before = CatalogFingerprint(*db);
+  const std::vector<SetupOptions> bad = {
+      {.slot = "a\"b"},
+      {.slot = "Outboxd"},
+      {.publication = std::string(64, 'p'), .slot = db->name()},
+      {.table = std::string(52, 't'), .slot = db->name()},
+      {.table = "my.sch.outbox", .slot = db->name()},
+      {.table = "out\xff", .slot = db->name()},
+      {.slot = db->name(), .inbox_table = std::string(64, 'i')},
+  };
+  for (const SetupOptions& options : bad) {
+    absl::Status status = ops::Setup(conn, options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(CatalogFingerprint(*db), before) << status;
+  }
+  EXPECT_EQ(Message(ops::Setup(conn, {.slot = "a\"b"})),
+            "--slot \"a\"b\": PostgreSQL allows only lower-case letters, digits and underscores "
+            "in a replication slot name; choose one like outboxd_app");
 }
 
 TEST(Setup, RoleWithoutReplicationCannotCreateTheSlot) {

@@ -73,7 +73,8 @@ std::unique_ptr<TestDatabase> TestDatabase::Create() {
 std::unique_ptr<TestDatabase> TestDatabase::Create(const std::string& base) {
   std::string name = UniqueName();
   pg::Connection admin = ConnectOrDie(base, pg::ConnectionKind::kRegular);
-  absl::StatusOr<pg::Result> created = admin.Exec("CREATE DATABASE " + admin.QuoteIdentifier(name));
+  absl::StatusOr<pg::Result> created =
+      admin.Exec("CREATE DATABASE " + *admin.QuoteIdentifier(name));
   if (!created.ok()) Fatal("CREATE DATABASE failed: " + std::string(created.status().message()));
   return std::unique_ptr<TestDatabase>(new TestDatabase(base, std::move(name)));
 }
@@ -92,11 +93,11 @@ TestDatabase::~TestDatabase() {
   }
   DropSlots(*admin);
   absl::StatusOr<pg::Result> dropped =
-      admin->Exec("DROP DATABASE IF EXISTS " + admin->QuoteIdentifier(name_) + " WITH (FORCE)");
+      admin->Exec("DROP DATABASE IF EXISTS " + *admin->QuoteIdentifier(name_) + " WITH (FORCE)");
   EXPECT_TRUE(dropped.ok()) << dropped.status();
   for (const std::string& role : roles_) {
     absl::StatusOr<pg::Result> r =
-        admin->Exec("DROP ROLE IF EXISTS " + admin->QuoteIdentifier(role));
+        admin->Exec("DROP ROLE IF EXISTS " + *admin->QuoteIdentifier(role));
     EXPECT_TRUE(r.ok()) << r.status();
   }
 }
@@ -105,7 +106,7 @@ TestDatabase::~TestDatabase() {
 // dropped: terminate the holders (waiting up to 5 s each), then drop, and retry in
 // case a walsender grabbed a slot in between.
 void TestDatabase::DropSlots(pg::Connection& admin) {
-  const std::string db = admin.QuoteLiteral(name_);
+  const std::string db = *admin.QuoteLiteral(name_);
   for (int attempt = 0; attempt < 50; ++attempt) {
     (void)admin.Exec(
         "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots "

@@ -9,9 +9,17 @@
 
 namespace outboxd::poll::internal {
 
-OutboxQueries BuildQueries(pg::Connection& conn, const TableName& table,
-                           const outbox::ColumnMapping& columns, const PollColumns& poll_columns) {
-  auto q = [&conn](const std::string& name) { return conn.QuoteIdentifier(name); };
+absl::StatusOr<OutboxQueries> BuildQueries(pg::Connection& conn, const TableName& table,
+                                           const outbox::ColumnMapping& columns,
+                                           const PollColumns& poll_columns) {
+  // The first quoting error wins and the queries built meanwhile are dropped.
+  absl::Status error;
+  auto q = [&conn, &error](const std::string& name) {
+    absl::StatusOr<std::string> quoted = conn.QuoteIdentifier(name);
+    if (quoted.ok()) return *std::move(quoted);
+    if (error.ok()) error = quoted.status();
+    return std::string();
+  };
   const std::string seq = q(poll_columns.seq);
   const std::string aggregate = q(columns.aggregate_id);
   const std::string published = q(poll_columns.published_at);
@@ -43,6 +51,7 @@ OutboxQueries BuildQueries(pg::Connection& conn, const TableName& table,
       q(poll_columns.last_error), " = left($2, 500), ", q(poll_columns.next_attempt_at),
       " = clock_timestamp() + make_interval(secs => least(1 << least(greatest(", attempts,
       ", 0), 9), 300)) WHERE ", seq, " = $1");
+  if (!error.ok()) return error;
   return queries;
 }
 

@@ -28,8 +28,10 @@ struct OutboxQueries {
   std::string mark_failed;
 };
 
-OutboxQueries BuildQueries(pg::Connection& conn, const TableName& table,
-                           const outbox::ColumnMapping& columns, const PollColumns& poll_columns);
+// InvalidArgument when a column name cannot be quoted (then nothing is built).
+absl::StatusOr<OutboxQueries> BuildQueries(pg::Connection& conn, const TableName& table,
+                                           const outbox::ColumnMapping& columns,
+                                           const PollColumns& poll_columns);
 
 // NotFound naming the table or the missing column and the fix (flag or schema), so a
 // misconfiguration ends in one line instead of a failed SELECT in the loop.
