@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "outbox/event.h"
 #include "outbox/relay_state.h"
 #include "pg/table_name.h"
 
@@ -33,8 +34,15 @@ absl::StatusOr<int64_t> DeleteInBatches(pg::Connection& conn, const std::string&
 }
 
 // ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
-absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options) {
+absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
+                                    std::string& kept) {
+  if (options.created_at_column.empty()) return 0;
   const pg::TableName outbox = pg::TableName::Split(conn, options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(bool dated, outbox.HasColumn(conn, options.created_at_column));
+  if (!dated) {
+    kept = outbox::MissingCreatedAtNote(outbox.Display(), options.created_at_column);
+    return 0;
+  }
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
   const std::string published = polled ? options.published_at_column : "";
   const outbox::RelayStateStore state(options.table);
@@ -82,7 +90,7 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options) {
   if (options.batch <= 0) return absl::InvalidArgumentError("--batch must be at least 1");
   CleanupResult result;
-  OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options));
+  OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options, result.outbox_kept));
   OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options));
   return result;
 }

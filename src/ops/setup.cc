@@ -1,7 +1,8 @@
 // Setup checks before it creates: wal_level first, then tables, index and
 // publication in one transaction (so a failure leaves nothing half-made), then the
 // slot, which cannot be created in a transaction that wrote. The publication must
-// exist before the slot: pgoutput looks it up as of each decoded change.
+// exist before the slot: pgoutput looks it up as of each decoded change. poll_only
+// skips the wal_level check and stops after the tables: polling decodes nothing.
 #include "ops/setup.h"
 
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ops/internal/outbox_table.h"
 #include "outbox/dead_letter.h"
 #include "outbox/relay_state.h"
 #include "pg/slot.h"
@@ -43,25 +45,19 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
   const TableName outbox = TableName::Split(conn, options.table);
   const TableName index = outbox.Sibling(conn, outbox.name + "_pendentes");
   const TableName inbox = outbox.Sibling(conn, options.inbox_table);
+  OUTBOXD_ASSIGN_OR_RETURN(internal::OutboxTable table,
+                           internal::InspectOutboxTable(conn, outbox, options));
+  report.notes.insert(report.notes.end(), table.notes.begin(), table.notes.end());
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox, "table " + options.table,
-                                          absl::StrCat("CREATE TABLE ", outbox.quoted, R"sql( (
-  seq                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id                   uuid        NOT NULL DEFAULT gen_random_uuid() UNIQUE,
-  aggregate_id         text        NOT NULL,
-  tipo                 text        NOT NULL,
-  payload              jsonb       NOT NULL,
-  criado_em            timestamptz NOT NULL DEFAULT now(),
-  publicado_em         timestamptz,
-  tentativas           int         NOT NULL DEFAULT 0,
-  ultimo_erro          text,
-  proxima_tentativa_em timestamptz NOT NULL DEFAULT now()
-))sql"),
+                                          internal::CreateOutboxSql(conn, outbox, options.columns),
                                           report));
-  OUTBOXD_RETURN_IF_ERROR(
-      CreateIfMissing(conn, index, "index " + index.name,
-                      absl::StrCat("CREATE INDEX ", conn.QuoteIdentifier(index.name), " ON ",
-                                   outbox.quoted, " (seq) WHERE publicado_em IS NULL"),
-                      report));
+  if (table.polling_columns) {  // the index is on seq, for publicado_em IS NULL
+    OUTBOXD_RETURN_IF_ERROR(
+        CreateIfMissing(conn, index, "index " + index.name,
+                        absl::StrCat("CREATE INDEX ", conn.QuoteIdentifier(index.name), " ON ",
+                                     outbox.quoted, " (seq) WHERE publicado_em IS NULL"),
+                        report));
+  }
   const outbox::DeadLetterStore dead_letters(options.table);
   const TableName dead_letter_table = outbox.Sibling(conn, dead_letters.table());
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table, "table " + dead_letters.table(),
@@ -123,7 +119,7 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(hashtext('outboxd setup'))").status());
   absl::Status status = EnsureTables(conn, options, report);
-  if (status.ok()) status = EnsurePublication(conn, options, report);
+  if (status.ok() && !options.poll_only) status = EnsurePublication(conn, options, report);
   if (!status.ok()) {
     (void)conn.Exec("ROLLBACK");
     report.created.clear();
@@ -236,6 +232,14 @@ absl::Status EnsureSlot(pg::Connection& conn, const SetupOptions& options, Setup
   return CreateSlot(conn, options, report);
 }
 
+// run's wal_level message, plus the set-up that needs no logical decoding.
+absl::Status CheckWalLevelForSetup(pg::Connection& conn) {
+  absl::Status status = relay::CheckWalLevel(conn);
+  if (status.code() != absl::StatusCode::kFailedPrecondition) return status;
+  return absl::FailedPreconditionError(
+      absl::StrCat(status.message(), ", or use outboxd setup --poll-only for the polling relay"));
+}
+
 }  // namespace
 
 absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupReport* report) {
@@ -247,8 +251,10 @@ absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupRepor
   SetupReport local;
   SetupReport& out = report ? *report : local;
   out.created.clear();
-  OUTBOXD_RETURN_IF_ERROR(relay::CheckWalLevel(conn));
+  out.notes.clear();
+  if (!options.poll_only) OUTBOXD_RETURN_IF_ERROR(CheckWalLevelForSetup(conn));
   OUTBOXD_RETURN_IF_ERROR(EnsureSchema(conn, options, out));
+  if (options.poll_only) return absl::OkStatus();
   return EnsureSlot(conn, options, out);
 }
 

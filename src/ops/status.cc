@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
+#include "outbox/event.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 
@@ -25,14 +26,26 @@ double ToDouble(std::string_view text) {
   return value;
 }
 
-// Counts and the oldest age of the rows matching `where` (alias o).
+// Counts and the oldest age of the rows matching `where` (alias o); the age is 0 when
+// the table has no created-at column (options.created_at_column is then "").
 absl::StatusOr<pg::Result> CountRows(pg::Connection& conn, const pg::TableName& outbox,
                                      const StatusOptions& options, const std::string& extra,
                                      const std::string& where) {
-  return conn.Exec(absl::StrCat(
-      "SELECT count(*), coalesce(extract(epoch FROM now() - min(o.",
-      conn.QuoteIdentifier(options.created_at_column), ")), 0)::float8", extra, " FROM ",
-      outbox.quoted, " o WHERE ", where));
+  const std::string age =
+      options.created_at_column.empty()
+          ? std::string("0::float8")
+          : absl::StrCat("coalesce(extract(epoch FROM now() - min(o.",
+                         conn.QuoteIdentifier(options.created_at_column), ")), 0)::float8");
+  return conn.Exec(
+      absl::StrCat("SELECT count(*), ", age, extra, " FROM ", outbox.quoted, " o WHERE ", where));
+}
+
+std::string JsonAge(const OutboxStatus& s, double age) {
+  return s.age_unknown.empty() ? absl::StrFormat("%.3f", age) : "null";
+}
+
+std::string TableAge(const OutboxStatus& s, double age) {
+  return s.age_unknown.empty() ? absl::StrFormat("%.1f", age) : "unknown";
 }
 
 absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
@@ -57,6 +70,13 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
 
 absl::Status QueryPoll(pg::Connection& conn, const pg::TableName& outbox,
                        const StatusOptions& options, OutboxStatus& out) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
+  if (!polled) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replication slot ", options.slot, " does not exist and table ", outbox.Display(),
+        " has no column ", pg::SqlIdentifier(options.published_at_column),
+        " for polling mode: name the relay's slot with --slot"));
+  }
   // The seed's dashboard query.
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result r,
@@ -90,12 +110,18 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
                                             " does not exist: run outboxd setup or pass --table"));
   }
   OutboxStatus out;
+  StatusOptions dated = options;
+  OUTBOXD_ASSIGN_OR_RETURN(bool has_created_at, outbox.HasColumn(conn, options.created_at_column));
+  if (!has_created_at) {
+    out.age_unknown = outbox::MissingCreatedAtNote(outbox.Display(), options.created_at_column);
+    dated.created_at_column.clear();
+  }
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
   out.mode = slot.exists ? "cdc" : "poll";
   if (slot.exists) {
-    OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, options, slot, out));
+    OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, dated, slot, out));
   } else {
-    OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, options, out));
+    OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, dated, out));
   }
   const outbox::DeadLetterStore dead_letters(options.table);
   OUTBOXD_ASSIGN_OR_RETURN(bool dead_exists,
@@ -113,7 +139,7 @@ std::string FormatStatusTable(const OutboxStatus& s) {
                              {"wal_status", s.wal_status},
                              {"slot_lag_bytes", absl::StrCat(s.slot_lag_bytes)},
                              {"unacked", absl::StrCat(s.unacked)},
-                             {"oldest_unacked_age_s", absl::StrFormat("%.1f", s.oldest_unacked_age_s)}});
+                             {"oldest_unacked_age_s", TableAge(s, s.oldest_unacked_age_s)}});
     for (const outbox::SlotPosition& p : s.positions) {
       rows.push_back({absl::StrCat("position[", p.slot, "]"),
                       p.acked_lsn.empty() ? std::string("none")
@@ -122,7 +148,7 @@ std::string FormatStatusTable(const OutboxStatus& s) {
     }
   } else {
     rows.insert(rows.end(), {{"pending", absl::StrCat(s.pending)},
-                             {"oldest_pending_age_s", absl::StrFormat("%.1f", s.oldest_pending_age_s)},
+                             {"oldest_pending_age_s", TableAge(s, s.oldest_pending_age_s)},
                              {"repeated_failures", absl::StrCat(s.repeated_failures)}});
   }
   rows.push_back({"dead_letter", absl::StrCat(s.dead_letter)});
@@ -141,7 +167,7 @@ std::string FormatStatusJson(const OutboxStatus& s) {
     absl::StrAppend(&out, ",\"slot_active\":", s.slot_active ? "true" : "false",
                     ",\"wal_status\":", JsonString(s.wal_status),
                     ",\"slot_lag_bytes\":", s.slot_lag_bytes, ",\"unacked\":", s.unacked,
-                    absl::StrFormat(",\"oldest_unacked_age_s\":%.3f", s.oldest_unacked_age_s),
+                    ",\"oldest_unacked_age_s\":", JsonAge(s, s.oldest_unacked_age_s),
                     ",\"positions\":[");
     for (size_t i = 0; i < s.positions.size(); ++i) {
       const outbox::SlotPosition& p = s.positions[i];
@@ -152,7 +178,7 @@ std::string FormatStatusJson(const OutboxStatus& s) {
     out += "]";
   } else {
     absl::StrAppend(&out, ",\"pending\":", s.pending,
-                    absl::StrFormat(",\"oldest_pending_age_s\":%.3f", s.oldest_pending_age_s),
+                    ",\"oldest_pending_age_s\":", JsonAge(s, s.oldest_pending_age_s),
                     ",\"repeated_failures\":", s.repeated_failures);
   }
   absl::StrAppend(&out, ",\"dead_letter\":", s.dead_letter, "}\n");

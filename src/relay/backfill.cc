@@ -19,6 +19,14 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
   const outbox::RelayStateStore state(source.table);
   auto q = [&conn](const std::string& name) { return conn.QuoteIdentifier(name); };
   const outbox::ColumnMapping& c = source.columns;
+  // A table without a created-at column (a Debezium outbox table) gives no
+  // created_at (the header is left out) and is read in transaction order instead:
+  // older xmin first, then the order the rows were written within a transaction.
+  const std::string created_at =
+      c.created_at.empty() ? std::string("NULL") : absl::StrCat("o.", q(c.created_at));
+  const std::string order = has_seq              ? absl::StrCat("o.", q(source.seq_column))
+                            : c.created_at.empty() ? std::string("age(o.xmin) DESC, o.ctid")
+                                                   : created_at;
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec(absl::StrCat("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
                              "SET TRANSACTION SNAPSHOT ",
@@ -29,10 +37,10 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
       conn.Exec(absl::StrCat(
                     "DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q(c.id), "::text, o.",
                     q(c.aggregate_id), "::text, o.", q(c.type), "::text, o.", q(c.payload),
-                    "::text, o.", q(c.created_at), "::text FROM ", table.quoted, " o WHERE ",
+                    "::text, ", created_at, "::text FROM ", table.quoted, " o WHERE ",
                     state.BackfillCondition(conn, "o", polled ? source.published_at_column : "",
                                             request),
-                    " ORDER BY o.", q(has_seq ? source.seq_column : c.created_at)))
+                    " ORDER BY ", order))
           .status());
   return BackfillReader(std::move(conn));
 }
