@@ -48,7 +48,7 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
   pg::Connection conn = db->Connect();
   SetupReport report;
   absl::Status status =
-      Setup(conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns},
+      ops::Setup(conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns},
             &report);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created,
@@ -71,7 +71,7 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
 
   SetupReport again;
   ASSERT_TRUE(
-      Setup(conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns}, &again)
+      ops::Setup(conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns}, &again)
           .ok());
   EXPECT_THAT(again.created, IsEmpty());
   EXPECT_EQ(TableFingerprint(*db, "dbz_outbox"), before);
@@ -84,7 +84,7 @@ TEST(SetupColumns, AnExistingTableWithoutAMappedColumnIsRefusedAndNothingIsCreat
   auto db = test::TestDatabase::Create();
   db->Exec(kDebeziumTable);
   pg::Connection conn = db->Connect();
-  absl::Status status = Setup(conn, {.table = "dbz_outbox", .slot = db->name()});
+  absl::Status status = ops::Setup(conn, {.table = "dbz_outbox", .slot = db->name()});
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(),
             "table dbz_outbox has no column \"aggregate_id\"; name the right column with "
@@ -99,7 +99,7 @@ TEST(SetupColumns, ANewTableGetsTheMappedColumnNames) {
   auto db = test::TestDatabase::Create();
   pg::Connection conn = db->Connect();
   SetupReport report;
-  ASSERT_TRUE(Setup(conn,
+  ASSERT_TRUE(ops::Setup(conn,
                     {.table = "eventos",
                      .slot = db->name(),
                      .columns = {.id = "event_id",
@@ -122,7 +122,7 @@ TEST(SetupPollOnly, CreatesTheTablesAndIndexButNoPublicationOrSlot) {
   auto db = test::TestDatabase::Create();
   pg::Connection conn = db->Connect();
   SetupReport report;
-  absl::Status status = Setup(conn, {.slot = db->name(), .poll_only = true}, &report);
+  absl::Status status = ops::Setup(conn, {.slot = db->name(), .poll_only = true}, &report);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes",
                                           "table outbox_dead_letter", "table outbox_relay_state",
@@ -139,7 +139,7 @@ TEST(SetupPollOnly, RefusesATableWithoutThePollingColumns) {
   auto db = test::TestDatabase::Create();
   db->Exec(kDebeziumTable);
   pg::Connection conn = db->Connect();
-  absl::Status status = Setup(
+  absl::Status status = ops::Setup(
       conn, {.table = "dbz_outbox", .columns = kDebeziumColumns, .poll_only = true});
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()),
