@@ -51,9 +51,10 @@ struct StatusCommand {
     if (!status->age_unknown.empty()) {
       spdlog::warn("{}", status->age_unknown);
       if (!max_age.text.empty()) {
-        spdlog::error("--max-age {} cannot be judged without the created-at column; alert on "
-                      "unacked instead",
-                      max_age.text);
+        spdlog::error(
+            "--max-age {} cannot be judged without the created-at column; alert on "
+            "unacked instead",
+            max_age.text);
         return kExitConfig;
       }
     }

@@ -79,8 +79,8 @@ absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const
 }
 
 std::string MissingCreatedAtNote(std::string_view table, std::string_view column) {
-  return absl::StrCat("table ", absl::string_view(table.data(), table.size()),
-                      " has no column \"", absl::string_view(column.data(), column.size()),
+  return absl::StrCat("table ", absl::string_view(table.data(), table.size()), " has no column \"",
+                      absl::string_view(column.data(), column.size()),
                       "\" (--created-at-column): outboxd run sends the transaction's commit "
                       "time as the created_at header, and status and cleanup cannot tell its "
                       "rows' age (status shows it unknown, cleanup keeps the rows)");

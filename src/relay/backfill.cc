@@ -24,7 +24,7 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
   // older xmin first, then the order the rows were written within a transaction.
   const std::string created_at =
       c.created_at.empty() ? std::string("NULL") : absl::StrCat("o.", q(c.created_at));
-  const std::string order = has_seq              ? absl::StrCat("o.", q(source.seq_column))
+  const std::string order = has_seq                ? absl::StrCat("o.", q(source.seq_column))
                             : c.created_at.empty() ? std::string("age(o.xmin) DESC, o.ctid")
                                                    : created_at;
   OUTBOXD_RETURN_IF_ERROR(
@@ -34,13 +34,13 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
                              "; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO'"))
           .status());
   OUTBOXD_RETURN_IF_ERROR(
-      conn.Exec(absl::StrCat(
-                    "DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q(c.id), "::text, o.",
-                    q(c.aggregate_id), "::text, o.", q(c.type), "::text, o.", q(c.payload),
-                    "::text, ", created_at, "::text FROM ", table.quoted, " o WHERE ",
-                    state.BackfillCondition(conn, "o", polled ? source.published_at_column : "",
-                                            request),
-                    " ORDER BY ", order))
+      conn
+          .Exec(absl::StrCat(
+              "DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q(c.id), "::text, o.",
+              q(c.aggregate_id), "::text, o.", q(c.type), "::text, o.", q(c.payload), "::text, ",
+              created_at, "::text FROM ", table.quoted, " o WHERE ",
+              state.BackfillCondition(conn, "o", polled ? source.published_at_column : "", request),
+              " ORDER BY ", order))
           .status());
   return BackfillReader(std::move(conn));
 }

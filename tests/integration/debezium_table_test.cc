@@ -22,7 +22,7 @@ using ::testing::Not;
 constexpr char kDebeziumTable[] =
     "CREATE TABLE dbz_outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, "
     "aggregateid text NOT NULL, type text NOT NULL, payload jsonb)";
-const std::vector<std::string> kColumnFlags = {"--table", "dbz_outbox", "--aggregate-column",
+const std::vector<std::string> kColumnFlags = {"--table",     "dbz_outbox",    "--aggregate-column",
                                                "aggregateid", "--type-column", "type"};
 constexpr char kNote[] = "table dbz_outbox has no column \"criado_em\" (--created-at-column)";
 
@@ -38,10 +38,10 @@ size_t Occurrences(const std::string& text, const std::string& what) {
 }
 
 std::string InsertOrder(TestDatabase& db, const std::string& order) {
-  return db.Scalar(absl::StrCat(
-      "INSERT INTO dbz_outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-      "(gen_random_uuid(), 'order', '",
-      order, "', 'OrderCreated', '{\"orderId\": \"", order, "\"}') RETURNING id"));
+  return db.Scalar(
+      absl::StrCat("INSERT INTO dbz_outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                   "(gen_random_uuid(), 'order', '",
+                   order, "', 'OrderCreated', '{\"orderId\": \"", order, "\"}') RETURNING id"));
 }
 
 class DebeziumTableTest : public ::testing::Test {
@@ -100,13 +100,11 @@ TEST_F(DebeziumTableTest, SetupRunAndStatusWorkThroughTheColumnFlags) {
   EXPECT_THAT(status, MatchesRegex("(.|\n)*mode +cdc\n(.|\n)*"));
   EXPECT_THAT(status, MatchesRegex("(.|\n)*oldest_unacked_age_s +unknown\n(.|\n)*"));
   EXPECT_EQ(Occurrences(status, kNote), 1u) << status;
-  ASSERT_EQ(OnTable({"status", "--pg", h_.db().conninfo(), "--slot", h_.slot(), "--json"},
-                    &status),
+  ASSERT_EQ(OnTable({"status", "--pg", h_.db().conninfo(), "--slot", h_.slot(), "--json"}, &status),
             0);
   EXPECT_THAT(status, HasSubstr("\"oldest_unacked_age_s\":null"));
   // An alert on the age cannot be judged: said, with exit 2, not passed silently.
-  EXPECT_EQ(OnTable({"status", "--pg", h_.db().conninfo(), "--slot", h_.slot(), "--max-age",
-                     "5m"},
+  EXPECT_EQ(OnTable({"status", "--pg", h_.db().conninfo(), "--slot", h_.slot(), "--max-age", "5m"},
                     &status),
             2);
   EXPECT_THAT(status, HasSubstr("--max-age 5m cannot be judged without the created-at column"));
@@ -125,9 +123,9 @@ TEST_F(DebeziumTableTest, SetupRunAndStatusWorkThroughTheColumnFlags) {
 TEST_F(DebeziumTableTest, ARecreatedSlotBackfillsTheTableInTransactionOrder) {
   std::string log;
   ASSERT_EQ(Outboxd({"setup", "--pg", h_.db().conninfo(), "--slot", h_.slot()}, &log), 0) << log;
-  ASSERT_EQ(Outboxd({"setup", "--pg", h_.db().conninfo(), "--slot", h_.slot(), "--recreate-slot"},
-                    &log),
-            0)
+  ASSERT_EQ(
+      Outboxd({"setup", "--pg", h_.db().conninfo(), "--slot", h_.slot(), "--recreate-slot"}, &log),
+      0)
       << log;
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(InsertOrder(h_.db(), "order-5"));

@@ -53,7 +53,8 @@ TEST(EventMapper, RenamedColumnsForADebeziumStyleTable) {
 // Debezium's outbox table has no timestamp column: `outboxd run` clears the name, and
 // the relay supplies the commit time instead.
 TEST(EventMapper, AnEmptyCreatedAtNameIsNotLookedUp) {
-  EventMapper mapper{ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = ""}};
+  EventMapper mapper{
+      ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = ""}};
   ASSERT_TRUE(
       mapper.SetRelation(OutboxRelation({"id", "aggregatetype", "aggregateid", "type", "payload"}))
           .ok());

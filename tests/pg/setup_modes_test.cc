@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "ops/setup.h"
 #include "support/pg_fixture.h"
 
@@ -28,17 +29,18 @@ const outbox::ColumnMapping kDebeziumColumns{.aggregate_id = "aggregateid", .typ
 // The table as the catalog holds it: columns, types, defaults, constraints, indexes,
 // triggers. Equal before and after: setup did not alter it.
 std::string TableFingerprint(test::TestDatabase& db, const std::string& table) {
-  return db.Scalar(
+  return db.Scalar(absl::StrReplaceAll(
       "SELECT concat_ws(' | ',"
       " (SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || attnotnull"
       "    || coalesce(pg_get_expr(d.adbin, d.adrelid), ''), ', ' ORDER BY attnum)"
       "    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid"
-      "     AND d.adnum = a.attnum WHERE attrelid = '" + table + "'::regclass AND attnum > 0),"
+      "     AND d.adnum = a.attnum WHERE attrelid = '$T'::regclass AND attnum > 0),"
       " (SELECT string_agg(conname || pg_get_constraintdef(oid), ', ' ORDER BY conname)"
-      "    FROM pg_constraint WHERE conrelid = '" + table + "'::regclass),"
+      "    FROM pg_constraint WHERE conrelid = '$T'::regclass),"
       " (SELECT string_agg(pg_get_indexdef(indexrelid), ', ' ORDER BY indexrelid)"
-      "    FROM pg_index WHERE indrelid = '" + table + "'::regclass),"
-      " (SELECT count(*) FROM pg_trigger WHERE tgrelid = '" + table + "'::regclass))");
+      "    FROM pg_index WHERE indrelid = '$T'::regclass),"
+      " (SELECT count(*) FROM pg_trigger WHERE tgrelid = '$T'::regclass))",
+      {{"$T", table}}));
 }
 
 TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
@@ -47,9 +49,8 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
   const std::string before = TableFingerprint(*db, "dbz_outbox");
   pg::Connection conn = db->Connect();
   SetupReport report;
-  absl::Status status =
-      ops::Setup(conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns},
-            &report);
+  absl::Status status = ops::Setup(
+      conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns}, &report);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created,
               ElementsAre("table dbz_outbox_dead_letter", "table dbz_outbox_relay_state",
@@ -70,9 +71,10 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
             "dbz_outbox");
 
   SetupReport again;
-  ASSERT_TRUE(
-      ops::Setup(conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns}, &again)
-          .ok());
+  ASSERT_TRUE(ops::Setup(conn,
+                         {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns},
+                         &again)
+                  .ok());
   EXPECT_THAT(again.created, IsEmpty());
   EXPECT_EQ(TableFingerprint(*db, "dbz_outbox"), before);
 }
@@ -100,14 +102,14 @@ TEST(SetupColumns, ANewTableGetsTheMappedColumnNames) {
   pg::Connection conn = db->Connect();
   SetupReport report;
   ASSERT_TRUE(ops::Setup(conn,
-                    {.table = "eventos",
-                     .slot = db->name(),
-                     .columns = {.id = "event_id",
-                                 .aggregate_id = "aggregateid",
-                                 .type = "type",
-                                 .payload = "body",
-                                 .created_at = "occurred_at"}},
-                    &report)
+                         {.table = "eventos",
+                          .slot = db->name(),
+                          .columns = {.id = "event_id",
+                                      .aggregate_id = "aggregateid",
+                                      .type = "type",
+                                      .payload = "body",
+                                      .created_at = "occurred_at"}},
+                         &report)
                   .ok());
   EXPECT_THAT(report.notes, IsEmpty());
   EXPECT_EQ(db->Scalar("SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute "
@@ -124,9 +126,9 @@ TEST(SetupPollOnly, CreatesTheTablesAndIndexButNoPublicationOrSlot) {
   SetupReport report;
   absl::Status status = ops::Setup(conn, {.slot = db->name(), .poll_only = true}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes",
-                                          "table outbox_dead_letter", "table outbox_relay_state",
-                                          "table inbox"));
+  EXPECT_THAT(report.created,
+              ElementsAre("table outbox", "index outbox_pendentes", "table outbox_dead_letter",
+                          "table outbox_relay_state", "table inbox"));
   EXPECT_EQ(db->Scalar("SELECT count(*) FROM pg_publication"), "0");
   EXPECT_EQ(db->Scalar("SELECT count(*) FROM pg_replication_slots WHERE database = "
                        "current_database()"),
@@ -139,8 +141,8 @@ TEST(SetupPollOnly, RefusesATableWithoutThePollingColumns) {
   auto db = test::TestDatabase::Create();
   db->Exec(kDebeziumTable);
   pg::Connection conn = db->Connect();
-  absl::Status status = ops::Setup(
-      conn, {.table = "dbz_outbox", .columns = kDebeziumColumns, .poll_only = true});
+  absl::Status status =
+      ops::Setup(conn, {.table = "dbz_outbox", .columns = kDebeziumColumns, .poll_only = true});
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("table dbz_outbox lacks the polling relay's column \"seq\": ALTER TABLE "

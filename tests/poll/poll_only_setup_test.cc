@@ -66,8 +66,8 @@ TEST(PollOnlySetup, SetsUpAndPollsAReplicaLevelDatabaseEndToEnd) {
   auto collector = test::KafkaCollector::Start((*broker)->bootstraps(), {"pedido.confirmado"});
   ASSERT_TRUE(collector.ok()) << collector.status();
   ASSERT_TRUE((*collector)->WaitUntilAssigned(absl::Seconds(30)));
-  auto poll = ChildProcess::Start({BinPath("outboxd"), "poll", "--pg", db->conninfo(),
-                                   "--brokers", (*broker)->bootstraps(), "--interval", "100ms"});
+  auto poll = ChildProcess::Start({BinPath("outboxd"), "poll", "--pg", db->conninfo(), "--brokers",
+                                   (*broker)->bootstraps(), "--interval", "100ms"});
   ASSERT_TRUE(poll->WaitForLog("polling table", absl::Seconds(30))) << poll->Log();
   const std::string id = db->Scalar(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('pedido-77', "

@@ -26,10 +26,10 @@ std::vector<Column> PollingColumns(const poll::PollColumns& p) {
 
 absl::StatusOr<absl::flat_hash_set<std::string>> ColumnsOf(pg::Connection& conn,
                                                            const pg::TableName& table) {
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result r, conn.ExecParams("SELECT attname FROM pg_attribute WHERE attrelid = "
-                                    "to_regclass($1) AND attnum > 0 AND NOT attisdropped",
-                                    {table.quoted}));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.ExecParams("SELECT attname FROM pg_attribute WHERE attrelid = "
+                                           "to_regclass($1) AND attnum > 0 AND NOT attisdropped",
+                                           {table.quoted}));
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < r.rows(); ++i) names.insert(std::string(r.Get(i, 0)));
   return names;
@@ -45,10 +45,9 @@ absl::Status CheckEventColumns(const absl::flat_hash_set<std::string>& present,
   for (const Needed& n : {Needed{c.id, "--id-column"}, Needed{c.aggregate_id, "--aggregate-column"},
                           Needed{c.type, "--type-column"}, Needed{c.payload, "--payload-column"}}) {
     if (present.contains(n.name)) continue;
-    return absl::FailedPreconditionError(
-        absl::StrCat("table ", outbox.Display(), " has no column \"", n.name,
-                     "\"; name the right column with ", n.flag,
-                     " (setup never alters an existing table)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", outbox.Display(), " has no column \"", n.name, "\"; name the right column with ",
+        n.flag, " (setup never alters an existing table)"));
   }
   return absl::OkStatus();
 }
@@ -109,7 +108,8 @@ std::string CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
                                  {c.aggregate_id, "text NOT NULL"},
                                  {c.type, "text NOT NULL"},
                                  {c.payload, "jsonb NOT NULL"}};
-  if (!c.created_at.empty()) columns.push_back({c.created_at, "timestamptz NOT NULL DEFAULT now()"});
+  if (!c.created_at.empty())
+    columns.push_back({c.created_at, "timestamptz NOT NULL DEFAULT now()"});
   for (size_t i = 1; i < polling.size(); ++i) columns.push_back(polling[i]);  // seq is first
   std::string sql = absl::StrCat("CREATE TABLE ", outbox.quoted, " (");
   for (size_t i = 0; i < columns.size(); ++i) {
