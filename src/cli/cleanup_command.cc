@@ -50,6 +50,7 @@ struct CleanupCommand {
     if (!conn.ok()) return Fail(conn.status(), true);
     absl::StatusOr<ops::CleanupResult> done = ops::Cleanup(*conn, options);
     if (!done.ok()) return Fail(done.status(), true);
+    if (!done->outbox_kept.empty()) spdlog::warn("{}", done->outbox_kept);
     spdlog::info(
         "cleanup: deleted {} acknowledged outbox rows older than {} and {} inbox rows older "
         "than {}",

@@ -41,6 +41,7 @@ struct RunCommand {
   DurationFlag inbox_retention{"30d"};
   DurationFlag slot_check_interval{"5s"};
   DurationFlag healthz_stall{"30s"};
+  relay::PreflightFindings findings;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
@@ -147,8 +148,16 @@ struct RunCommand {
   // The connection goes on to serve the relay.
   absl::StatusOr<pg::Connection> CheckDatabase() {
     OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options.conninfo));
-    OUTBOXD_RETURN_IF_ERROR(relay::Preflight(conn, options));
+    OUTBOXD_RETURN_IF_ERROR(relay::Preflight(conn, options, &findings));
     return conn;
+  }
+
+  // Said once, after the start line: a table without the created-at column (a
+  // Debezium outbox table) is relayed, and the features that need it go without.
+  void AdaptToTable() {
+    if (!findings.created_at_missing) return;
+    spdlog::warn("{}", outbox::MissingCreatedAtNote(options.table, options.columns.created_at));
+    options.columns.created_at.clear();
   }
 
   int Run() {
@@ -163,6 +172,7 @@ struct RunCommand {
         "PostgreSQL {}",
         OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
         options.kafka.brokers, pg::RedactConninfo(options.conninfo));
+    AdaptToTable();
 
     relay::StopSignal stop;
     StopOnSignals signals(&stop);

@@ -1,4 +1,4 @@
-// outboxd setup: tables, publication and slot, idempotently.
+// outboxd setup: tables, publication and slot, idempotently; --poll-only: the tables.
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -22,6 +22,10 @@ struct SetupCommand {
     Flag(cmd, "table", options.table, "Outbox table")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication name")->capture_default_str();
     Flag(cmd, "slot", options.slot, "Logical replication slot name")->capture_default_str();
+    AddColumnFlags(cmd, options.columns);
+    Switch(cmd, "poll-only", options.poll_only,
+           "Only the tables and index, for outboxd poll: no publication or slot, so "
+           "wal_level = replica and a role without REPLICATION will do");
     Switch(cmd, "recreate-slot", options.recreate_slot,
          "Drop the slot; run then recreates it and republishes the rows after the last "
          "acknowledged position (recovery from wal_status lost)");
@@ -34,13 +38,19 @@ struct SetupCommand {
     if (!conn.ok()) return Fail(conn.status(), true);
     // Before Setup creates anything: without REPLICATION it would create the tables
     // and the publication, then fail on the slot.
-    absl::Status status = relay::CheckReplicationPrivilege(*conn);
+    absl::Status status =
+        options.poll_only ? absl::OkStatus() : relay::CheckReplicationPrivilege(*conn);
     ops::SetupReport report;
     if (status.ok()) status = ops::Setup(*conn, options, &report);
     if (!status.ok()) return Fail(status, true);
     for (const std::string& what : report.created) spdlog::info("setup: {}", what);
-    spdlog::info("ready: table {}, publication {}, slot {}", options.table, options.publication,
-                 options.slot);
+    for (const std::string& note : report.notes) spdlog::warn("setup: {}", note);
+    if (options.poll_only) {
+      spdlog::info("ready for outboxd poll: table {} (no publication, no slot)", options.table);
+    } else {
+      spdlog::info("ready: table {}, publication {}, slot {}", options.table, options.publication,
+                   options.slot);
+    }
     return kExitOk;
   }
 };

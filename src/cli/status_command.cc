@@ -62,6 +62,16 @@ struct StatusCommand {
     if (!status.ok()) return Fail(status.status(), true);
     std::cout << (json ? ops::FormatStatusJson(*status) : ops::FormatStatusTable(*status));
     std::cout.flush();
+    if (!status->age_unknown.empty()) {
+      spdlog::warn("{}", status->age_unknown);
+      if (!max_age.text.empty()) {
+        spdlog::error(
+            "--max-age {} cannot be judged without the created-at column; alert on "
+            "unacked instead",
+            max_age.text);
+        return kExitConfig;
+      }
+    }
     if (!max_age.text.empty() && status->oldest_age_s() > absl::ToDoubleSeconds(max_age.value)) {
       spdlog::error("the oldest {} event is {:.1f}s old, more than --max-age {}",
                     status->mode == "cdc" ? "unacknowledged" : "pending", status->oldest_age_s(),

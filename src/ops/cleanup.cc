@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "outbox/names.h"
+#include "outbox/event.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
 #include "pg/table_name.h"
@@ -35,8 +36,15 @@ absl::StatusOr<int64_t> DeleteInBatches(pg::Connection& conn, const std::string&
 }
 
 // ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
-absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options) {
+absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
+                                    std::string& kept) {
+  if (options.created_at_column.empty()) return 0;
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(bool dated, outbox.HasColumn(conn, options.created_at_column));
+  if (!dated) {
+    kept = outbox::MissingCreatedAtNote(outbox.Display(), options.created_at_column);
+    return 0;
+  }
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
   const std::string published = polled ? options.published_at_column : "";
   OUTBOXD_ASSIGN_OR_RETURN(std::string published_sql,
@@ -87,7 +95,7 @@ absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions
   OUTBOXD_RETURN_IF_ERROR(outbox::ParseOutboxTable(options.table).status());
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.created_at_column, "--created-at-column"));
   CleanupResult result;
-  OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options));
+  OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options, result.outbox_kept));
   OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options));
   return result;
 }

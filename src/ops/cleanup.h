@@ -27,6 +27,8 @@ namespace outboxd::ops {
 
 struct CleanupOptions {
   std::string table = "outbox";
+  // Empty, or missing from the table (a Debezium outbox table): outbox rows have no
+  // age to compare, so they are all kept (and CleanupResult says why).
   std::string created_at_column = "criado_em";
   std::string published_at_column = "publicado_em";  // ignored if the table has none
   std::string inbox_table = "inbox";                 // beside the outbox; "" to skip
@@ -40,6 +42,9 @@ struct CleanupOptions {
 struct CleanupResult {
   int64_t outbox_deleted = 0;
   int64_t inbox_deleted = 0;
+  // Why every outbox row was kept, when the table has no created-at column (empty
+  // otherwise, and when created_at_column is empty: the caller knows then).
+  std::string outbox_kept;
 };
 
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options);

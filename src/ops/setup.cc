@@ -1,8 +1,10 @@
 // Setup checks before it creates: every name, wal_level, the REPLICATION privilege
 // and an existing slot first, then tables, index and publication in one transaction
 // (so a failure leaves nothing half-made), then the slot, which cannot be created in
-// a transaction that wrote (if that still fails, the error lists what stays). The publication must
-// exist before the slot: pgoutput looks it up as of each decoded change.
+// a transaction that wrote (if that still fails, the error lists what stays). The
+// publication must exist before the slot: pgoutput looks it up as of each decoded
+// change. poll_only skips the wal_level, privilege and slot checks and stops after
+// the tables: polling decodes nothing.
 #include "ops/setup.h"
 
 #include <optional>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ops/internal/outbox_table.h"
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
@@ -47,25 +50,20 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
   const TableName index = outbox.Sibling(outbox.name + "_pendentes");
   const TableName inbox = outbox.Sibling(options.inbox_table);
   OUTBOXD_ASSIGN_OR_RETURN(std::string index_name, conn.QuoteIdentifier(index.name));
-  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox, "table " + options.table,
-                                          absl::StrCat("CREATE TABLE ", outbox.quoted, R"sql( (
-  seq                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id                   uuid        NOT NULL DEFAULT gen_random_uuid() UNIQUE,
-  aggregate_id         text        NOT NULL,
-  tipo                 text        NOT NULL,
-  payload              jsonb       NOT NULL,
-  criado_em            timestamptz NOT NULL DEFAULT now(),
-  publicado_em         timestamptz,
-  tentativas           int         NOT NULL DEFAULT 0,
-  ultimo_erro          text,
-  proxima_tentativa_em timestamptz NOT NULL DEFAULT now()
-))sql"),
-                                          report));
+  OUTBOXD_ASSIGN_OR_RETURN(internal::OutboxTable table,
+                           internal::InspectOutboxTable(conn, outbox, options));
+  report.notes.insert(report.notes.end(), table.notes.begin(), table.notes.end());
+  OUTBOXD_ASSIGN_OR_RETURN(std::string create_outbox,
+                           internal::CreateOutboxSql(conn, outbox, options.columns));
   OUTBOXD_RETURN_IF_ERROR(
-      CreateIfMissing(conn, index, "index " + index.name,
-                      absl::StrCat("CREATE INDEX ", index_name, " ON ", outbox.quoted,
-                                   " (seq) WHERE publicado_em IS NULL"),
-                      report));
+      CreateIfMissing(conn, outbox, "table " + options.table, create_outbox, report));
+  if (table.polling_columns) {  // the index is on seq, for publicado_em IS NULL
+    OUTBOXD_RETURN_IF_ERROR(
+        CreateIfMissing(conn, index, "index " + index.name,
+                        absl::StrCat("CREATE INDEX ", index_name, " ON ", outbox.quoted,
+                                     " (seq) WHERE publicado_em IS NULL"),
+                        report));
+  }
   const outbox::DeadLetterStore dead_letters(options.table);
   const TableName dead_letter_table = outbox.Sibling(dead_letters.table());
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table, "table " + dead_letters.table(),
@@ -131,7 +129,7 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(hashtext('outboxd setup'))").status());
   absl::Status status = EnsureTables(conn, options, report);
-  if (status.ok()) status = EnsurePublication(conn, options, report);
+  if (status.ok() && !options.poll_only) status = EnsurePublication(conn, options, report);
   if (!status.ok()) {
     (void)conn.Exec("ROLLBACK");
     report.created.clear();
@@ -279,6 +277,14 @@ absl::Status WithLeftovers(const absl::Status& status, const SetupReport& report
   return out;
 }
 
+// run's wal_level message, plus the set-up that needs no logical decoding.
+absl::Status CheckWalLevelForSetup(pg::Connection& conn) {
+  absl::Status status = relay::CheckWalLevel(conn);
+  if (status.code() != absl::StatusCode::kFailedPrecondition) return status;
+  return absl::FailedPreconditionError(
+      absl::StrCat(status.message(), ", or use outboxd setup --poll-only for the polling relay"));
+}
+
 }  // namespace
 
 absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupReport* report) {
@@ -286,7 +292,9 @@ absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupRepor
   SetupReport local;
   SetupReport& out = report ? *report : local;
   out.created.clear();
-  OUTBOXD_RETURN_IF_ERROR(relay::CheckWalLevel(conn));
+  out.notes.clear();
+  if (options.poll_only) return EnsureSchema(conn, options, out);
+  OUTBOXD_RETURN_IF_ERROR(CheckWalLevelForSetup(conn));
   // Without REPLICATION the slot would fail after the schema was committed.
   OUTBOXD_RETURN_IF_ERROR(relay::CheckReplicationPrivilege(conn));
   OUTBOXD_RETURN_IF_ERROR(CheckExistingSlot(conn, options));

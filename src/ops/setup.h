@@ -2,6 +2,9 @@
 // outbox and inbox tables (the schema in docs/architecture.md), the dead-letter and relay-state
 // tables beside the outbox, the publication of the outbox's inserts and the pgoutput
 // logical replication slot. Idempotent: a second run changes nothing and succeeds.
+// An outbox table that already exists (a Debezium-style one, say) is checked against
+// the column mapping and never altered. With poll_only it stops after the tables: no
+// publication, no slot, and wal_level may be replica (for `outboxd poll`).
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo));
 //   SetupReport report;
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "outbox/event.h"
 #include "pg/connection.h"
 
 namespace outboxd::ops {
@@ -23,15 +27,24 @@ struct SetupOptions {
   std::string publication = "outboxd";
   std::string slot = "outboxd";
   std::string inbox_table = "inbox";  // created in the outbox table's schema
+  // The outbox's event columns (--id-column ...): a new table gets these names, an
+  // existing one must have them (the created-at column may be missing).
+  outbox::ColumnMapping columns;
+  // Tables and index only, for the polling relay: works on wal_level = replica.
+  bool poll_only = false;
   // Drop the slot (it must not be in use) and let `outboxd run` create it again and
   // first republish the outbox rows written after its last acknowledged position:
   // the recovery from wal_status "lost".
   bool recreate_slot = false;
 };
 
-// What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}.
+// What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}, and
+// what it left out of an existing outbox table and which feature goes without it,
+// one line each, e.g. "table dbz_outbox has no polling columns ...: outboxd poll
+// cannot serve it (outboxd run can); setup never alters an existing table".
 struct SetupReport {
   std::vector<std::string> created;
+  std::vector<std::string> notes;
 };
 
 // The slot is created with an exported snapshot. When that snapshot shows outbox
@@ -40,12 +53,13 @@ struct SetupReport {
 // itself and publishes exactly those rows before streaming (no gap, no overlap).
 //
 // `conn` must be a regular (not a replication) connection whose role may create
-// tables and publications and has REPLICATION (or is superuser). Fails, before
-// creating anything, with InvalidArgument for a name PostgreSQL would refuse or
-// truncate (pg/identifier.h, outbox/names.h), PermissionDenied without REPLICATION,
-// FailedPrecondition when wal_level is not logical or an existing slot cannot serve
-// outboxd; and with FailedPrecondition when an existing publication cannot (the
-// message says how to fix it).
+// tables and publications and has REPLICATION (or is superuser; not needed with
+// poll_only). Fails, before creating anything, with InvalidArgument for a name
+// PostgreSQL would refuse or truncate (pg/identifier.h, outbox/names.h),
+// PermissionDenied without REPLICATION, FailedPrecondition when wal_level is not
+// logical (unless poll_only), when an existing outbox table lacks a mapped column, or
+// when an existing slot cannot serve outboxd; and with FailedPrecondition when an
+// existing publication cannot (the message says how to fix it).
 absl::Status Setup(pg::Connection& conn, const SetupOptions& options,
                    SetupReport* report = nullptr);
 

@@ -9,6 +9,7 @@
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
 #include "pg/identifier.h"
+#include "outbox/event.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 
@@ -27,14 +28,27 @@ double ToDouble(std::string_view text) {
   return value;
 }
 
-// Counts and the oldest age of the rows matching `where` (alias o).
+// Counts and the oldest age of the rows matching `where` (alias o); the age is 0 when
+// the table has no created-at column (options.created_at_column is then "").
 absl::StatusOr<pg::Result> CountRows(pg::Connection& conn, const pg::TableName& outbox,
                                      const StatusOptions& options, const std::string& extra,
                                      const std::string& where) {
-  OUTBOXD_ASSIGN_OR_RETURN(std::string created_at, conn.QuoteIdentifier(options.created_at_column));
-  return conn.Exec(absl::StrCat("SELECT count(*), coalesce(extract(epoch FROM now() - min(o.",
-                                created_at, ")), 0)::float8", extra, " FROM ", outbox.quoted,
-                                " o WHERE ", where));
+  std::string age = "0::float8";
+  if (!options.created_at_column.empty()) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string created_at,
+                             conn.QuoteIdentifier(options.created_at_column));
+    age = absl::StrCat("coalesce(extract(epoch FROM now() - min(o.", created_at, ")), 0)::float8");
+  }
+  return conn.Exec(
+      absl::StrCat("SELECT count(*), ", age, extra, " FROM ", outbox.quoted, " o WHERE ", where));
+}
+
+std::string JsonAge(const OutboxStatus& s, double age) {
+  return s.age_unknown.empty() ? absl::StrFormat("%.3f", age) : "null";
+}
+
+std::string TableAge(const OutboxStatus& s, double age) {
+  return s.age_unknown.empty() ? absl::StrFormat("%.1f", age) : "unknown";
 }
 
 absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
@@ -61,6 +75,13 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
 
 absl::Status QueryPoll(pg::Connection& conn, const pg::TableName& outbox,
                        const StatusOptions& options, OutboxStatus& out) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
+  if (!polled) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replication slot ", options.slot, " does not exist and table ", outbox.Display(),
+        " has no column ", pg::SqlIdentifier(options.published_at_column),
+        " for polling mode: name the relay's slot with --slot"));
+  }
   // The seed's dashboard query.
   OUTBOXD_ASSIGN_OR_RETURN(std::string attempts, conn.QuoteIdentifier(options.attempts_column));
   OUTBOXD_ASSIGN_OR_RETURN(std::string published_at,
@@ -151,15 +172,21 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
                                             " does not exist: run outboxd setup or pass --table"));
   }
   OutboxStatus out;
+  StatusOptions dated = options;
+  OUTBOXD_ASSIGN_OR_RETURN(bool has_created_at, outbox.HasColumn(conn, options.created_at_column));
+  if (!has_created_at) {
+    out.age_unknown = outbox::MissingCreatedAtNote(outbox.Display(), options.created_at_column);
+    dated.created_at_column.clear();
+  }
   pg::SlotInfo slot;
   if (options.mode != StatusMode::kPoll) {
     OUTBOXD_ASSIGN_OR_RETURN(slot, pg::QuerySlot(conn, options.slot));
   }
   OUTBOXD_ASSIGN_OR_RETURN(out.mode, ChooseMode(conn, outbox, options, slot));
   if (out.mode == "cdc") {
-    OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, options, slot, out));
+    OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, dated, slot, out));
   } else {
-    OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, options, out));
+    OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, dated, out));
   }
   const outbox::DeadLetterStore dead_letters(options.table);
   OUTBOXD_ASSIGN_OR_RETURN(bool dead_exists, outbox.Sibling(dead_letters.table()).Exists(conn));
@@ -176,7 +203,7 @@ std::string FormatStatusTable(const OutboxStatus& s) {
                              {"wal_status", s.wal_status},
                              {"slot_lag_bytes", absl::StrCat(s.slot_lag_bytes)},
                              {"unacked", absl::StrCat(s.unacked)},
-                             {"oldest_unacked_age_s", absl::StrFormat("%.1f", s.oldest_unacked_age_s)}});
+                             {"oldest_unacked_age_s", TableAge(s, s.oldest_unacked_age_s)}});
     for (const outbox::SlotPosition& p : s.positions) {
       rows.push_back({absl::StrCat("position[", p.slot, "]"),
                       p.acked_lsn.empty() ? std::string("none")
@@ -185,7 +212,7 @@ std::string FormatStatusTable(const OutboxStatus& s) {
     }
   } else {
     rows.insert(rows.end(), {{"pending", absl::StrCat(s.pending)},
-                             {"oldest_pending_age_s", absl::StrFormat("%.1f", s.oldest_pending_age_s)},
+                             {"oldest_pending_age_s", TableAge(s, s.oldest_pending_age_s)},
                              {"repeated_failures", absl::StrCat(s.repeated_failures)}});
   }
   rows.push_back({"dead_letter", absl::StrCat(s.dead_letter)});
@@ -204,7 +231,7 @@ std::string FormatStatusJson(const OutboxStatus& s) {
     absl::StrAppend(&out, ",\"slot_active\":", s.slot_active ? "true" : "false",
                     ",\"wal_status\":", JsonString(s.wal_status),
                     ",\"slot_lag_bytes\":", s.slot_lag_bytes, ",\"unacked\":", s.unacked,
-                    absl::StrFormat(",\"oldest_unacked_age_s\":%.3f", s.oldest_unacked_age_s),
+                    ",\"oldest_unacked_age_s\":", JsonAge(s, s.oldest_unacked_age_s),
                     ",\"positions\":[");
     for (size_t i = 0; i < s.positions.size(); ++i) {
       const outbox::SlotPosition& p = s.positions[i];
@@ -215,7 +242,7 @@ std::string FormatStatusJson(const OutboxStatus& s) {
     out += "]";
   } else {
     absl::StrAppend(&out, ",\"pending\":", s.pending,
-                    absl::StrFormat(",\"oldest_pending_age_s\":%.3f", s.oldest_pending_age_s),
+                    ",\"oldest_pending_age_s\":", JsonAge(s, s.oldest_pending_age_s),
                     ",\"repeated_failures\":", s.repeated_failures);
   }
   absl::StrAppend(&out, ",\"dead_letter\":", s.dead_letter, "}\n");

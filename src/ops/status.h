@@ -54,6 +54,9 @@ struct OutboxStatus {
   int64_t repeated_failures = 0;
   // Both.
   int64_t dead_letter = 0;
+  // The table has no created-at column (a Debezium outbox table): the ages above are
+  // unknown (0), shown as "unknown" / null, and --max-age cannot be judged.
+  std::string age_unknown;  // why, one line; empty when the ages are known
 
   // The age an alert compares: unacknowledged (CDC) or pending (polling).
   double oldest_age_s() const { return mode == "cdc" ? oldest_unacked_age_s : oldest_pending_age_s; }

@@ -30,6 +30,10 @@ absl::Status EventMapper::SetRelation(const pgoutput::Relation& relation) {
       {mapping_.created_at, "--created-at-column", &created_at_},
   };
   for (const Wanted& w : wanted) {
+    if (w.index == &created_at_ && w.name.empty()) {  // the table has none
+      created_at_ = -1;
+      continue;
+    }
     *w.index = FindColumn(relation, w.name);
     if (*w.index < 0) {
       return absl::FailedPreconditionError(
@@ -62,6 +66,7 @@ absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const
       {created_at_, mapping_.created_at, &event.created_at},
   };
   for (const Field& f : fields) {
+    if (f.index < 0) continue;  // no created-at column
     const pgoutput::TupleValue& value = tuple[f.index];
     if (value.kind != pgoutput::ValueKind::kText) {
       return absl::InvalidArgumentError(
@@ -71,6 +76,14 @@ absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const
     *f.out = value.data;
   }
   return event;
+}
+
+std::string MissingCreatedAtNote(std::string_view table, std::string_view column) {
+  return absl::StrCat("table ", absl::string_view(table.data(), table.size()), " has no column \"",
+                      absl::string_view(column.data(), column.size()),
+                      "\" (--created-at-column): outboxd run sends the transaction's commit "
+                      "time as the created_at header, and status and cleanup cannot tell its "
+                      "rows' age (status shows it unknown, cleanup keeps the rows)");
 }
 
 std::string_view IsoTimestamp(std::string_view ts, std::string& buffer) {

@@ -23,8 +23,15 @@ struct ColumnMapping {
   std::string aggregate_id = "aggregate_id";
   std::string type = "tipo";
   std::string payload = "payload";
+  // Empty: the table has none (see MissingCreatedAtNote); events then carry no
+  // created_at of their own.
   std::string created_at = "criado_em";
 };
+
+// The one line, for setup's report and run's start, that says what goes without a
+// created-at column (a Debezium outbox table has none): the created_at header is the
+// transaction's commit time instead, and status and cleanup cannot tell a row's age.
+std::string MissingCreatedAtNote(std::string_view table, std::string_view column);
 
 // Views into the decoded replication message: valid while that message is.
 struct OutboxEvent {
@@ -32,7 +39,7 @@ struct OutboxEvent {
   std::string_view aggregate_id;
   std::string_view type;
   std::string_view payload;
-  std::string_view created_at;  // as PostgreSQL renders it (ISO DateStyle, UTC)
+  std::string_view created_at;  // as PostgreSQL renders it (ISO DateStyle, UTC); may be empty
 };
 
 class EventMapper {
@@ -41,7 +48,8 @@ class EventMapper {
 
   // Learns the column positions from the outbox table's Relation message; called
   // again when the table is altered mid-stream. FailedPrecondition naming the
-  // missing column and the flag that renames it.
+  // missing column and the flag that renames it (an empty created-at name is not
+  // looked up: Map leaves created_at empty).
   absl::Status SetRelation(const pgoutput::Relation& relation);
   bool ready() const { return ready_; }
 

@@ -156,7 +156,9 @@ void MessageEncoder::EncodeHeaders(const OutboxEvent& event, std::string_view ls
   headers_.push_back({"id", event.id});
   headers_.push_back({"type", event.type});
   headers_.push_back({"aggregate_id", event.aggregate_id});
-  headers_.push_back({"created_at", created_at_view_});
+  // Empty for a backfilled row of a table without a created-at column: no header
+  // rather than an empty one.
+  if (!created_at_view_.empty()) headers_.push_back({"created_at", created_at_view_});
   // `outboxd poll` has no commit LSN: no header rather than a made-up one.
   if (!lsn.empty()) headers_.push_back({"lsn", lsn});
   if (!content_type_.empty()) headers_.push_back({"content-type", content_type_});
@@ -240,7 +242,11 @@ void MessageEncoder::AppendEnvelope(std::string_view id, std::string_view type,
   out.append(R"(,"aggregate_id":)");
   AppendJsonString(out, aggregate_id);
   out.append(R"(,"created_at":)");
-  AppendJsonString(out, created_at);
+  if (created_at.empty()) {
+    out.append("null");
+  } else {
+    AppendJsonString(out, created_at);
+  }
   out.append(R"(,"lsn":)");
   if (lsn.empty()) {
     out.append("null");

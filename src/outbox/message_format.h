@@ -3,11 +3,13 @@
 //
 //   json      the payload exactly as PostgreSQL renders the jsonb (the default)
 //   envelope  {"id":..,"type":..,"aggregate_id":..,"created_at":..,"lsn":..,"payload":{..}}
-//             (the payload embedded as JSON; "lsn" is null from `outboxd poll`)
+//             (the payload embedded as JSON; "lsn" is null from `outboxd poll`,
+//             "created_at" null when the event has none)
 //   protobuf  outbox.v1.Event (proto/outbox/v1/event.proto)
 //
 // Headers, whatever the format: id, type, aggregate_id, created_at (ISO-8601 with
-// offset), lsn (left out when there is none: `outboxd poll`); content-type for the
+// offset; left out when the event has none), lsn (left out when there is none:
+// `outboxd poll`); content-type for the
 // envelope and protobuf formats only; then one header per --header NAME=/json/pointer
 // found in the payload. The key is the aggregate_id column, or the payload field at
 // --key-pointer.

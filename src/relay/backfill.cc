@@ -20,11 +20,23 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
   const outbox::RelayStateStore state(source.table);
   const outbox::ColumnMapping& c = source.columns;
   // Each column once, quoted; the names were checked at start-up (outbox/names.h).
+  // A table without a created-at column (a Debezium outbox table) gives no
+  // created_at (the header is left out) and is read in transaction order instead:
+  // older xmin first, then the order the rows were written within a transaction.
   std::vector<std::string> q;
-  for (const std::string* name : {&c.id, &c.aggregate_id, &c.type, &c.payload, &c.created_at,
-                                  has_seq ? &source.seq_column : &c.created_at}) {
+  for (const std::string* name : {&c.id, &c.aggregate_id, &c.type, &c.payload}) {
     OUTBOXD_ASSIGN_OR_RETURN(std::string quoted, conn.QuoteIdentifier(*name));
     q.push_back(std::move(quoted));
+  }
+  std::string created_at = "NULL";
+  if (!c.created_at.empty()) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string quoted, conn.QuoteIdentifier(c.created_at));
+    created_at = absl::StrCat("o.", quoted);
+  }
+  std::string order = c.created_at.empty() ? std::string("age(o.xmin) DESC, o.ctid") : created_at;
+  if (has_seq) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string seq, conn.QuoteIdentifier(source.seq_column));
+    order = absl::StrCat("o.", seq);
   }
   OUTBOXD_ASSIGN_OR_RETURN(
       std::string condition,
@@ -38,9 +50,9 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
           .status());
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec(absl::StrCat("DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q[0], "::text, o.",
-                             q[1], "::text, o.", q[2], "::text, o.", q[3], "::text, o.", q[4],
-                             "::text FROM ", table.quoted, " o WHERE ", condition, " ORDER BY o.",
-                             q[5]))
+                             q[1], "::text, o.", q[2], "::text, o.", q[3], "::text, ", created_at,
+                             "::text FROM ", table.quoted, " o WHERE ", condition, " ORDER BY ",
+                             order))
           .status());
   return BackfillReader(std::move(conn));
 }

@@ -29,7 +29,8 @@ struct BackfillSource {
   std::string table;  // [schema.]name
   outbox::ColumnMapping columns;
   std::string published_at_column = "publicado_em";  // ignored if the table has none
-  std::string seq_column = "seq";                    // order; created_at if absent
+  // Order; created_at if absent, transaction order (xmin) without either.
+  std::string seq_column = "seq";
 };
 
 class BackfillReader {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "outbox/names.h"
+#include "outbox/dead_letter.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
 #include "pg/slot.h"
@@ -71,22 +72,54 @@ struct MappedColumn {
   const char* flag;
 };
 
+// Without the created-at one when it is named "" (the table has none).
 std::vector<MappedColumn> MappedColumns(const outbox::ColumnMapping& columns) {
-  return {{columns.id, "--id-column"},
-          {columns.aggregate_id, "--aggregate-column"},
-          {columns.type, "--type-column"},
-          {columns.payload, "--payload-column"},
-          {columns.created_at, "--created-at-column"}};
+  std::vector<MappedColumn> mapped = {{columns.id, "--id-column"},
+                                      {columns.aggregate_id, "--aggregate-column"},
+                                      {columns.type, "--type-column"},
+                                      {columns.payload, "--payload-column"}};
+  if (!columns.created_at.empty()) mapped.push_back({columns.created_at, "--created-at-column"});
+  return mapped;
 }
 
-absl::Status CheckColumns(pg::Connection& conn, const RelayOptions& options,
+// The created-at column is the one a table may lack: a Debezium outbox table has none.
+absl::StatusOr<bool> CreatedAtMissing(pg::Connection& conn, const RelayOptions& options,
+                                      const ResolvedTable& table) {
+  if (options.columns.created_at.empty()) return false;
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result found,
+      conn.ExecParams("SELECT 1 FROM pg_attribute WHERE attrelid = $1::oid AND attname = $2 "
+                      "AND attnum > 0 AND NOT attisdropped",
+                      {table.oid, options.columns.created_at}));
+  return found.rows() == 0;
+}
+
+// The dead-letter table setup creates beside the outbox: the relay reads it as it
+// connects. (Without the relay-state table it runs on, and says what it cannot do.)
+absl::Status CheckDeadLetterTable(pg::Connection& conn, const RelayOptions& options,
+                                  const ResolvedTable& table) {
+  const std::string dead_letter = outbox::DeadLetterStore(options.table).table();
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result found,
+      conn.ExecParams("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                      "WHERE c.relname = $1 AND n.nspname = $2",
+                      {dead_letter, table.schema}));
+  if (found.rows() > 0) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("table ", pg::SqlIdentifier(table.schema), ".", pg::SqlIdentifier(dead_letter),
+                   " does not exist; run outboxd setup with the same --table and column flags "
+                   "(it creates only what is missing)"));
+}
+
+// `columns`: the mapping without a created-at column the table lacks.
+absl::Status CheckColumns(pg::Connection& conn, const outbox::ColumnMapping& columns,
                           const ResolvedTable& table) {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result found,
       conn.ExecParams("SELECT attname, attgenerated <> '' FROM pg_attribute "
                       "WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
                       {table.oid}));
-  for (const MappedColumn& column : MappedColumns(options.columns)) {
+  for (const MappedColumn& column : MappedColumns(columns)) {
     int row = 0;
     while (row < found.rows() && found.Get(row, 0) != column.name) ++row;
     if (row == found.rows()) {
@@ -108,6 +141,7 @@ absl::Status CheckColumns(pg::Connection& conn, const RelayOptions& options,
 
 // The columns the publication sends for the table (its column list, PostgreSQL 15+).
 absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& options,
+                                   const outbox::ColumnMapping& columns,
                                    const ResolvedTable& table) {
   if (PQserverVersion(conn.get()) < 150000) return absl::OkStatus();  // no column lists
   OUTBOXD_ASSIGN_OR_RETURN(
@@ -115,7 +149,7 @@ absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& opt
       conn.ExecParams("SELECT unnest(attnames)::text FROM pg_publication_tables "
                       "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
                       {options.publication, table.schema, table.name}));
-  for (const MappedColumn& column : MappedColumns(options.columns)) {
+  for (const MappedColumn& column : MappedColumns(columns)) {
     int row = 0;
     while (row < published.rows() && published.Get(row, 0) != column.name) ++row;
     if (row == published.rows()) {
@@ -129,7 +163,7 @@ absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& opt
 }
 
 absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
-                              const ResolvedTable& table) {
+                              const outbox::ColumnMapping& columns, const ResolvedTable& table) {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result pub, conn.ExecParams("SELECT pubinsert FROM pg_publication WHERE pubname = $1",
                                       {options.publication}));
@@ -155,7 +189,7 @@ absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
                      ": ALTER PUBLICATION ", name, " ADD TABLE ", table.display,
                      ", or choose another --publication"));
   }
-  return CheckPublishedColumns(conn, options, table);
+  return CheckPublishedColumns(conn, options, columns, table);
 }
 
 absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
@@ -209,14 +243,21 @@ absl::Status CheckNames(const RelayOptions& options) {
   return pg::CheckSlotName(options.slot, "--slot");
 }
 
-absl::Status Preflight(pg::Connection& conn, const RelayOptions& options) {
+absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
+                       PreflightFindings* findings) {
   OUTBOXD_RETURN_IF_ERROR(CheckNames(options));
   OUTBOXD_RETURN_IF_ERROR(CheckWalLevel(conn));
   OUTBOXD_RETURN_IF_ERROR(CheckReplicationPrivilege(conn));
   OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));
-  OUTBOXD_RETURN_IF_ERROR(CheckColumns(conn, options, table));
-  OUTBOXD_RETURN_IF_ERROR(CheckPublication(conn, options, table));
-  return CheckSlot(conn, options);
+  OUTBOXD_ASSIGN_OR_RETURN(bool created_at_missing, CreatedAtMissing(conn, options, table));
+  outbox::ColumnMapping present = options.columns;
+  if (created_at_missing) present.created_at.clear();
+  OUTBOXD_RETURN_IF_ERROR(CheckColumns(conn, present, table));
+  OUTBOXD_RETURN_IF_ERROR(CheckDeadLetterTable(conn, options, table));
+  OUTBOXD_RETURN_IF_ERROR(CheckPublication(conn, options, present, table));
+  OUTBOXD_RETURN_IF_ERROR(CheckSlot(conn, options));
+  if (findings != nullptr) findings->created_at_missing = created_at_missing;
+  return absl::OkStatus();
 }
 
 }  // namespace outboxd::relay

@@ -17,11 +17,20 @@
 
 namespace outboxd::relay {
 
+// What Preflight found that is not an error: a table without its created-at column
+// (a Debezium outbox table) is relayed, and the caller says once what goes without
+// it (outbox::MissingCreatedAtNote) and clears options.columns.created_at.
+struct PreflightFindings {
+  bool created_at_missing = false;
+};
+
 // In order: wal_level, the role's REPLICATION privilege, the table, the mapped
-// columns, the publication (exists, publishes the table's inserts and the mapped
-// columns), the slot (exists, logical, pgoutput, this database). Reads catalogs
-// only; changes nothing.
-absl::Status Preflight(pg::Connection& conn, const RelayOptions& options);
+// columns (all but the created-at one required), the dead-letter table beside it,
+// the publication (exists, publishes the table's inserts and the
+// mapped columns), the slot (exists, logical, pgoutput, this database). Reads
+// catalogs only; changes nothing.
+absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
+                       PreflightFindings* findings = nullptr);
 
 // The names: --table, the column flags, --publication and --slot (pg/identifier.h),
 // checked by Preflight first; InvalidArgument naming the flag.

@@ -347,6 +347,8 @@ absl::Status Relay::HandleData(std::string_view data) {
     tx_ = tracker_.Begin(begin->final_lsn, begin->commit_time + kPgEpochOffsetUs);
     tx_lsn_ = begin->final_lsn;
     tx_lsn_text_ = pg::FormatLsn(begin->final_lsn);
+    tx_commit_us_ = begin->commit_time + kPgEpochOffsetUs;
+    tx_commit_text_.clear();
   } else if (auto* commit = std::get_if<pgoutput::Commit>(&message_)) {
     tracker_.Commit(commit->end_lsn);
   } else if (auto* relation = std::get_if<pgoutput::Relation>(&message_)) {
@@ -390,7 +392,18 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
     return absl::FailedPreconditionError(absl::StrCat(
         "outbox row in transaction ", tx_lsn_text_, " cannot be read: ", event.status().message()));
   }
+  if (options_.columns.created_at.empty()) event->created_at = CommitTimeText();
   return Publish(*event);
+}
+
+std::string_view Relay::CommitTimeText() {
+  if (tx_commit_text_.empty()) {
+    // As PostgreSQL renders a timestamptz in UTC, so the encoder's IsoTimestamp
+    // treats it like a created-at column's value.
+    tx_commit_text_ = absl::FormatTime("%Y-%m-%d %H:%M:%E*S+00",
+                                       absl::FromUnixMicros(tx_commit_us_), absl::UTCTimeZone());
+  }
+  return tx_commit_text_;
 }
 
 absl::Status Relay::Publish(const outbox::OutboxEvent& event) {

@@ -143,6 +143,9 @@ class Relay {
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
+  // The current transaction's commit time, rendered once per transaction: the
+  // created_at of events from a table without a created-at column.
+  std::string_view CommitTimeText();
   // One outbox row, from the stream or a backfill: to Kafka, or to the dead letters.
   absl::Status Publish(const outbox::OutboxEvent& event);
   // Creates the slot and publishes the rows `request` covers before it streams;
@@ -208,6 +211,8 @@ class Relay {
   AckTracker::TxId tx_ = 0;
   pg::Lsn tx_lsn_ = 0;
   std::string tx_lsn_text_;  // commit LSN "X/Y" for the lsn header
+  int64_t tx_commit_us_ = 0;    // Unix microseconds
+  std::string tx_commit_text_;  // "" until CommitTimeText() renders it
 
   pg::Lsn received_ = 0;
   pg::Lsn last_sent_flush_ = 0;

@@ -50,6 +50,23 @@ TEST(EventMapper, RenamedColumnsForADebeziumStyleTable) {
   EXPECT_EQ(ev->type, "t");
 }
 
+// Debezium's outbox table has no timestamp column: `outboxd run` clears the name, and
+// the relay supplies the commit time instead.
+TEST(EventMapper, AnEmptyCreatedAtNameIsNotLookedUp) {
+  EventMapper mapper{
+      ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = ""}};
+  ASSERT_TRUE(
+      mapper.SetRelation(OutboxRelation({"id", "aggregatetype", "aggregateid", "type", "payload"}))
+          .ok());
+  pgoutput::Tuple row = {Text("i"), Text("pedido"), Text("a"), Text("t"), Text("{}")};
+  auto ev = mapper.Map(row);
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->aggregate_id, "a");
+  EXPECT_EQ(ev->type, "t");
+  EXPECT_EQ(ev->payload, "{}");
+  EXPECT_EQ(ev->created_at, "");
+}
+
 TEST(EventMapper, MissingColumnNamesTheColumnAndTheFlag) {
   EventMapper mapper{ColumnMapping{}};
   auto status = mapper.SetRelation(OutboxRelation({"id", "aggregate_id", "payload", "criado_em"}));

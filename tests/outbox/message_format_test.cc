@@ -106,6 +106,26 @@ TEST(MessageEncoder, EnvelopeWithoutLsnHasANullLsn) {
             R"("payload":{"a": [1, {"b": null}]}})");
 }
 
+// A backfilled row of a table without a created-at column (a Debezium outbox table)
+// has no created_at: no header, and null in the envelope, rather than "".
+TEST(MessageEncoder, NoCreatedAtMeansNoHeaderAndANullEnvelopeField) {
+  OutboxEvent event = Event(R"({"a": 1})");
+  event.created_at = "";
+  MessageEncoder json;
+  ASSERT_TRUE(json.Encode(event, "0/16B3748").ok());
+  EXPECT_THAT(HeaderNames(json.message()), ElementsAre("id", "type", "aggregate_id", "lsn"));
+  MessageEncoder envelope({.format = ValueFormat::kEnvelope});
+  ASSERT_TRUE(envelope.Encode(event, "0/16B3748").ok());
+  EXPECT_THAT(std::string(envelope.message().value),
+              HasSubstr(R"("created_at":null,"lsn":"0/16B3748",)"));
+  const std::string value(envelope.message().value);
+  std::vector<kafka::Header> headers(envelope.message().headers.begin(),
+                                     envelope.message().headers.end());
+  absl::StatusOr<std::string_view> payload = envelope.PayloadOf(value, headers);
+  ASSERT_TRUE(payload.ok()) << payload.status();
+  EXPECT_EQ(*payload, R"({"a": 1})");
+}
+
 TEST(MessageEncoder, ProtobufDecodesWithTheGeneratedCode) {
   MessageEncoder encoder({.format = ValueFormat::kProtobuf});
   ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());

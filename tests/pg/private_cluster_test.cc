@@ -18,6 +18,7 @@
 namespace outboxd {
 namespace {
 
+using ops::SetupReport;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -58,9 +59,20 @@ TEST_F(PrivateClusterTest, SetupFailsClearlyWhenWalLevelIsNotLogical) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(),
             "wal_level is replica; set wal_level = logical in postgresql.conf and restart "
-            "PostgreSQL");
+            "PostgreSQL, or use outboxd setup --poll-only for the polling relay");
   EXPECT_EQ(std::move(conn->Exec("SELECT to_regclass('outbox') IS NULL")).value().Get(0, 0), "t")
       << "nothing is created before the check";
+
+  // What the message offers works on this server: the tables, no publication or slot.
+  SetupReport report;
+  status = ops::Setup(*conn, {.poll_only = true}, &report);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(report.created.size(), 5u);
+  EXPECT_EQ(std::move(conn->Exec("SELECT to_regclass('outbox_pendentes') IS NOT NULL AND NOT "
+                                 "EXISTS (SELECT 1 FROM pg_publication)"))
+                .value()
+                .Get(0, 0),
+            "t");
 }
 
 // One test (ctest runs each test in its own process, each starting the cluster).

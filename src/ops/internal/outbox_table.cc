@@ -1,0 +1,122 @@
+// The polling columns keep the default schema's names (poll/columns.h): only the five event
+// columns have flags.
+#include "ops/internal/outbox_table.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "poll/columns.h"
+
+namespace outboxd::ops::internal {
+namespace {
+
+struct Column {
+  const std::string& name;
+  const char* definition;  // for CREATE TABLE, or the ALTER TABLE a person may run
+};
+
+std::vector<Column> PollingColumns(const poll::PollColumns& p) {
+  return {{p.seq, "bigint GENERATED ALWAYS AS IDENTITY"},
+          {p.published_at, "timestamptz"},
+          {p.attempts, "int NOT NULL DEFAULT 0"},
+          {p.last_error, "text"},
+          {p.next_attempt_at, "timestamptz NOT NULL DEFAULT now()"}};
+}
+
+absl::StatusOr<absl::flat_hash_set<std::string>> ColumnsOf(pg::Connection& conn,
+                                                           const pg::TableName& table) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.ExecParams("SELECT attname FROM pg_attribute WHERE attrelid = "
+                                           "to_regclass($1) AND attnum > 0 AND NOT attisdropped",
+                                           {table.quoted}));
+  absl::flat_hash_set<std::string> names;
+  for (int i = 0; i < r.rows(); ++i) names.insert(std::string(r.Get(i, 0)));
+  return names;
+}
+
+// The id, aggregate, type and payload columns every relay reads.
+absl::Status CheckEventColumns(const absl::flat_hash_set<std::string>& present,
+                               const pg::TableName& outbox, const outbox::ColumnMapping& c) {
+  struct Needed {
+    const std::string& name;
+    const char* flag;
+  };
+  for (const Needed& n : {Needed{c.id, "--id-column"}, Needed{c.aggregate_id, "--aggregate-column"},
+                          Needed{c.type, "--type-column"}, Needed{c.payload, "--payload-column"}}) {
+    if (present.contains(n.name)) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", outbox.Display(), " has no column \"", n.name, "\"; name the right column with ",
+        n.flag, " (setup never alters an existing table)"));
+  }
+  return absl::OkStatus();
+}
+
+// Without every polling column the table serves `outboxd run` only: a note, or, when
+// the set-up is for polling, the error with the first column to add.
+absl::Status CheckPollingColumns(const absl::flat_hash_set<std::string>& present,
+                                 const pg::TableName& outbox, const SetupOptions& options,
+                                 OutboxTable& table) {
+  const poll::PollColumns names;
+  std::vector<std::string> missing;
+  const Column* first = nullptr;
+  const std::vector<Column> columns = PollingColumns(names);
+  for (const Column& column : columns) {
+    if (present.contains(column.name)) continue;
+    if (first == nullptr) first = &column;
+    missing.push_back(column.name);
+  }
+  if (missing.empty()) return absl::OkStatus();
+  table.polling_columns = false;
+  if (options.poll_only) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", outbox.Display(), " lacks the polling relay's column \"", first->name,
+        "\": ALTER TABLE ", outbox.Display(), " ADD COLUMN ", pg::SqlIdentifier(first->name), " ",
+        first->definition, " (and ", absl::StrJoin(missing, ", "),
+        " likewise; setup never alters an existing table)"));
+  }
+  table.notes.push_back(absl::StrCat("table ", outbox.Display(), " has no polling columns (",
+                                     absl::StrJoin(missing, ", "),
+                                     "): outboxd poll cannot serve it, outboxd run can; setup "
+                                     "never alters an existing table"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::TableName& outbox,
+                                               const SetupOptions& options) {
+  OutboxTable table;
+  OUTBOXD_ASSIGN_OR_RETURN(table.exists, outbox.Exists(conn));
+  if (!table.exists) return table;
+  OUTBOXD_ASSIGN_OR_RETURN(absl::flat_hash_set<std::string> present, ColumnsOf(conn, outbox));
+  OUTBOXD_RETURN_IF_ERROR(CheckEventColumns(present, outbox, options.columns));
+  const std::string& created_at = options.columns.created_at;
+  if (!created_at.empty() && !present.contains(created_at)) {
+    table.notes.push_back(outbox::MissingCreatedAtNote(outbox.Display(), created_at));
+  }
+  OUTBOXD_RETURN_IF_ERROR(CheckPollingColumns(present, outbox, options, table));
+  return table;
+}
+
+absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
+                                            const outbox::ColumnMapping& c) {
+  const poll::PollColumns p;
+  const std::vector<Column> polling = PollingColumns(p);
+  std::vector<Column> columns = {{p.seq, "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
+                                 {c.id, "uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE"},
+                                 {c.aggregate_id, "text NOT NULL"},
+                                 {c.type, "text NOT NULL"},
+                                 {c.payload, "jsonb NOT NULL"}};
+  if (!c.created_at.empty())
+    columns.push_back({c.created_at, "timestamptz NOT NULL DEFAULT now()"});
+  for (size_t i = 1; i < polling.size(); ++i) columns.push_back(polling[i]);  // seq is first
+  std::string sql = absl::StrCat("CREATE TABLE ", outbox.quoted, " (");
+  for (size_t i = 0; i < columns.size(); ++i) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string name, conn.QuoteIdentifier(columns[i].name));
+    absl::StrAppend(&sql, i ? ",\n  " : "\n  ", name, " ", columns[i].definition);
+  }
+  return sql + "\n)";
+}
+
+}  // namespace outboxd::ops::internal

@@ -1,0 +1,46 @@
+// Setup's view of the outbox table itself: the CREATE TABLE for a new one, with the
+// mapped column names (--id-column ...), and, for one that already exists, whether
+// it can serve the relays. An existing table is never altered: a column it lacks is
+// either an error naming the flag that maps it, or a feature that goes without it,
+// said once in the report's notes.
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(OutboxTable table, InspectOutboxTable(conn, outbox, options));
+//   if (!table.exists) conn.Exec(*CreateOutboxSql(conn, outbox, options.columns));
+//   if (table.polling_columns) ... create the pending-rows index ...
+#ifndef OUTBOXD_OPS_INTERNAL_OUTBOX_TABLE_H_
+#define OUTBOXD_OPS_INTERNAL_OUTBOX_TABLE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ops/setup.h"
+#include "outbox/event.h"
+#include "pg/connection.h"
+#include "pg/table_name.h"
+
+namespace outboxd::ops::internal {
+
+struct OutboxTable {
+  bool exists = false;
+  // seq, publicado_em, tentativas, ultimo_erro, proxima_tentativa_em: the polling
+  // relay's columns (true for a table setup creates), which its index needs too.
+  bool polling_columns = true;
+  // What an existing table lacks and which feature goes without it, one line each.
+  std::vector<std::string> notes;
+};
+
+// FailedPrecondition when an existing table lacks the id, aggregate, type or payload
+// column (naming the flag that maps it), or, with poll_only, a polling column (with
+// the ALTER TABLE a person may run).
+absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::TableName& outbox,
+                                               const SetupOptions& options);
+
+// The default outbox table with the mapped names for the five event columns (an
+// empty created-at name leaves that column out).
+absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
+                                            const outbox::ColumnMapping& columns);
+
+}  // namespace outboxd::ops::internal
+
+#endif  // OUTBOXD_OPS_INTERNAL_OUTBOX_TABLE_H_
