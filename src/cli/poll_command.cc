@@ -12,6 +12,7 @@
 #include "pg/connection.h"
 #include "poll/notify_trigger.h"
 #include "poll/poll_relay.h"
+#include "relay/startup_retry.h"
 
 namespace outboxd::cli {
 namespace {
@@ -83,7 +84,13 @@ struct PollCommand {
     ops::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     poll::PollRelay relay(options, &stats);
-    if (absl::Status s = relay.Start(); !s.ok()) return Fail(s, true);
+    // A database that is not up yet is waited for (logged at each attempt), not exit 2.
+    if (absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
+        !s.ok()) {
+      if (!stop.requested()) return Fail(s, true);
+      spdlog::info("stopped before PostgreSQL was available");
+      return kExitOk;
+    }
     // After the checks Start() makes: a configuration error stays the only line.
     spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
                  OUTBOXD_VERSION, options.table, options.topic_template, options.kafka.brokers,

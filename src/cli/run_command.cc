@@ -17,6 +17,7 @@
 #include "pg/connection.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
+#include "relay/startup_retry.h"
 #include "relay/topic_template.h"
 
 namespace outboxd::cli {
@@ -163,8 +164,20 @@ struct RunCommand {
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok()) return Fail(s, true);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
-    absl::StatusOr<pg::Connection> checked = CheckDatabase();
-    if (!checked.ok()) return Fail(checked.status(), true);
+    relay::StopSignal stop;
+    StopOnSignals signals(&stop);
+    // A database that is not up yet is waited for (logged at each attempt), not exit 2.
+    std::optional<pg::Connection> checked;
+    absl::Status reached = relay::RetryWhileTransient(stop, [&]() -> absl::Status {
+      absl::StatusOr<pg::Connection> conn = CheckDatabase();
+      if (conn.ok()) checked.emplace(*std::move(conn));
+      return conn.status();
+    });
+    if (!reached.ok() && stop.requested()) {
+      spdlog::info("stopped before PostgreSQL was available");
+      return kExitOk;
+    }
+    if (!reached.ok()) return Fail(reached, true);
     // After the checks: a configuration error stays the only line (README Guarantees,
     // "clear failure").
     spdlog::info(
@@ -173,9 +186,6 @@ struct RunCommand {
         OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
         options.kafka.brokers, pg::RedactConninfo(options.conninfo));
     AdaptToTable();
-
-    relay::StopSignal stop;
-    StopOnSignals signals(&stop);
 
     relay::RelayStats stats;
     ops::HttpServer http;
@@ -206,10 +216,19 @@ struct RunCommand {
     ops::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     relay::Relay relay(options, &stats, &stop);
-    relay.AdoptControlConnection(*std::move(checked));
+    relay.AdoptControlConnection(std::move(*checked));
     absl::Status status = relay.Run();
     if (!status.ok()) return Fail(status, !stats.streaming && stats.confirmed_lsn == 0);
-    spdlog::info("stopped cleanly");
+    // Exit 0 either way: the stop was asked for and nothing is lost, but "cleanly" only
+    // when nothing is left to send again.
+    if (const uint64_t abandoned = stats.events_abandoned; abandoned > 0) {
+      spdlog::warn(
+          "stopped after --shutdown-timeout {} with {} events unacknowledged; the next start "
+          "sends them again (consumers drop repeats by id)",
+          shutdown_timeout.text, abandoned);
+    } else {
+      spdlog::info("stopped cleanly");
+    }
     return kExitOk;
   }
 };

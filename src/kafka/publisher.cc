@@ -308,17 +308,27 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
 }
 
 Publisher::~Publisher() {
-  if (impl_ == nullptr) return;
+  if (impl_ != nullptr) Close(absl::Milliseconds(impl_->close_timeout_ms));
+}
+
+int Publisher::Close(absl::Duration flush_timeout) {
+  if (impl_ == nullptr) return 0;
   // Reports served by this flush still reach the handler, which is why its state must
-  // outlive the publisher.
-  rd_kafka_flush(impl_->rk.get(), impl_->close_timeout_ms);
+  // outlive the publisher. No flush at all when the caller has already waited: with
+  // the brokers down it would only add its whole timeout to the stop.
+  if (flush_timeout > absl::ZeroDuration()) {
+    rd_kafka_flush(impl_->rk.get(), ToTimeoutMs(flush_timeout));
+  }
   impl_->on_delivery = nullptr;
   impl_->on_log = nullptr;
+  const int dropped = impl_->in_flight;
   // Whatever is left (brokers unreachable) is dropped, unreported: the relay resumes
-  // from its confirmed position and sends those events again.
+  // from its confirmed position and sends those events again. Purged first, so that
+  // rd_kafka_destroy has nothing left to wait for.
   rd_kafka_purge(impl_->rk.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
   rd_kafka_poll(impl_->rk.get(), 0);
   impl_.reset();
+  return dropped;
 }
 
 absl::Status Publisher::Produce(const OutgoingMessage& message) {

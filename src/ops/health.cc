@@ -1,5 +1,7 @@
 #include "ops/health.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace outboxd::ops {
@@ -11,16 +13,27 @@ void HealthState::SetInFlight(uint64_t in_flight, absl::Time now) {
   if (before == 0 && in_flight > 0) Acknowledged(now);
 }
 
+void HealthState::SetSlotProblem(std::string problem) {
+  absl::MutexLock lock(&slot_mutex_);
+  slot_problem_ = std::move(problem);
+}
+
 HealthInputs HealthState::Snapshot() const {
   int64_t progress = last_progress_us_.load(std::memory_order_relaxed);
-  return {.connected = connected_.load(std::memory_order_relaxed),
-          .in_flight = in_flight_.load(std::memory_order_relaxed),
-          .last_progress = progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
+  HealthInputs inputs{
+      .connected = connected_.load(std::memory_order_relaxed),
+      .in_flight = in_flight_.load(std::memory_order_relaxed),
+      .last_progress = progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
+  absl::MutexLock lock(&slot_mutex_);
+  inputs.slot_problem = slot_problem_;
+  return inputs;
 }
 
 HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_threshold,
                           absl::Time now, const std::string& disconnected_reason) {
   if (!inputs.connected) return {false, disconnected_reason};
+  // Before the stall: a slot about to lose WAL needs a person sooner than a slow broker.
+  if (!inputs.slot_problem.empty()) return {false, inputs.slot_problem};
   if (inputs.in_flight == 0) return {true, "ok"};
   absl::Duration quiet = now - inputs.last_progress;
   if (quiet <= stall_threshold) return {true, "ok"};

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace outboxd::ops {
@@ -25,6 +27,9 @@ struct HealthInputs {
   // The last acknowledgement, or when events went in flight after none were
   // (whichever is later): the stall clock starts there.
   absl::Time last_progress = absl::InfinitePast();
+  // Why the replication slot is in danger ("" when it is not): `run` answers 503
+  // with it while the slot is `unreserved`, about to lose WAL it still needs.
+  std::string slot_problem;
 };
 
 // Written by the relay thread, read by the HTTP thread.
@@ -36,9 +41,12 @@ class HealthState {
   void Acknowledged(absl::Time now) {
     last_progress_us_.store(absl::ToUnixMicros(now), std::memory_order_relaxed);
   }
+  void SetSlotProblem(std::string problem);
   HealthInputs Snapshot() const;
 
  private:
+  mutable absl::Mutex slot_mutex_;
+  std::string slot_problem_ ABSL_GUARDED_BY(slot_mutex_);
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> in_flight_{0};
   std::atomic<int64_t> last_progress_us_{0};

@@ -1,5 +1,9 @@
 #include "ops/metrics.h"
 
+#include <limits>
+#include <utility>
+#include <vector>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -45,6 +49,8 @@ struct Metrics::Families {
   prometheus::Gauge* confirmed_lsn = nullptr;
   prometheus::Gauge* received_lsn = nullptr;
   prometheus::Gauge* slot_lag = nullptr;
+  std::vector<std::pair<std::string, prometheus::Gauge*>> wal_status;
+  prometheus::Gauge* safe_wal_size = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -94,6 +100,18 @@ Metrics::Metrics(RelayMode mode)
         &NewGauge(r, "outboxd_received_lsn", "Newest WAL position received from PostgreSQL.");
     f.slot_lag = &NewGauge(r, "outboxd_slot_lag_bytes",
                            "WAL the slot retains: pg_current_wal_lsn() - confirmed_flush_lsn.");
+    auto& wal_status = prometheus::BuildGauge()
+                           .Name("outboxd_slot_wal_status")
+                           .Help("1 for the slot's wal_status as last checked (every 5 s).")
+                           .Register(r);
+    for (const char* status : {"reserved", "extended", "unreserved", "lost"}) {
+      f.wal_status.emplace_back(status, &wal_status.Add({{"status", status}}));
+    }
+    f.safe_wal_size = &NewGauge(
+        r, "outboxd_slot_safe_wal_size_bytes",
+        "WAL that can still be written before the slot loses WAL it needs (<= 0: "
+        "unreserved; NaN: max_slot_wal_keep_size unlimited).");
+    f.safe_wal_size->Set(std::numeric_limits<double>::quiet_NaN());
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -141,6 +159,13 @@ void Metrics::SetReceivedLsn(uint64_t lsn) {
 
 void Metrics::SetSlotLagBytes(int64_t bytes) {
   if (families_->slot_lag != nullptr) families_->slot_lag->Set(static_cast<double>(bytes));
+}
+
+void Metrics::SetSlotWalStatus(std::string_view status, std::optional<int64_t> safe_wal_size) {
+  if (families_->safe_wal_size == nullptr) return;
+  for (auto& [name, gauge] : families_->wal_status) gauge->Set(name == status ? 1 : 0);
+  families_->safe_wal_size->Set(safe_wal_size ? static_cast<double>(*safe_wal_size)
+                                              : std::numeric_limits<double>::quiet_NaN());
 }
 
 void Metrics::SetOldestUnacked(std::optional<absl::Time> commit_time) {

@@ -18,6 +18,7 @@
 //   outboxd_connected                       gauge     both
 //   outboxd_events_dead_lettered_total      counter   run
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
+//   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll
 #ifndef OUTBOXD_OPS_METRICS_H_
 #define OUTBOXD_OPS_METRICS_H_
@@ -71,6 +72,9 @@ class Metrics {
   void SetConfirmedLsn(uint64_t lsn);   // run only (ignored by poll)
   void SetReceivedLsn(uint64_t lsn);    // run only
   void SetSlotLagBytes(int64_t bytes);  // run only
+  // The slot's wal_status (reserved, extended, unreserved, lost: that one's series
+  // 1, the others 0) and safe_wal_size (nullopt: unlimited, shown as NaN). Run only.
+  void SetSlotWalStatus(std::string_view status, std::optional<int64_t> safe_wal_size);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

@@ -16,6 +16,7 @@ bool StallWatch::Check(absl::Time now) {
   // Only the broker side: a lost PostgreSQL connection has its own reconnect lines.
   HealthInputs inputs = health_.Snapshot();
   inputs.connected = true;
+  inputs.slot_problem.clear();  // the relay warns about its slot itself
   const HealthVerdict verdict = CheckHealth(inputs, threshold_, now);
   if (!verdict.healthy && !stalled_) {
     stalled_ = true;

@@ -34,6 +34,25 @@ absl::StatusOr<XidHorizon> RelayStateStore::TakeHorizon(pg::Connection& conn) co
   return horizon;
 }
 
+absl::StatusOr<std::optional<XidHorizon>> RelayStateStore::SlotHorizon(
+    pg::Connection& conn, const std::string& slot) const {
+  // catalog_xmin is a 32-bit xid: widened to the xid8 it stands for, which lies
+  // within 2^31 below the next xid (wraparound protection keeps it there).
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams("SELECT (n.next - ((n.next % 4294967296) - "
+                      "s.catalog_xmin::text::bigint + 4294967296) % 4294967296)::text, "
+                      "s.confirmed_flush_lsn::text FROM pg_replication_slots s, "
+                      "(SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS next) n "
+                      "WHERE s.slot_name = $1 AND s.catalog_xmin IS NOT NULL "
+                      "AND s.confirmed_flush_lsn IS NOT NULL",
+                      {slot}));
+  if (r.rows() == 0) return std::nullopt;
+  XidHorizon horizon{.xid = std::string(r.Get(0, 0))};
+  OUTBOXD_ASSIGN_OR_RETURN(horizon.lsn, pg::ParseLsn(r.Get(0, 1)));
+  return horizon;
+}
+
 absl::Status RelayStateStore::RecordAcked(pg::Connection& conn, const std::string& slot,
                                           const XidHorizon& horizon) const {
   const std::string table = Quoted(conn);
@@ -42,7 +61,8 @@ absl::Status RelayStateStore::RecordAcked(pg::Connection& conn, const std::strin
                                " AS s (slot_name, acked_xid, acked_lsn, acked_at)"
                                " VALUES ($1, $2::xid8, $3::pg_lsn, now())"
                                " ON CONFLICT (slot_name) DO UPDATE SET"
-                               " acked_xid = EXCLUDED.acked_xid, acked_lsn = EXCLUDED.acked_lsn,"
+                               " acked_xid = EXCLUDED.acked_xid,"
+                               " acked_lsn = greatest(s.acked_lsn, EXCLUDED.acked_lsn),"
                                " acked_at = EXCLUDED.acked_at"
                                " WHERE s.acked_xid IS NULL OR s.acked_xid <= EXCLUDED.acked_xid"),
                   {slot, horizon.xid, pg::FormatLsn(horizon.lsn)})

@@ -64,7 +64,18 @@ class RelayStateStore {
   const std::string& table() const { return name_.name; }
 
   absl::StatusOr<XidHorizon> TakeHorizon(pg::Connection& conn) const;
-  // Stores `horizon` as `slot`'s acknowledged position (never moving it back).
+  // The horizon the slot itself proves, nullopt before it has one: its catalog_xmin
+  // (as an xid8) and confirmed_flush_lsn. PostgreSQL sets catalog_xmin to the oldest
+  // transaction running at a running-transactions record (written every 15 s while
+  // the server is busy, and at each checkpoint) once the client has confirmed past
+  // that record. So every transaction older than it ended before confirmed_flush_lsn,
+  // which the relay confirms only once acknowledged. Unlike TakeHorizon's, this one
+  // is taken where the relay reads, not at the head of the WAL: it moves while the
+  // relay catches up far behind the head.
+  absl::StatusOr<std::optional<XidHorizon>> SlotHorizon(pg::Connection& conn,
+                                                        const std::string& slot) const;
+  // Stores `horizon` as `slot`'s acknowledged position (never moving it back, nor
+  // its LSN).
   absl::Status RecordAcked(pg::Connection& conn, const std::string& slot,
                            const XidHorizon& horizon) const;
   absl::StatusOr<std::vector<SlotPosition>> Positions(pg::Connection& conn) const;

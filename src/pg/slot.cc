@@ -31,8 +31,8 @@ absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
           "SELECT active, coalesce(active_pid, 0), coalesce(database, ''), "
           "coalesce(plugin, ''), slot_type, confirmed_flush_lsn, restart_lsn, "
           "coalesce(wal_status, ''), "
-          "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
-          "FROM pg_replication_slots WHERE slot_name = ",
+          "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint, "
+          "safe_wal_size FROM pg_replication_slots WHERE slot_name = ",
           slot_literal)));
   SlotInfo info;
   if (result.rows() == 0) return info;
@@ -47,6 +47,13 @@ absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
   OUTBOXD_ASSIGN_OR_RETURN(info.confirmed_flush_lsn, LsnField(result, 5));
   OUTBOXD_ASSIGN_OR_RETURN(info.restart_lsn, LsnField(result, 6));
   info.wal_status = result.Get(0, 7);
+  if (!result.IsNull(0, 9)) {
+    int64_t safe = 0;
+    if (!ParseInt(result.Get(0, 9), safe)) {
+      return absl::InternalError("unexpected pg_replication_slots row");
+    }
+    info.safe_wal_size = safe;
+  }
   return info;
 }
 

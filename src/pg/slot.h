@@ -8,6 +8,7 @@
 #define OUTBOXD_PG_SLOT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,10 @@ struct SlotInfo {
   Lsn confirmed_flush_lsn = kInvalidLsn;
   Lsn restart_lsn = kInvalidLsn;
   std::string wal_status;  // reserved, extended, unreserved, lost
+  // Bytes of WAL that can still be written before the slot loses WAL it needs;
+  // <= 0 once it is `unreserved`. nullopt when max_slot_wal_keep_size is -1
+  // (unlimited) or the slot is lost.
+  std::optional<int64_t> safe_wal_size;
   // WAL the slot keeps unconfirmed: pg_current_wal_lsn() - confirmed_flush_lsn.
   int64_t lag_bytes = 0;
 };

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -15,16 +17,42 @@ PositionRecorder::PositionRecorder(const std::string& table, std::string slot,
 absl::Status PositionRecorder::Tick(pg::Connection& conn, pg::Lsn watermark) {
   if (!Due()) return absl::OkStatus();
   next_ = absl::Now() + interval_;
-  if (candidate_ && watermark >= candidate_->lsn) {
-    absl::Status recorded = store_.RecordAcked(conn, slot_, *candidate_);
-    if (!recorded.ok()) return Disable(recorded);
-    candidate_.reset();
+  std::optional<outbox::XidHorizon> passed;  // the newest horizon the watermark passed
+  while (!candidates_.empty() && watermark >= candidates_.front().lsn) {
+    passed = std::move(candidates_.front());
+    candidates_.pop_front();
   }
-  if (!candidate_) {
-    absl::StatusOr<outbox::XidHorizon> horizon = store_.TakeHorizon(conn);
-    if (!horizon.ok()) return horizon.status();
-    candidate_ = *std::move(horizon);
+  if (passed) {
+    OUTBOXD_RETURN_IF_ERROR(Record(conn, *passed));
+  } else if (!candidates_.empty()) {
+    // Behind every horizon taken so far (a restart far behind the head): the slot's
+    // own may still have moved.
+    absl::StatusOr<std::optional<outbox::XidHorizon>> slot = store_.SlotHorizon(conn, slot_);
+    if (!slot.ok()) return slot.status();
+    if (*slot) OUTBOXD_RETURN_IF_ERROR(Record(conn, **slot));
   }
+  if (disabled_) return absl::OkStatus();
+  absl::StatusOr<outbox::XidHorizon> horizon = store_.TakeHorizon(conn);
+  if (!horizon.ok()) return horizon.status();
+  if (candidates_.size() >= kMaxCandidates) {
+    // Every other one goes: the same span of WAL at half the resolution.
+    std::deque<outbox::XidHorizon> thinned;
+    for (size_t i = 1; i < candidates_.size(); i += 2) thinned.push_back(candidates_[i]);
+    candidates_ = std::move(thinned);
+  }
+  candidates_.push_back(*std::move(horizon));
+  return absl::OkStatus();
+}
+
+absl::Status PositionRecorder::Record(pg::Connection& conn, const outbox::XidHorizon& horizon) {
+  uint64_t xid = 0;
+  if (!absl::SimpleAtoi(horizon.xid, &xid)) {
+    return absl::InternalError(absl::StrCat("unexpected xid8 \"", horizon.xid, "\""));
+  }
+  if (xid <= recorded_xid_) return absl::OkStatus();
+  absl::Status recorded = store_.RecordAcked(conn, slot_, horizon);
+  if (!recorded.ok()) return Disable(recorded);
+  recorded_xid_ = xid;
   return absl::OkStatus();
 }
 

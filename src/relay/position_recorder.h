@@ -1,8 +1,19 @@
 // Records how far the broker has acknowledged in "<table>_relay_state" (see
 // outbox/relay_state.h), so cleanup, status and a re-created slot know which outbox
-// rows are published. Two steps per round, each a tiny query on the relay's regular
-// connection: take a horizon (H, L) from the server; once the acknowledged watermark
-// passes L, record H. Then take the next one.
+// rows are published. Every interval, a tiny query on the relay's regular connection
+// takes a horizon (H, L) from the server and queues it; once the acknowledged
+// watermark passes a queued L, its H is recorded. A queue, not one horizon at a
+// time: L is the head of the WAL when taken, and a relay behind the head (a broker
+// outage, a slow broker, a burst of other tables' WAL) used to wait for the head of
+// that moment before taking the next one, recording nothing while it caught up
+// (issue 20 point 8). Queued every interval, the horizons follow the relay through
+// its backlog, one interval apart.
+//
+// A relay that starts far behind the head (after a restart) has no queued horizon
+// in its backlog: until it passes the first, it records the slot's own horizon
+// (RelayStateStore::SlotHorizon), which follows what it confirms wherever it reads,
+// at the resolution of the server's running-transactions records (every 15 s while
+// it is busy, and at checkpoints).
 //
 //   PositionRecorder recorder("outbox", "outboxd", absl::Seconds(1));
 //   // on every loop turn; queries only when due:
@@ -10,6 +21,8 @@
 #ifndef OUTBOXD_RELAY_POSITION_RECORDER_H_
 #define OUTBOXD_RELAY_POSITION_RECORDER_H_
 
+#include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -35,11 +48,17 @@ class PositionRecorder {
 
  private:
   absl::Status Disable(const absl::Status& error);
+  // Records `horizon` unless one as new is recorded already.
+  absl::Status Record(pg::Connection& conn, const outbox::XidHorizon& horizon);
 
   outbox::RelayStateStore store_;
   std::string slot_;
   absl::Duration interval_;
-  std::optional<outbox::XidHorizon> candidate_;
+  // A day at one per second would be 86,400 of them (~50 bytes each); above this many
+  // every other one is dropped.
+  static constexpr size_t kMaxCandidates = 4096;
+  std::deque<outbox::XidHorizon> candidates_;  // oldest first
+  uint64_t recorded_xid_ = 0;  // the newest horizon recorded by this process
   absl::Time next_ = absl::InfinitePast();
   bool disabled_ = false;
 };

@@ -18,6 +18,7 @@
 #include "pg/table_name.h"
 #include "relay/backfill.h"
 #include "relay/backoff.h"
+#include "relay/startup_retry.h"
 
 namespace outboxd::relay {
 namespace {
@@ -83,7 +84,11 @@ absl::Status Relay::Run() {
       standing_by = false;
       backoff.Reset();
       status = Loop();
-      if (status.ok()) return Shutdown();
+      if (status.ok()) {
+        status = Shutdown();
+        CloseProducer();
+        return status;
+      }
     }
     EndSession();
     if (stop_->requested()) break;
@@ -95,9 +100,12 @@ absl::Status Relay::Run() {
       WaitFor(options_.standby_poll);
       continue;
     }
-    // Before the slot was reached, any error is the configuration's or the
-    // environment's (exit 2); later, only those that retrying cannot fix end the relay.
-    if (!reached_slot || IsConfigurationError(status)) return status;
+    // Before the slot was reached, an error is the configuration's or the
+    // environment's (exit 2), unless it is a server not up yet (see startup_retry.h);
+    // later, only those that retrying cannot fix end the relay.
+    if (IsConfigurationError(status) || (!reached_slot && !IsTransientDatabaseError(status))) {
+      return status;
+    }
     if (status.code() == absl::StatusCode::kAborted) {
       spdlog::warn("{}; recreating the producer, resuming from {}", status,
                    pg::FormatLsn(tracker_.watermark()));
@@ -108,11 +116,13 @@ absl::Status Relay::Run() {
     absl::Duration wait = backoff.Next();
     stats_->reconnects++;
     stats_->metrics.Reconnected();
-    spdlog::warn("replication stream lost: {}; reconnecting in {} (attempt {})", status,
-                 absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))),
+    spdlog::warn("{}: {}; reconnecting in {} (attempt {})",
+                 reached_slot ? "replication stream lost" : "PostgreSQL is not available yet",
+                 status, absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))),
                  backoff.attempts());
     WaitFor(wait);
   }
+  CloseProducer();
   return absl::OkStatus();
 }
 
@@ -124,6 +134,7 @@ absl::Status Relay::CreatePublisher() {
 }
 
 absl::Status Relay::CheckWalStatus(const pg::SlotInfo& slot) {
+  stats_->metrics.SetSlotWalStatus(slot.wal_status, slot.safe_wal_size);
   if (slot.wal_status == "lost") {
     // Streaming on would skip whatever the removed WAL held: stop, loudly.
     return absl::FailedPreconditionError(absl::StrCat(
@@ -136,17 +147,27 @@ absl::Status Relay::CheckWalStatus(const pg::SlotInfo& slot) {
         ", then start outboxd run: it republishes the outbox rows after the last "
         "acknowledged position first"));
   }
-  // Warned once per change, not at every check.
-  if (slot.wal_status == "unreserved" && wal_status_ != "unreserved") {
-    spdlog::warn(
-        "replication slot {} is about to lose WAL (wal_status unreserved, lag {} "
-        "bytes): the relay must catch up before the next checkpoint",
-        options_.slot, slot.lag_bytes);
-  } else if (wal_status_ == "unreserved" && slot.wal_status != "unreserved") {
+  // safe_wal_size too: it runs out exactly when wal_status turns unreserved, and a
+  // slot whose WAL is already removed still reads `unreserved` while its walsender
+  // lives (PostgreSQL 15), with a negative safe_wal_size.
+  const bool unreserved = slot.wal_status == "unreserved" ||
+                          (slot.safe_wal_size.has_value() && *slot.safe_wal_size <= 0);
+  if (unreserved) {
+    std::string problem = absl::StrCat(
+        "replication slot ", options_.slot, " is about to lose WAL (wal_status ",
+        slot.wal_status, ", safe_wal_size ",
+        slot.safe_wal_size ? absl::StrCat(*slot.safe_wal_size) : std::string("unknown"),
+        " bytes, lag ", slot.lag_bytes,
+        " bytes): the relay must catch up before the next checkpoint");
+    // Warned once per change, not at every check; /healthz says it at every probe.
+    if (!slot_unreserved_) spdlog::warn("{}", problem);
+    stats_->health.SetSlotProblem(std::move(problem));
+  } else if (slot_unreserved_) {
     spdlog::info("replication slot {} holds its WAL again (wal_status {})", options_.slot,
                  slot.wal_status);
+    stats_->health.SetSlotProblem("");
   }
-  wal_status_ = slot.wal_status;
+  slot_unreserved_ = unreserved;
   return absl::OkStatus();
 }
 
@@ -634,7 +655,13 @@ absl::Status Relay::MaybeSendFeedback(bool force) {
   bool moved = flush != last_sent_flush_ && now - last_feedback_ >= kFeedbackCoalesce;
   bool due = now - last_feedback_ >= feedback_interval_;
   if (!force && !moved && !due) return absl::OkStatus();
-  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush));
+  // On the timer, ask for a reply: the walsender answers with a keepalive carrying
+  // how far it has read, even while it is catching up through other tables' WAL and
+  // would otherwise send nothing until it is done. With nothing in flight that
+  // position is confirmed (ReadBatch), so the slot, and the horizon it proves for the
+  // recorded position, keep moving during a long catch-up.
+  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush,
+                                                /*reply_requested=*/due));
   last_sent_flush_ = flush;
   last_feedback_ = now;
   return absl::OkStatus();
@@ -662,7 +689,8 @@ void Relay::Wait(bool want_stream, absl::Duration timeout) {
 }
 
 absl::Status Relay::Shutdown() {
-  spdlog::info("stopping: waiting for {} in-flight events", tracker_.events_in_flight());
+  spdlog::info("stopping: waiting up to {} for {} in-flight events",
+               absl::FormatDuration(options_.shutdown_timeout), tracker_.events_in_flight());
   absl::Time deadline = absl::Now() + options_.shutdown_timeout;
   while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline) {
     publisher_->Poll(50);
@@ -670,12 +698,22 @@ absl::Status Relay::Shutdown() {
   }
   OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(true));
   PublishStats();
+  stats_->events_abandoned = tracker_.events_in_flight();
   spdlog::info("confirmed {}; {} events still unacknowledged will be sent again on restart",
                pg::FormatLsn(tracker_.watermark()), tracker_.events_in_flight());
   spdlog::info("in flight at most {} events, {} bytes (limits {}, {})", events_in_flight_peak_,
                bytes_in_flight_peak_, options_.max_in_flight, options_.max_in_flight_bytes);
   stats_->streaming = false;
   return stream_->End();
+}
+
+void Relay::CloseProducer() {
+  if (!publisher_) return;
+  // The shutdown's wait was the whole budget: no second flush in the producer's
+  // destructor, which added its own 5 s to every stop with the brokers down.
+  const int dropped = publisher_->Close(absl::ZeroDuration());
+  if (stats_->events_abandoned == 0) stats_->events_abandoned = dropped;
+  publisher_.reset();
 }
 
 void Relay::PublishStats() {

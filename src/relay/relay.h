@@ -85,6 +85,9 @@ struct RelayStats {
   std::atomic<int64_t> oldest_unacked_commit_us{0};  // 0: nothing unacknowledged
   std::atomic<uint64_t> reconnects{0};
   std::atomic<bool> streaming{false};
+  // Events left unacknowledged when the relay stopped (shutdown timeout, brokers
+  // down): the next start sends them again.
+  std::atomic<uint64_t> events_abandoned{0};
   // Flow control: bytes held for unacknowledged events, and the most events and
   // bytes ever in flight at once (never above the limits by more than one event).
   std::atomic<uint64_t> bytes_in_flight{0};
@@ -171,6 +174,9 @@ class Relay {
   void RecordAck(const kafka::DeliveryReport& report);
   absl::Status MaybeSendFeedback(bool force);
   absl::Status Shutdown();
+  // Drops what the producer still holds, unreported (it is sent again after a
+  // restart), and destroys it: the last step of a stop.
+  void CloseProducer();
   void Wait(bool want_stream, absl::Duration timeout);
   void PublishStats();
   bool IsOutboxTable(const pgoutput::Relation& relation) const;
@@ -201,7 +207,7 @@ class Relay {
   bool warned_foreign_insert_ = false;
 
   SlotWatch slot_watch_;
-  std::string wal_status_;  // as last seen, to warn once per change
+  bool slot_unreserved_ = false;  // as last seen, to warn once per change
   absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to producers, for test_fatal_error_after
   uint64_t events_in_flight_peak_ = 0;

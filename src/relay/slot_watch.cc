@@ -3,6 +3,7 @@
 #include "relay/slot_watch.h"
 
 #include <charconv>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -18,6 +19,11 @@ absl::Status LibpqError(pg::Connection& conn, absl::string_view what) {
       absl::StrCat("checking the replication slot: ", what, ": ", message));
 }
 
+bool ParseInt(std::string_view text, int64_t& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
 absl::StatusOr<pg::SlotInfo> ParseSlot(const pg::Result& result) {
   pg::SlotInfo slot;
   if (result.rows() == 0) return slot;
@@ -26,10 +32,15 @@ absl::StatusOr<pg::SlotInfo> ParseSlot(const pg::Result& result) {
   if (!result.IsNull(0, 1)) {
     OUTBOXD_ASSIGN_OR_RETURN(slot.confirmed_flush_lsn, pg::ParseLsn(result.Get(0, 1)));
   }
-  std::string_view lag = result.Get(0, 2);
-  auto [end, ec] = std::from_chars(lag.data(), lag.data() + lag.size(), slot.lag_bytes);
-  if (ec != std::errc() || end != lag.data() + lag.size()) {
+  if (!ParseInt(result.Get(0, 2), slot.lag_bytes)) {
     return absl::InternalError("unexpected pg_replication_slots row");
+  }
+  if (!result.IsNull(0, 3)) {
+    int64_t safe = 0;
+    if (!ParseInt(result.Get(0, 3), safe)) {
+      return absl::InternalError("unexpected pg_replication_slots row");
+    }
+    slot.safe_wal_size = safe;
   }
   return slot;
 }
@@ -38,10 +49,12 @@ absl::StatusOr<pg::SlotInfo> ParseSlot(const pg::Result& result) {
 
 void SlotWatch::Restart() {
   pending_ = false;
+  settled_.reset();
   next_ = absl::Now() + interval_;
 }
 
 absl::StatusOr<std::optional<pg::SlotInfo>> SlotWatch::Poll(pg::Connection& conn) {
+  if (settled_) return std::exchange(settled_, std::nullopt);
   if (!pending_) {
     if (absl::Now() >= next_) OUTBOXD_RETURN_IF_ERROR(Send(conn));
     return std::nullopt;
@@ -56,15 +69,16 @@ absl::Status SlotWatch::Settle(pg::Connection& conn) {
   if (!pending_) return absl::OkStatus();
   // PQgetResult blocks until the answer is complete; a server that answers nothing
   // here would not answer the statement the caller is about to run either.
-  return Collect(conn).status();
+  OUTBOXD_ASSIGN_OR_RETURN(settled_, Collect(conn));
+  return absl::OkStatus();
 }
 
 absl::Status SlotWatch::Send(pg::Connection& conn) {
   OUTBOXD_ASSIGN_OR_RETURN(std::string slot, conn.QuoteLiteral(slot_));
   const std::string sql = absl::StrCat(
       "SELECT coalesce(wal_status, ''), confirmed_flush_lsn, "
-      "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
-      "FROM pg_replication_slots WHERE slot_name = ",
+      "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint, "
+      "safe_wal_size FROM pg_replication_slots WHERE slot_name = ",
       slot);
   if (PQsendQuery(conn.get(), sql.c_str()) == 0) return LibpqError(conn, "sending the query");
   pending_ = true;

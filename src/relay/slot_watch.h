@@ -1,7 +1,11 @@
-// SlotWatch: the slot's wal_status read every few seconds while the relay streams
-// (issue 3 point 6), on the relay's regular control connection and without ever
-// blocking the loop: the query is sent on one loop turn and its answer collected on
-// a later one, so a slow server delays the answer, never the stream.
+// SlotWatch: the slot's wal_status and safe_wal_size read every few seconds while the
+// relay streams (issue 3 point 6), on the relay's regular control connection and
+// without ever blocking the loop: the query is sent on one loop turn and its answer
+// collected on a later one, so a slow server delays the answer, never the stream.
+// An answer collected by Settle (the connection was needed for something else) is
+// kept and returned by the next Poll: the relay's loop settles often (the position
+// recorder every second), and dropping those answers meant that no check ever
+// reached the relay (issue 20 point 1).
 //
 //   SlotWatch watch("outboxd", absl::Seconds(5));
 //   // every loop turn:
@@ -33,12 +37,13 @@ class SlotWatch {
   void Restart();
 
   // Sends the query when it is due, collects its answer once it has arrived. Returns
-  // the slot (exists, wal_status, confirmed_flush_lsn, lag_bytes) when an answer was
-  // collected on this call, nullopt otherwise. Never waits for the server.
+  // the slot (exists, wal_status, safe_wal_size, confirmed_flush_lsn, lag_bytes) when
+  // an answer was collected on this call or by Settle since, nullopt otherwise. Never
+  // waits for the server.
   absl::StatusOr<std::optional<pg::SlotInfo>> Poll(pg::Connection& conn);
 
-  // Waits for a query still in flight and drops its answer, so `conn` can run other
-  // statements (libpq allows one at a time).
+  // Waits for a query still in flight, so `conn` can run other statements (libpq
+  // allows one at a time); its answer is returned by the next Poll.
   absl::Status Settle(pg::Connection& conn);
 
  private:
@@ -49,6 +54,7 @@ class SlotWatch {
   absl::Duration interval_;
   absl::Time next_ = absl::InfiniteFuture();
   bool pending_ = false;
+  std::optional<pg::SlotInfo> settled_;  // collected by Settle, not yet returned
 };
 
 }  // namespace outboxd::relay

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -174,18 +175,36 @@ TEST_F(ConfigErrorsTest, BadMessageFormatFlagsAreNamedWithTheFix) {
                            {"--key-pointer", "must start with /"}));
 }
 
-TEST_F(ConfigErrorsTest, UnreachablePostgresIsReportedAtOnce) {
+// A one-shot command fails at once; the relays wait for the server instead (below).
+TEST_F(ConfigErrorsTest, UnreachablePostgresEndsSetupAtOnce) {
   const std::string pg = "host=127.0.0.1 port=" + std::to_string(ClosedPort());
-  for (const std::string command : {"run", "setup"}) {
-    EXPECT_TRUE(FailsCleanly(RunWithPg(command, pg),
-                             {"cannot connect to PostgreSQL at 127.0.0.1:", "Connection refused",
-                              "check --pg/OUTBOXD_PG"}))
-        << command;
+  EXPECT_TRUE(FailsCleanly(RunWithPg("setup", pg),
+                           {"cannot connect to PostgreSQL at 127.0.0.1:", "Connection refused",
+                            "check --pg/OUTBOXD_PG"}));
+}
+
+// Issue 20 point 6: a server that is not up is not a configuration error for the
+// relays: they retry with backoff, logging each attempt, and a SIGTERM meanwhile
+// ends them with exit code 0.
+TEST_F(ConfigErrorsTest, UnreachablePostgresIsWaitedForByTheRelays) {
+  const std::string pg = "host=127.0.0.1 port=" + std::to_string(ClosedPort());
+  for (const std::string command : {"run", "poll"}) {
+    std::unique_ptr<ChildProcess> relay = ChildProcess::Start(
+        {BinPath("outboxd"), command, "--pg", pg, "--brokers", "127.0.0.1:9"});
+    EXPECT_TRUE(relay->WaitForLog("(attempt 3)", absl::Seconds(30))) << relay->Log();
+    EXPECT_TRUE(relay->Running()) << relay->Log();
+    EXPECT_THAT(relay->Log(), HasSubstr("PostgreSQL is not available yet: cannot connect to "
+                                        "PostgreSQL at 127.0.0.1:"));
+    EXPECT_THAT(relay->Log(), HasSubstr("Connection refused"));
+    relay->Signal(SIGTERM);
+    EXPECT_EQ(relay->Wait(absl::Seconds(30)), 0) << relay->Log();
+    EXPECT_THAT(relay->Log(), HasSubstr("stopped before PostgreSQL was available"));
   }
 }
 
 // A server that accepts TCP connections and never answers must not hang outboxd: the
-// connect_timeout (10 s unless the conninfo sets one) ends the attempt.
+// connect_timeout (10 s unless the conninfo sets one) ends the attempt (for the
+// relays, that attempt; they retry).
 TEST_F(ConfigErrorsTest, SilentServerEndsAtTheConnectTimeout) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -197,7 +216,7 @@ TEST_F(ConfigErrorsTest, SilentServerEndsAtTheConnectTimeout) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const std::string pg =
       "host=127.0.0.1 connect_timeout=2 port=" + std::to_string(ntohs(addr.sin_port));
-  Outcome outcome = RunOutboxd({"run", "--pg", pg, "--brokers", "127.0.0.1:9"});
+  Outcome outcome = RunOutboxd({"setup", "--pg", pg});
   close(fd);
   EXPECT_TRUE(
       FailsCleanly(outcome, {"cannot connect to PostgreSQL", "timeout expired"}, absl::Seconds(6)));

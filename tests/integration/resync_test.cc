@@ -235,5 +235,77 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+int64_t AckedXid(RelayHarness& h) {
+  return std::stoll(h.db().Scalar(
+      "SELECT coalesce((SELECT acked_xid::text FROM outbox_relay_state WHERE slot_name = '" +
+      h.slot() + "'), '0')"));
+}
+
+// One outbox event, then about 5 MB of another table's WAL and a checkpoint.
+void EventThenOtherWal(pg::Connection& conn, int i) {
+  InsertRows(conn, absl::StrCat("backlog-", i), 1);
+  MustExec(conn,
+           "INSERT INTO filler SELECT repeat(md5(n::text), 32) FROM generate_series(1, 5000) n");
+  MustExec(conn, "CHECKPOINT");
+}
+
+// Issue 20 point 8: the acknowledged position is recorded while the relay catches up,
+// not only once it has. A broker outage leaves the relay behind 16 events spread
+// through 80 MB of other tables' WAL; the brokers come back slow (one event in flight,
+// 400 ms per acknowledgement), so the catch-up takes seconds. The recorded horizon
+// passes the middle event before the last one is delivered (it used to stay before
+// the first until the relay had caught up with the head of the WAL of the moment it
+// was taken), and every event it covers was delivered.
+TEST(Resync, RecordedPositionAdvancesWhileTheRelayCatchesUpThroughOtherTablesWal) {
+  PrivateCluster cluster;
+  RelayHarness h(kTopics, 1, cluster.conninfo());
+  auto conn = h.db().Connect();
+  MustExec(conn, "CREATE TABLE filler (pad text)");
+  h.StartRelay({"--max-in-flight", "1"});
+  InsertRows(conn, "warm-up", 1);
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+
+  ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
+  constexpr int kEvents = 16;
+  for (int i = 0; i < kEvents / 2; ++i) EventThenOtherWal(conn, i);
+  // The relay has taken a horizon after the first half was committed (its control
+  // connection ran the horizon query since).
+  const std::string half_done = h.db().Scalar("SELECT clock_timestamp()::text");
+  bool took_horizon = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
+       !took_horizon && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
+    took_horizon = h.db().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid <> "
+                                 "pg_backend_pid() AND query LIKE 'SELECT pg_snapshot_xmin%' "
+                                 "AND query_start > '" + half_done + "'") != "0";
+  }
+  ASSERT_TRUE(took_horizon) << h.relay().Log();
+  for (int i = kEvents / 2; i < kEvents; ++i) EventThenOtherWal(conn, i);
+
+  std::vector<int64_t> xmins;
+  pg::Result r = h.db().Exec("SELECT xmin::text::bigint FROM outbox ORDER BY seq");
+  for (int i = 0; i < r.rows(); ++i) xmins.push_back(std::stoll(std::string(r.Get(i, 0))));
+  ASSERT_EQ(xmins.size(), size_t{kEvents + 1});
+  const int64_t middle = xmins[kEvents / 2];  // the first half's last event (after warm-up)
+
+  ASSERT_TRUE(h.cluster().SetAllBrokersRtt(400).ok());
+  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
+  int64_t acked = 0;
+  size_t delivered = 0;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(120); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(100))) {
+    acked = AckedXid(h);  // before the count: the position was recorded by then
+    delivered = h.collector().Count();
+    if (acked > middle || delivered >= size_t{kEvents + 1}) break;
+  }
+  EXPECT_GT(acked, middle) << "the recorded position did not pass the middle event";
+  EXPECT_LT(delivered, size_t{kEvents + 1})
+      << "the recorded position moved only once the relay had caught up";
+  // Exact: every event older than the recorded horizon was acknowledged.
+  std::set<std::string> covered = Ids(h, "xmin::text::bigint < " + std::to_string(acked));
+  std::map<std::string, int> times = Deliveries(h, covered, absl::Seconds(30));
+  for (const std::string& id : covered) EXPECT_EQ(times.count(id), 1u) << id;
+  ASSERT_TRUE(h.collector().WaitForCount(kEvents + 1, absl::Seconds(120))) << h.relay().Log();
+}
+
 }  // namespace
 }  // namespace outboxd::test

@@ -7,10 +7,14 @@
 // the walsender of a slot it invalidates, and an active slot reads `unreserved` until
 // then: the relay meets `lost` on reconnecting, which checks it like the periodic
 // check does.)
+#include <optional>
 #include <string>
+
+#include "absl/time/clock.h"
 
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "support/metrics_text.h"
 #include "support/private_cluster.h"
 
 namespace outboxd::test {
@@ -74,6 +78,64 @@ TEST(SlotWatch, RunningRelayWarnsOnceWhenUnreservedAndStopsWhenTheSlotIsLost) {
   const std::string log = h.relay().Log();
   EXPECT_NE(log.find("has lost WAL"), std::string::npos) << log;
   EXPECT_NE(log.find("outboxd setup --recreate-slot"), std::string::npos) << log;
+}
+
+// Waits until the relay's /metrics shows `series` at `value`.
+bool WaitForMetric(RelayHarness& h, const std::string& series, double value,
+                   absl::Duration timeout) {
+  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;) {
+    std::optional<double> seen = MetricValue(h.Metrics(h.relay()), series);
+    if (seen && *seen == value) return true;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return false;
+}
+
+// Issue 20 point 1: with the default check interval (5 s), every answer used to be
+// dropped by the position recorder, which frees the same connection every second,
+// so no check ever reached the relay. The warning, the metrics and /healthz all say
+// it now.
+TEST(SlotWatch, UnreservedSlotIsReportedInTheLogTheMetricsAndHealthzAtTheDefaultInterval) {
+  PrivateCluster cluster("max_slot_wal_keep_size = 1MB");
+  RelayHarness h(kTopics, 3, cluster.conninfo());
+  auto conn = h.db().Connect();
+  ASSERT_TRUE(conn.Exec("CREATE TABLE filler (x int)").ok());
+  h.StartRelay();
+  ASSERT_TRUE(WaitForMetric(h, "outboxd_slot_wal_status{status=\"reserved\"}", 1,
+                            absl::Seconds(30)))
+      << h.Metrics(h.relay());
+  ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
+                        "VALUES ('a', 'pedido.confirmado', '{}')")
+                  .ok());
+  // Other tables' WAL until the server itself says unreserved (no checkpoint: that
+  // would make the slot lost).
+  for (int i = 0; i < 20 && h.db().Scalar("SELECT wal_status FROM pg_replication_slots "
+                                          "WHERE slot_name = '" + h.slot() + "'") != "unreserved";
+       ++i) {
+    FillOneSegment(conn);
+  }
+  ASSERT_EQ(h.db().Scalar("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '" +
+                          h.slot() + "'"),
+            "unreserved");
+
+  EXPECT_TRUE(WaitForMetric(h, "outboxd_slot_wal_status{status=\"unreserved\"}", 1,
+                            absl::Seconds(60)))
+      << h.Metrics(h.relay()) << h.relay().Log();
+  std::optional<double> safe =
+      MetricValue(h.Metrics(h.relay()), "outboxd_slot_safe_wal_size_bytes");
+  ASSERT_TRUE(safe.has_value());
+  EXPECT_LE(*safe, 0);
+  EXPECT_EQ(MetricValue(h.Metrics(h.relay()), "outboxd_slot_wal_status{status=\"reserved\"}"),
+            0);
+  auto [code, body] = HttpGetFromLog(h.relay(), "/healthz");
+  EXPECT_EQ(code, 503);
+  EXPECT_NE(body.find("replication slot " + h.slot() + " is about to lose WAL"),
+            std::string::npos)
+      << body;
+  EXPECT_TRUE(h.relay().WaitForLog(kUnreservedWarning, absl::Seconds(5))) << h.relay().Log();
+  EXPECT_EQ(Count(h.relay().Log(), kUnreservedWarning), 1u) << h.relay().Log();
+  EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
 }
 
 }  // namespace

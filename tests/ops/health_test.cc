@@ -38,6 +38,19 @@ TEST(Health, SaysHowLongTheBrokerHasBeenSilentAndWithHowManyEventsInFlight) {
   EXPECT_EQ(v.reason, "no broker acknowledgement for 42s with 40 events in flight");
 }
 
+// Issue 20 point 1: a slot about to lose WAL is a 503 with its reason, before a stall,
+// until the relay clears it.
+TEST(HealthState, AnUnreservedSlotIsUnhealthyUntilCleared) {
+  HealthState state;
+  state.SetConnected(true);
+  state.SetSlotProblem("replication slot outboxd is about to lose WAL");
+  HealthVerdict v = CheckHealth(state.Snapshot(), kStall, kNow);
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "replication slot outboxd is about to lose WAL");
+  state.SetSlotProblem("");
+  EXPECT_TRUE(CheckHealth(state.Snapshot(), kStall, kNow).healthy);
+}
+
 TEST(HealthState, StartsTheStallClockWhenEventsGoInFlightAfterNone) {
   HealthState state;
   state.SetConnected(true);

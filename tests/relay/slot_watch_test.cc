@@ -64,6 +64,29 @@ TEST(SlotWatch, SettleLetsTheConnectionRunAnotherStatement) {
   EXPECT_EQ(other->Get(0, 0), "42");
 }
 
+// Issue 20 point 1: the relay settles the connection every second (the position
+// recorder) and its check runs every 5 s, so an answer Settle dropped was an answer
+// the relay never saw: every one of them, in practice.
+TEST(SlotWatch, AnAnswerCollectedBySettleIsReturnedByTheNextPoll) {
+  auto db = test::TestDatabase::Create();
+  db->Exec("SELECT pg_create_logical_replication_slot('" + db->name() + "', 'pgoutput')");
+  pg::Connection conn = db->Connect();
+  SlotWatch watch(db->name(), absl::ZeroDuration());
+  watch.Restart();
+  absl::StatusOr<std::optional<pg::SlotInfo>> sent = watch.Poll(conn);  // due: sends
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  ASSERT_FALSE(sent->has_value());
+  ASSERT_TRUE(watch.Settle(conn).ok());
+  ASSERT_TRUE(conn.Exec("SELECT 1").ok());  // the connection is free meanwhile
+  absl::StatusOr<std::optional<pg::SlotInfo>> slot = watch.Poll(conn);
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  ASSERT_TRUE(slot->has_value());
+  EXPECT_TRUE((*slot)->exists);
+  EXPECT_EQ((*slot)->wal_status, "reserved");
+  // The shared test cluster keeps max_slot_wal_keep_size unlimited.
+  EXPECT_FALSE((*slot)->safe_wal_size.has_value());
+}
+
 TEST(SlotWatch, RestartOnANewConnectionForgetsTheQueryInFlightOnTheOldOne) {
   auto db = test::TestDatabase::Create();
   SlotWatch watch(db->name(), absl::Milliseconds(1));
