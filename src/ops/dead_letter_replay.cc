@@ -127,8 +127,8 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
       return settled;
     }
     // The broker is not answering: the next round would only wait as long again.
-    if (!flushed.ok() && std::any_of(round.begin(), round.end(),
-                                     [](const Attempt& a) { return !a.outcome; })) {
+    if (!flushed.ok() &&
+        std::any_of(round.begin(), round.end(), [](const Attempt& a) { return !a.outcome; })) {
       return report;
     }
   }

@@ -37,8 +37,8 @@ HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_thres
   std::string since = inputs.last_progress == absl::InfinitePast()
                           ? "since start"
                           : absl::StrCat("for ", absl::ToInt64Seconds(quiet), "s");
-  std::string reason = absl::StrCat("no broker acknowledgement ", since, " with ",
-                                    inputs.in_flight, " events in flight");
+  std::string reason = absl::StrCat("no broker acknowledgement ", since, " with ", inputs.in_flight,
+                                    " events in flight");
   if (inputs.failed_attempts > 0) {
     absl::StrAppend(&reason, " and ", inputs.failed_attempts, " failed attempt",
                     inputs.failed_attempts == 1 ? "" : "s");

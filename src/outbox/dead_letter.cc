@@ -98,8 +98,8 @@ absl::Status DeadLetterStore::CheckReplayPrivileges(pg::Connection& conn) const 
   if (can_select && can_delete) return absl::OkStatus();
   const std::string role(r.Get(0, 0));
   const char* missing = !can_select && !can_delete ? "SELECT and DELETE"
-                        : can_select              ? "DELETE"
-                                                  : "SELECT";
+                        : can_select               ? "DELETE"
+                                                   : "SELECT";
   return absl::PermissionDeniedError(absl::StrCat(
       "role ", role, " lacks ", missing, " on ", table,
       ", which dead-letter replay needs to remove what it republished (nothing was published): "

@@ -27,7 +27,8 @@ void Insert(pg::Connection& conn, const std::string& aggregate, const std::strin
 
 std::vector<std::string> DeadLetterAggregates(TestDatabase& db) {
   std::vector<std::string> out;
-  pg::Result r = db.Exec("SELECT aggregate_id || ':' || payload FROM outbox_dead_letter ORDER BY seq");
+  pg::Result r =
+      db.Exec("SELECT aggregate_id || ':' || payload FROM outbox_dead_letter ORDER BY seq");
   for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.Get(i, 0));
   return out;
 }
@@ -66,16 +67,17 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
   h.StartRelay({"--kafka", "message.max.bytes=3000"});
   auto conn = h.db().Connect();
   Insert(conn, "ok-1", R"({"n": 1})");
-  Insert(conn, "bad", "42");                                     // a JSON scalar
-  Insert(conn, "bad", R"({"n": 2})");                            // follows it
+  Insert(conn, "bad", "42");           // a JSON scalar
+  Insert(conn, "bad", R"({"n": 2})");  // follows it
   Insert(conn, "ok-2", R"({"n": 3})");
-  Insert(conn, "topic", R"({"n": 4})", "no spaces allowed!");    // invalid topic name
+  Insert(conn, "topic", R"({"n": 4})", "no spaces allowed!");  // invalid topic name
   Insert(conn, "big", absl::StrCat(R"({"blob": ")", std::string(5000, 'x'), R"("})"));  // too large
   Insert(conn, "ok-1", R"({"n": 5})");
   ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30))) << h.relay().Log();
   pg::Lsn head = h.CurrentWalLsn();
   EXPECT_TRUE(h.WaitForConfirmed(head, absl::Seconds(15)))
-      << "the slot must advance past dead-lettered events\n" << h.relay().Log();
+      << "the slot must advance past dead-lettered events\n"
+      << h.relay().Log();
   absl::SleepFor(absl::Milliseconds(500));
   std::vector<std::string> letters = DeadLetterAggregates(h.db());
   ASSERT_EQ(letters.size(), 4u) << h.relay().Log();
@@ -84,8 +86,10 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
   EXPECT_EQ(letters[2].substr(0, 6), "topic:");
   EXPECT_EQ(letters[3].substr(0, 4), "big:");
   EXPECT_EQ(h.collector().Messages().size(), 3u);
-  EXPECT_NE(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
-                          "ORDER BY seq LIMIT 1").find("scalar"),
+  EXPECT_NE(h.db()
+                .Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
+                        "ORDER BY seq LIMIT 1")
+                .find("scalar"),
             std::string::npos);
   std::string metrics = h.Metrics(h.relay());
   EXPECT_NE(metrics.find("outboxd_events_dead_lettered_total 4\n"), std::string::npos) << metrics;
@@ -110,8 +114,10 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
       << out;
   EXPECT_NE(out.find("not replayed: bad: "), std::string::npos) << out;
   EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 4u);
-  EXPECT_NE(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
-                          "ORDER BY seq LIMIT 1").find("scalar"),
+  EXPECT_NE(h.db()
+                .Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
+                        "ORDER BY seq LIMIT 1")
+                .find("scalar"),
             std::string::npos);
   // Once the payload is fixed, replay publishes the aggregate's letters in order.
   h.db().Exec(R"(UPDATE outbox_dead_letter SET payload = '{"n": 1}' WHERE payload = '42')");
@@ -196,8 +202,7 @@ TEST(DeadLetter, EventsBeforeThePoisonReplayedAfterACrashArePublishedInOrder) {
   std::vector<std::string> values;
   for (const auto& m : h.collector().Messages()) values.push_back(m.value);
   EXPECT_EQ(values, (std::vector<std::string>{R"({"n": 0})", R"({"n": 1})"}));
-  EXPECT_EQ(DeadLetterAggregates(h.db()),
-            (std::vector<std::string>{"agg:42", R"(agg:{"n": 2})"}));
+  EXPECT_EQ(DeadLetterAggregates(h.db()), (std::vector<std::string>{"agg:42", R"(agg:{"n": 2})"}));
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
@@ -223,9 +228,10 @@ TEST(DeadLetter, TheDocumentedFixUpMakesPoisonLettersReplayable) {
                           "table_name = 'outbox_dead_letter' AND column_name = 'payload'"),
             "text");
 
-  const std::vector<std::string> replay = {"dead-letter", "replay", "--pg", h.db().conninfo(),
-                                           "--brokers", h.cluster().bootstraps(), "--key-pointer",
-                                           "/pedidoId", "--topic", "fixed.{table}"};
+  const std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
+                                           h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
+                                           "--key-pointer",   "/pedidoId", "--topic",
+                                           "fixed.{table}"};
   std::string out;
   EXPECT_EQ(h.RunOutboxd(replay, &out), 1) << out;
   EXPECT_NE(out.find("not replayed: pedido-77: "), std::string::npos) << out;
@@ -248,10 +254,10 @@ TEST(DeadLetter, TheDocumentedFixUpMakesPoisonLettersReplayable) {
   for (const auto& m : h.collector().Messages()) {
     if (m.topic == "fixed.outbox") replayed[m.key].push_back(m.value);
   }
-  EXPECT_EQ(replayed, (std::map<std::string, std::vector<std::string>>{
-                          {"77", {R"({"valor": 1, "pedidoId": "77"})",
-                                  R"({"valor": 2, "pedidoId": "77"})"}},
-                          {"78", {R"({"pedidoId": "78", "valor": 42})"}}}));
+  EXPECT_EQ(replayed,
+            (std::map<std::string, std::vector<std::string>>{
+                {"77", {R"({"valor": 1, "pedidoId": "77"})", R"({"valor": 2, "pedidoId": "77"})"}},
+                {"78", {R"({"pedidoId": "78", "valor": 42})"}}}));
 }
 
 // Issue 20 point 5: a role that cannot delete the letters publishes nothing (a letter
@@ -261,9 +267,9 @@ TEST(DeadLetter, ReplayWithoutDeleteOnTheTablePublishesNothingAndExitsTwo) {
   InsertDeadLetter(h.db(), "pedido-80", R"({"n": 1})");
   const std::string role = h.db().CreateRole("");
   h.db().Exec("GRANT SELECT ON outbox_dead_letter TO " + role);
-  const std::vector<std::string> replay = {"dead-letter", "replay", "--pg",
-                                           h.db().ConninfoWith("user=" + role), "--brokers",
-                                           h.cluster().bootstraps()};
+  const std::vector<std::string> replay = {"dead-letter", "replay",
+                                           "--pg",        h.db().ConninfoWith("user=" + role),
+                                           "--brokers",   h.cluster().bootstraps()};
   std::string out;
   EXPECT_EQ(h.RunOutboxd(replay, &out), 2) << out;
   EXPECT_NE(out.find("lacks DELETE on \"outbox_dead_letter\""), std::string::npos) << out;

@@ -265,8 +265,8 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   ASSERT_EQ(refused->Wait(absl::Seconds(30)), 2) << refused->Log();
 
   // README "Slot trouble", as written.
-  const auto commands = ReadmeCommands("# stop every outboxd run on that slot",
-                                       h.db().conninfo(), h.cluster().bootstraps());
+  const auto commands = ReadmeCommands("# stop every outboxd run on that slot", h.db().conninfo(),
+                                       h.cluster().bootstraps());
   ASSERT_EQ(commands.size(), 2u);
   ASSERT_EQ(commands[0][0], "setup");
   ASSERT_EQ(commands[1][0], "run");

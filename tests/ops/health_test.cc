@@ -46,8 +46,9 @@ TEST(Health, NamesFailedAttemptsApartFromTheEventsInFlight) {
                                  .last_progress = kNow - absl::Seconds(36)},
                                 kStall, kNow);
   EXPECT_FALSE(v.healthy);
-  EXPECT_EQ(v.reason, "no broker acknowledgement for 36s with 0 events in flight and 4 failed "
-                      "attempts");
+  EXPECT_EQ(v.reason,
+            "no broker acknowledgement for 36s with 0 events in flight and 4 failed "
+            "attempts");
 }
 
 TEST(HealthState, StartsTheStallClockAtTheFirstFailedAttemptWithNothingInFlight) {

@@ -133,8 +133,9 @@ TEST(PollHealth, ARowFailingPastTheThresholdIsUnhealthyAndNotCountedInFlight) {
   ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
     return HttpGetFromLog(*relay, "/healthz").first == 200;
   })) << relay->Log();
-  env.db().Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
-                "VALUES ('agg-poison', 'pedido.confirmado', '42')");
+  env.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) "
+      "VALUES ('agg-poison', 'pedido.confirmado', '42')");
   std::pair<int, std::string> health;
   ASSERT_TRUE(WaitUntil(absl::Seconds(30),
                         [&] {
