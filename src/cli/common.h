@@ -7,6 +7,7 @@
 #define OUTBOXD_CLI_COMMON_H_
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -36,10 +37,20 @@ int ParseFailure(const CLI::App& app, const CLI::ParseError& error);
 // OUTBOXD_<NAME> for flag --<name> (dashes become underscores).
 std::string EnvName(const std::string& name);
 
+// A repeatable flag's variable holds one value per line (OUTBOXD_KAFKA=$'acks=all\n
+// linger.ms=5'): no value of those flags (a librdkafka KEY=VALUE, a KEY=PATH, a
+// NAME=/json/pointer) holds a newline, while commas, semicolons and spaces all occur in
+// librdkafka values. Empty lines are skipped. PEM text goes through a file instead.
+inline constexpr char kRepeatableSeparator = '\n';
+
 // Adds --<name> with its environment variable; a flag wins over its variable.
 template <typename T>
 CLI::Option* Flag(CLI::App* app, const std::string& name, T& value, const std::string& help) {
-  return app->add_option("--" + name, value, help)->envname(EnvName(name));
+  CLI::Option* option = app->add_option("--" + name, value, help)->envname(EnvName(name));
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    option->delimiter(kRepeatableSeparator);
+  }
+  return option;
 }
 
 // A switch (--json, no value) with its environment variable.

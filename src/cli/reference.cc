@@ -29,6 +29,23 @@ configuration file. When one setting comes from several places, the first of the
 A repeatable flag (`--kafka`) given in a higher place replaces the whole list of a lower
 one; the lists are not merged.
 
+A repeatable flag's environment variable (`OUTBOXD_KAFKA`, `OUTBOXD_HEADER`,
+`OUTBOXD_KAFKA_SECRET_FILE`) takes several values, one per line; empty lines are
+skipped. A newline is the separator because no value of those flags contains one,
+while commas, semicolons and spaces all occur in librdkafka values (a broker list, a
+JAAS configuration). PEM text, the one librdkafka value with newlines, goes in a file:
+`--kafka-secret-file ssl.key.pem=/run/secrets/kafka.key`.
+
+    OUTBOXD_KAFKA=$'linger.ms=5\ncompression.type=lz4' outboxd run ...   # bash
+
+```yaml
+# compose.yaml, a service's environment: a block scalar, one value per line
+environment:
+  OUTBOXD_KAFKA: |
+    linger.ms=5
+    compression.type=lz4
+```
+
 ## The configuration file
 
 [TOML](https://toml.io). Keys are the flag names without the dashes. Values are strings

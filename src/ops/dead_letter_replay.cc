@@ -1,6 +1,11 @@
+// One round per pass: the oldest letter of each aggregate not stopped yet, encoded and
+// checked as the relay would, produced, flushed, and the acknowledged ones deleted in
+// a transaction committed only after the broker's acknowledgements. A replay that
+// dies before its COMMIT leaves every letter in place: it publishes them again next
+// time (at least once, like the relay), never drops one it did not publish.
 #include "ops/dead_letter_replay.h"
 
-#include <map>
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +16,13 @@
 
 namespace outboxd::ops {
 namespace {
+
+// One letter of a round and what became of it.
+struct Attempt {
+  outbox::DeadLetter letter;
+  std::string topic;                    // where it goes: its own topic or --topic's
+  std::optional<absl::Status> outcome;  // unset: no delivery report yet
+};
 
 // The oldest letter of each aggregate not stopped yet.
 std::vector<outbox::DeadLetter> NextRound(std::vector<outbox::DeadLetter> letters,
@@ -24,75 +36,101 @@ std::vector<outbox::DeadLetter> NextRound(std::vector<outbox::DeadLetter> letter
   return round;
 }
 
+// Encodes each letter as the relay does and hands it to the producer. A letter that
+// fails the relay's checks (a payload that is not a JSON object or array, a missing
+// --key-pointer field, a topic name Kafka refuses) gets its outcome at once and is
+// not sent: it stays a dead letter, with its error, and blocks its aggregate.
+void ProduceRound(std::vector<Attempt>& round, outbox::MessageEncoder& encoder,
+                  kafka::Publisher& publisher) {
+  for (size_t i = 0; i < round.size(); ++i) {
+    Attempt& a = round[i];
+    const outbox::DeadLetter& l = a.letter;
+    // The letter holds the payload, not the value: encoded again in --format.
+    absl::Status status = encoder.Encode({.id = l.id,
+                                          .aggregate_id = l.aggregate_id,
+                                          .type = l.type,
+                                          .payload = l.payload,
+                                          .created_at = l.created_at},
+                                         l.lsn);
+    if (status.ok()) {
+      const outbox::EncodedMessage& m = encoder.message();
+      status = publisher.Produce(
+          {.topic = a.topic, .key = m.key, .value = m.value, .headers = m.headers, .tag = i});
+    }
+    if (!status.ok()) a.outcome = status;
+  }
+}
+
+// Deletes the acknowledged letters (inside the caller's transaction) and records the
+// others as failures that stop their aggregate.
+absl::Status Settle(pg::Connection& conn, const outbox::DeadLetterStore& store,
+                    const std::vector<Attempt>& round, absl::Duration ack_timeout,
+                    std::set<std::string>& stopped, ReplayReport& report) {
+  for (const Attempt& a : round) {
+    const outbox::DeadLetter& l = a.letter;
+    absl::Status status = a.outcome.value_or(absl::DeadlineExceededError(
+        absl::StrCat("not acknowledged within ", absl::FormatDuration(ack_timeout))));
+    if (!status.ok()) {
+      stopped.insert(l.aggregate_id);
+      report.failures.push_back(absl::StrCat(l.aggregate_id, ": ", status.message()));
+      continue;
+    }
+    OUTBOXD_RETURN_IF_ERROR(store.Remove(conn, l.seq));
+    ++report.replayed;
+    spdlog::info("replayed {} of aggregate {} to {}", l.id, l.aggregate_id, a.topic);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
                                                const outbox::DeadLetterStore& store,
                                                const ReplayOptions& options) {
+  // Before anything is published: a letter republished and then not deleted would be
+  // published again by the next replay.
+  OUTBOXD_RETURN_IF_ERROR(store.CheckReplayPrivileges(conn));
   std::optional<relay::TopicTemplate> topic;
   if (!options.topic_template.empty()) {
     OUTBOXD_ASSIGN_OR_RETURN(topic, relay::TopicTemplate::Parse(options.topic_template));
   }
-  std::map<uint64_t, absl::Status> results;
+  std::vector<Attempt>* round_in_flight = nullptr;
   OUTBOXD_ASSIGN_OR_RETURN(
       std::unique_ptr<kafka::Publisher> publisher,
-      kafka::Publisher::Create(options.kafka, [&results](const kafka::DeliveryReport& r) {
-        results[r.tag] = r.status;
+      kafka::Publisher::Create(options.kafka, [&round_in_flight](const kafka::DeliveryReport& r) {
+        if (round_in_flight != nullptr && r.tag < round_in_flight->size()) {
+          (*round_in_flight)[r.tag].outcome = r.status;
+        }
       }));
   ReplayReport report;
   std::set<std::string> stopped;
   outbox::MessageEncoder encoder(options.format);
+  std::string topic_buffer;
   while (true) {
     OUTBOXD_ASSIGN_OR_RETURN(std::vector<outbox::DeadLetter> letters,
                              store.List(conn, options.aggregate));
-    std::vector<outbox::DeadLetter> round = NextRound(std::move(letters), stopped);
+    std::vector<Attempt> round;
+    for (outbox::DeadLetter& l : NextRound(std::move(letters), stopped)) {
+      std::string name(topic ? topic->Render(l.type, options.table_name, topic_buffer) : l.topic);
+      round.push_back({.letter = std::move(l), .topic = std::move(name)});
+    }
     if (round.empty()) return report;
-    results.clear();
-    std::string topic_buffer;
-    for (size_t i = 0; i < round.size(); ++i) {
-      const outbox::DeadLetter& l = round[i];
-      // Encoded as the relay would have: the letter holds the payload, not the value.
-      absl::Status produced = encoder.Encode({.id = l.id,
-                                              .aggregate_id = l.aggregate_id,
-                                              .type = l.type,
-                                              .payload = l.payload,
-                                              .created_at = l.created_at},
-                                             l.lsn);
-      // A payload that still fails the check (not a JSON object or array) goes as it is
-      // in the json format, the operator's call; the other formats, and a key taken
-      // from the payload, need it valid: that letter fails its replay again.
-      if (!produced.ok() && options.format.format == outbox::ValueFormat::kJson &&
-          options.format.key_pointer.empty()) {
-        produced = absl::OkStatus();
-      }
-      const outbox::EncodedMessage& m = encoder.message();
-      std::string_view name =
-          topic ? topic->Render(l.type, options.table_name, topic_buffer) : l.topic;
-      if (produced.ok()) {
-        produced = publisher->Produce(
-            {.topic = name, .key = m.key, .value = m.value, .headers = m.headers, .tag = i});
-      }
-      if (!produced.ok()) results[i] = produced;
-    }
+    round_in_flight = &round;
+    ProduceRound(round, encoder, *publisher);
     absl::Status flushed = publisher->Flush(options.ack_timeout);
-    for (size_t i = 0; i < round.size(); ++i) {
-      const outbox::DeadLetter& l = round[i];
-      auto it = results.find(i);
-      absl::Status status = it != results.end()
-                                ? it->second
-                                : absl::DeadlineExceededError(absl::StrCat(
-                                      "not acknowledged within ", absl::FormatDuration(
-                                                                      options.ack_timeout)));
-      if (!status.ok()) {
-        stopped.insert(l.aggregate_id);
-        report.failures.push_back(absl::StrCat(l.aggregate_id, ": ", status.message()));
-        continue;
-      }
-      OUTBOXD_RETURN_IF_ERROR(store.Remove(conn, l.seq));
-      ++report.replayed;
-      spdlog::info("replayed {} of aggregate {} to {}", l.id, l.aggregate_id, l.topic);
+    round_in_flight = nullptr;  // a report after the timeout must not count
+    OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
+    absl::Status settled = Settle(conn, store, round, options.ack_timeout, stopped, report);
+    if (settled.ok()) settled = conn.Exec("COMMIT").status();
+    if (!settled.ok()) {
+      (void)conn.Exec("ROLLBACK");  // best effort: the letters stay, to be replayed again
+      return settled;
     }
-    if (!flushed.ok() && results.size() < round.size()) return report;
+    // The broker is not answering: the next round would only wait as long again.
+    if (!flushed.ok() &&
+        std::any_of(round.begin(), round.end(), [](const Attempt& a) { return !a.outcome; })) {
+      return report;
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // `outboxd dead-letter replay`: republishes dead letters in their order and removes
 // each once the broker acknowledged it. One event per aggregate per round, so an
 // aggregate's order holds even when one of its events fails again (that aggregate
-// stops; the others go on).
+// stops; the others go on). Each letter passes the relay's checks again (payload,
+// --key-pointer field, topic): one that still fails stays, with its error. The role
+// must be able to delete the letters (checked before anything is published).
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(ReplayReport report,
 //                            ReplayDeadLetters(conn, store, {.kafka = opts}));

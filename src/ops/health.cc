@@ -10,7 +10,16 @@ void HealthState::SetInFlight(uint64_t in_flight, absl::Time now) {
   uint64_t before = in_flight_.exchange(in_flight, std::memory_order_relaxed);
   // Events that just went in flight have had no chance to be acknowledged yet: an
   // acknowledgement from an idle hour ago must not make them look stalled.
-  if (before == 0 && in_flight > 0) Acknowledged(now);
+  if (before == 0 && in_flight > 0 && failed_attempts_.load(std::memory_order_relaxed) == 0) {
+    Acknowledged(now);
+  }
+}
+
+void HealthState::SetFailedAttempts(uint64_t failed, absl::Time now) {
+  uint64_t before = failed_attempts_.exchange(failed, std::memory_order_relaxed);
+  if (before == 0 && failed > 0 && in_flight_.load(std::memory_order_relaxed) == 0) {
+    Acknowledged(now);
+  }
 }
 
 void HealthState::SetSlotProblem(std::string problem) {
@@ -23,6 +32,7 @@ HealthInputs HealthState::Snapshot() const {
   HealthInputs inputs{
       .connected = connected_.load(std::memory_order_relaxed),
       .in_flight = in_flight_.load(std::memory_order_relaxed),
+      .failed_attempts = failed_attempts_.load(std::memory_order_relaxed),
       .last_progress = progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
   absl::MutexLock lock(&slot_mutex_);
   inputs.slot_problem = slot_problem_;
@@ -34,14 +44,19 @@ HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_thres
   if (!inputs.connected) return {false, disconnected_reason};
   // Before the stall: a slot about to lose WAL needs a person sooner than a slow broker.
   if (!inputs.slot_problem.empty()) return {false, inputs.slot_problem};
-  if (inputs.in_flight == 0) return {true, "ok"};
+  if (inputs.in_flight == 0 && inputs.failed_attempts == 0) return {true, "ok"};
   absl::Duration quiet = now - inputs.last_progress;
   if (quiet <= stall_threshold) return {true, "ok"};
   std::string since = inputs.last_progress == absl::InfinitePast()
                           ? "since start"
                           : absl::StrCat("for ", absl::ToInt64Seconds(quiet), "s");
-  return {false, absl::StrCat("no broker acknowledgement ", since, " with ", inputs.in_flight,
-                              " events in flight")};
+  std::string reason = absl::StrCat("no broker acknowledgement ", since, " with ", inputs.in_flight,
+                                    " events in flight");
+  if (inputs.failed_attempts > 0) {
+    absl::StrAppend(&reason, " and ", inputs.failed_attempts, " failed attempt",
+                    inputs.failed_attempts == 1 ? "" : "s");
+  }
+  return {false, std::move(reason)};
 }
 
 }  // namespace outboxd::ops

@@ -7,6 +7,11 @@
 //   HealthVerdict v = CheckHealth(state.Snapshot(), absl::Seconds(30), absl::Now());
 //   // v.healthy == false, v.reason == "no broker acknowledgement for 12s with 40
 //   // events in flight"
+//
+// "In flight" means one thing everywhere, the outboxd_events_in_flight gauge's: handed
+// to the producer, no delivery report yet. The polling relay also reports its failed
+// attempts since the last acknowledgement (a refusal, a timeout, a payload that fails
+// the check): between batches nothing is in flight, yet nothing is getting through.
 #ifndef OUTBOXD_OPS_HEALTH_H_
 #define OUTBOXD_OPS_HEALTH_H_
 
@@ -24,8 +29,10 @@ namespace outboxd::ops {
 struct HealthInputs {
   bool connected = false;
   uint64_t in_flight = 0;
-  // The last acknowledgement, or when events went in flight after none were
-  // (whichever is later): the stall clock starts there.
+  // Failed publish attempts since the last acknowledgement (`outboxd poll` only).
+  uint64_t failed_attempts = 0;
+  // The last acknowledgement, or when events went in flight or attempts failed after
+  // none were (whichever is later): the stall clock starts there.
   absl::Time last_progress = absl::InfinitePast();
   // Why the replication slot is in danger ("" when it is not): `run` answers 503
   // with it while the slot is `unreserved`, about to lose WAL it still needs.
@@ -36,8 +43,12 @@ struct HealthInputs {
 class HealthState {
  public:
   void SetConnected(bool connected) { connected_.store(connected, std::memory_order_relaxed); }
-  // Call with the current in-flight count; starts the stall clock on 0 -> n.
+  // Call with the current in-flight count; starts the stall clock when events go in
+  // flight while none were and no attempt had failed.
   void SetInFlight(uint64_t in_flight, absl::Time now);
+  // Failed attempts since the last acknowledgement (0 after one); starts the stall
+  // clock like SetInFlight.
+  void SetFailedAttempts(uint64_t failed, absl::Time now);
   void Acknowledged(absl::Time now) {
     last_progress_us_.store(absl::ToUnixMicros(now), std::memory_order_relaxed);
   }
@@ -49,6 +60,7 @@ class HealthState {
   std::string slot_problem_ ABSL_GUARDED_BY(slot_mutex_);
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> in_flight_{0};
+  std::atomic<uint64_t> failed_attempts_{0};
   std::atomic<int64_t> last_progress_us_{0};
 };
 

@@ -68,7 +68,9 @@ Metrics::Metrics(RelayMode mode)
   f.publish_errors = &NewCounter(
       r, "outboxd_publish_errors_total",
       mode == RelayMode::kCdc
-          ? "Events the broker refused for good or that could not be produced (then dead-lettered)."
+          ? "Events the producer or the broker refused for good (topic name, size, "
+            "authorisation), each then dead-lettered; poison payloads and the events that "
+            "follow a dead letter count only in outboxd_events_dead_lettered_total."
           : "Failed publish attempts (each pushes the event's next attempt out).");
   f.latency = &prometheus::BuildHistogram()
                    .Name("outboxd_commit_to_ack_seconds")

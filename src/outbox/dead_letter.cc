@@ -88,4 +88,24 @@ absl::Status DeadLetterStore::Remove(pg::Connection& conn, int64_t seq) const {
       .status();
 }
 
+absl::Status DeadLetterStore::CheckReplayPrivileges(pg::Connection& conn) const {
+  const std::string table = Quoted(conn);
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.ExecParams("SELECT current_user, has_table_privilege($1, 'SELECT'), "
+                                    "has_table_privilege($1, 'DELETE')",
+                                    {table}));
+  const bool can_select = r.Get(0, 1) == "t";
+  const bool can_delete = r.Get(0, 2) == "t";
+  if (can_select && can_delete) return absl::OkStatus();
+  const std::string role(r.Get(0, 0));
+  const char* missing = !can_select && !can_delete ? "SELECT and DELETE"
+                        : can_select               ? "DELETE"
+                                                   : "SELECT";
+  return absl::PermissionDeniedError(absl::StrCat(
+      "role ", role, " lacks ", missing, " on ", table,
+      ", which dead-letter replay needs to remove what it republished (nothing was published): "
+      "GRANT SELECT, DELETE ON ",
+      table, " TO ", pg::SqlIdentifier(role), ", or run it as the table's owner"));
+}
+
 }  // namespace outboxd::outbox

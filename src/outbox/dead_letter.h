@@ -64,6 +64,9 @@ class DeadLetterStore {
                                                const std::optional<std::string>& aggregate) const;
   absl::StatusOr<int64_t> Count(pg::Connection& conn) const;
   absl::Status Remove(pg::Connection& conn, int64_t seq) const;
+  // PermissionDenied naming the GRANT when the current role cannot both read and
+  // delete the letters, as `dead-letter replay` must (it deletes what it republished).
+  absl::Status CheckReplayPrivileges(pg::Connection& conn) const;
 
  private:
   std::string Quoted(pg::Connection&) const { return name_.Quoted(); }

@@ -200,7 +200,6 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
   }
   if (status.ok()) {
     ++unreported_;
-    pending.produced = true;
   } else {
     pending.outcome = status;  // e.g. an invalid topic name: fails this event only
   }
@@ -229,6 +228,7 @@ void PollRelay::OnDelivery(const kafka::DeliveryReport& report) {
     stats_->metrics.Acknowledged(report.topic, latency);
     stats_->health.Acknowledged(now);
     failures_since_ack_ = 0;
+    stats_->health.SetFailedAttempts(0, now);
   }
   PublishInFlight(unreported_);
 }
@@ -236,7 +236,7 @@ void PollRelay::OnDelivery(const kafka::DeliveryReport& report) {
 void PollRelay::PublishInFlight(int in_flight) {
   const uint64_t events = static_cast<uint64_t>(std::max(in_flight, 0));
   stats_->metrics.SetInFlight(events);
-  stats_->health.SetInFlight(events + failures_since_ack_, absl::Now());
+  stats_->health.SetInFlight(events, absl::Now());
 }
 
 void PollRelay::SampleOldestPending() {
@@ -290,13 +290,14 @@ void PollRelay::CountAndLog(size_t published) {
     if (pending.outcome && pending.outcome->ok()) continue;
     stats_->events_failed++;
     stats_->metrics.PublishFailed();
-    // The broker's failures only: a poison payload must not make a healthy relay
-    // look stalled (it is retried with backoff and shown by `outboxd status`).
-    if (pending.produced) failures_since_ack_++;
+    // Every cause counts, a poison payload too: nothing else acknowledged since means
+    // nothing is getting through, whatever the reason (README "Metrics and alerts").
+    failures_since_ack_++;
     spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", pending.id,
                  pending.seq,
                  pending.outcome ? std::string(pending.outcome->message()) : "no delivery report");
   }
+  stats_->health.SetFailedAttempts(failures_since_ack_, absl::Now());
   PublishInFlight(0);
 }
 

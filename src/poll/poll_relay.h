@@ -106,7 +106,6 @@ class PollRelay {
     int64_t seq = 0;
     std::string id;
     std::optional<absl::Time> created_at;  // for the latency metric
-    bool produced = false;                 // handed to the producer (not refused before)
     std::optional<absl::Status> outcome;  // unset: no delivery report yet
   };
 
@@ -120,8 +119,8 @@ class PollRelay {
   void OnDelivery(const kafka::DeliveryReport& report);
   absl::Status RecordOutcomes();
   void CountAndLog(size_t published);
-  // /metrics' in-flight gauge; /healthz also counts failed deliveries since the last
-  // acknowledgement.
+  // The in-flight figure, the same for /metrics' gauge and /healthz (which also gets
+  // the failed attempts since the last acknowledgement, from CountAndLog).
   void PublishInFlight(int in_flight);
   // The oldest pending row's age, read at most every few seconds (one index probe).
   void SampleOldestPending();
@@ -144,8 +143,8 @@ class PollRelay {
   uint64_t first_tag_ = 0;
   uint64_t next_tag_ = 1;
   int unreported_ = 0;
-  // Failed broker deliveries since the last acknowledgement: they keep /healthz's
-  // stall clock running between batches during an outage.
+  // Failed attempts (any cause) since the last acknowledgement: they keep /healthz's
+  // stall clock running between batches, when nothing is in flight.
   uint64_t failures_since_ack_ = 0;
   std::string oldest_pending_query_;
   absl::Time oldest_sampled_ = absl::InfinitePast();

@@ -124,6 +124,23 @@ TEST_F(ConfigIntegrationTest, RunConfiguredOnlyByEnvironmentRelaysEvents) {
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Issue 20: a repeatable flag's variable takes one value per line (the trailing newline
+// a YAML block scalar leaves is skipped). Unsplit, OUTBOXD_KAFKA would set linger.ms to
+// "1\nacks=all", which librdkafka refuses, and OUTBOXD_HEADER would be one bad pointer.
+TEST_F(ConfigIntegrationTest, ARepeatableFlagsVariableTakesOneValuePerLine) {
+  RelayHarness h({kType});
+  StartRelay(h, {"run"},
+             {"OUTBOXD_PG=" + h.db().conninfo(), "OUTBOXD_BROKERS=" + h.cluster().bootstraps(),
+              "OUTBOXD_SLOT=" + h.slot(), "OUTBOXD_METRICS=127.0.0.1:0",
+              "OUTBOXD_KAFKA=linger.ms=1\nacks=all\n", "OUTBOXD_HEADER=first=/i\n\nsecond=/i\n"});
+  RelayEvents(h, 3, 3);
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    EXPECT_TRUE(m.Header("first").has_value()) << m.value;
+    EXPECT_EQ(m.Header("first"), m.Header("second")) << m.value;
+  }
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 TEST_F(ConfigIntegrationTest, RunConfiguredOnlyByFileRelaysEvents) {
   RelayHarness h({kType});
   // With a table for another command, which run ignores.

@@ -3,7 +3,10 @@
 // other aggregates flow on and the slot advances; `outboxd dead-letter replay`
 // republishes them in order and removes them.
 #include <csignal>
+#include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -24,9 +27,39 @@ void Insert(pg::Connection& conn, const std::string& aggregate, const std::strin
 
 std::vector<std::string> DeadLetterAggregates(TestDatabase& db) {
   std::vector<std::string> out;
-  pg::Result r = db.Exec("SELECT aggregate_id || ':' || payload FROM outbox_dead_letter ORDER BY seq");
+  pg::Result r =
+      db.Exec("SELECT aggregate_id || ':' || payload FROM outbox_dead_letter ORDER BY seq");
   for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.Get(i, 0));
   return out;
+}
+
+// The ```sql blocks of docs/troubleshooting.md whose first line starts with `marker`:
+// the fix-up a user copies is run as written.
+std::vector<std::string> DocSql(const std::string& marker) {
+  std::ifstream in(std::string(OUTBOXD_SOURCE_DIR) + "/docs/troubleshooting.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  std::vector<std::string> blocks;
+  for (size_t at = doc.find("```sql\n"); at != std::string::npos;
+       at = doc.find("```sql\n", at + 1)) {
+    const size_t start = at + 7;
+    if (doc.compare(start, marker.size(), marker) == 0) {
+      blocks.push_back(doc.substr(start, doc.find("```", start) - start));
+    }
+  }
+  return blocks;
+}
+
+// A dead letter written straight into the table, as the relay would have.
+void InsertDeadLetter(TestDatabase& db, const std::string& aggregate, const std::string& payload) {
+  auto conn = db.Connect();
+  auto r = conn.ExecParams(
+      "INSERT INTO outbox_dead_letter (id, aggregate_id, type, payload, created_at, lsn, topic, "
+      "error) VALUES (gen_random_uuid()::text, $1, 'pedido.confirmado', $2, "
+      "'2026-12-03T10:00:00+00:00', '0/16B3748', 'pedido.confirmado', 'test')",
+      {aggregate, payload});
+  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
@@ -34,16 +67,17 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
   h.StartRelay({"--kafka", "message.max.bytes=3000"});
   auto conn = h.db().Connect();
   Insert(conn, "ok-1", R"({"n": 1})");
-  Insert(conn, "bad", "42");                                     // a JSON scalar
-  Insert(conn, "bad", R"({"n": 2})");                            // follows it
+  Insert(conn, "bad", "42");           // a JSON scalar
+  Insert(conn, "bad", R"({"n": 2})");  // follows it
   Insert(conn, "ok-2", R"({"n": 3})");
-  Insert(conn, "topic", R"({"n": 4})", "no spaces allowed!");    // invalid topic name
+  Insert(conn, "topic", R"({"n": 4})", "no spaces allowed!");  // invalid topic name
   Insert(conn, "big", absl::StrCat(R"({"blob": ")", std::string(5000, 'x'), R"("})"));  // too large
   Insert(conn, "ok-1", R"({"n": 5})");
   ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30))) << h.relay().Log();
   pg::Lsn head = h.CurrentWalLsn();
   EXPECT_TRUE(h.WaitForConfirmed(head, absl::Seconds(15)))
-      << "the slot must advance past dead-lettered events\n" << h.relay().Log();
+      << "the slot must advance past dead-lettered events\n"
+      << h.relay().Log();
   absl::SleepFor(absl::Milliseconds(500));
   std::vector<std::string> letters = DeadLetterAggregates(h.db());
   ASSERT_EQ(letters.size(), 4u) << h.relay().Log();
@@ -52,16 +86,41 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
   EXPECT_EQ(letters[2].substr(0, 6), "topic:");
   EXPECT_EQ(letters[3].substr(0, 4), "big:");
   EXPECT_EQ(h.collector().Messages().size(), 3u);
-  EXPECT_NE(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
-                          "ORDER BY seq LIMIT 1").find("scalar"),
+  EXPECT_NE(h.db()
+                .Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
+                        "ORDER BY seq LIMIT 1")
+                .find("scalar"),
             std::string::npos);
   std::string metrics = h.Metrics(h.relay());
   EXPECT_NE(metrics.find("outboxd_events_dead_lettered_total 4\n"), std::string::npos) << metrics;
+  // Issue 20 point 11: publish errors are the two the producer refused (topic name,
+  // size), not the scalar payload nor the event that followed it; the help says so.
+  EXPECT_NE(metrics.find("outboxd_publish_errors_total 2\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("# HELP outboxd_publish_errors_total Events the producer or the broker "
+                         "refused"),
+            std::string::npos)
+      << metrics;
 
-  // list shows them; replay of one aggregate publishes its letters in order.
+  // list shows them.
   std::string out;
   EXPECT_EQ(h.RunOutboxd({"dead-letter", "list", "--pg", h.db().conninfo()}, &out), 0) << out;
   EXPECT_NE(out.find("4 dead letter(s)"), std::string::npos) << out;
+  // Issue 20 point 4: replay checks the payload again, as the relay does: the scalar
+  // is not published, stays with its error and keeps its aggregate blocked (exit 1).
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
+                          h.cluster().bootstraps(), "--aggregate", "bad"},
+                         &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("not replayed: bad: "), std::string::npos) << out;
+  EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 4u);
+  EXPECT_NE(h.db()
+                .Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'bad' "
+                        "ORDER BY seq LIMIT 1")
+                .find("scalar"),
+            std::string::npos);
+  // Once the payload is fixed, replay publishes the aggregate's letters in order.
+  h.db().Exec(R"(UPDATE outbox_dead_letter SET payload = '{"n": 1}' WHERE payload = '42')");
   EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
                           h.cluster().bootstraps(), "--aggregate", "bad"},
                          &out),
@@ -72,7 +131,7 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
   for (const auto& m : h.collector().Messages()) {
     if (m.key == "bad") bad.push_back(m.value);
   }
-  EXPECT_EQ(bad, (std::vector<std::string>{"42", R"({"n": 2})"}));
+  EXPECT_EQ(bad, (std::vector<std::string>{R"({"n": 1})", R"({"n": 2})"}));
   EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 2u);
 
   // The aggregate is clear again: its next event goes straight to Kafka.
@@ -143,9 +202,88 @@ TEST(DeadLetter, EventsBeforeThePoisonReplayedAfterACrashArePublishedInOrder) {
   std::vector<std::string> values;
   for (const auto& m : h.collector().Messages()) values.push_back(m.value);
   EXPECT_EQ(values, (std::vector<std::string>{R"({"n": 0})", R"({"n": 1})"}));
-  EXPECT_EQ(DeadLetterAggregates(h.db()),
-            (std::vector<std::string>{"agg:42", R"(agg:{"n": 2})"}));
+  EXPECT_EQ(DeadLetterAggregates(h.db()), (std::vector<std::string>{"agg:42", R"(agg:{"n": 2})"}));
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Issue 20 points 9 and 16: the dead-letter table's payload is text, and the fix-up
+// in docs/troubleshooting.md (cast to jsonb and back, or a whole new payload) makes
+// letters that fail replay's checks replayable; replay logs the topic it delivered to.
+TEST(DeadLetter, TheDocumentedFixUpMakesPoisonLettersReplayable) {
+  RelayHarness h({"pedido.confirmado", "fixed.outbox"});
+  h.StartRelay({"--key-pointer", "/pedidoId"});
+  auto conn = h.db().Connect();
+  Insert(conn, "pedido-77", R"({"valor": 1})");  // no /pedidoId: dead-lettered
+  Insert(conn, "pedido-77", R"({"valor": 2})");  // follows it
+  Insert(conn, "pedido-78", "42");               // not an object or array
+  Insert(conn, "pedido-79", R"({"pedidoId": "79"})");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < deadline && DeadLetterAggregates(h.db()).size() < 3) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(DeadLetterAggregates(h.db()).size(), 3u) << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT data_type FROM information_schema.columns WHERE "
+                          "table_name = 'outbox_dead_letter' AND column_name = 'payload'"),
+            "text");
+
+  const std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
+                                           h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
+                                           "--key-pointer",   "/pedidoId", "--topic",
+                                           "fixed.{table}"};
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd(replay, &out), 1) << out;
+  EXPECT_NE(out.find("not replayed: pedido-77: "), std::string::npos) << out;
+  EXPECT_NE(out.find("not replayed: pedido-78: "), std::string::npos) << out;
+  EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 3u);
+
+  std::vector<std::string> fixups = DocSql("-- dead-letter fix-up");
+  ASSERT_EQ(fixups.size(), 2u) << "docs/troubleshooting.md's fix-up examples";
+  for (const std::string& sql : fixups) {
+    auto r = conn.Exec(sql);
+    ASSERT_TRUE(r.ok()) << sql << "\n" << r.status();
+  }
+  EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;
+  EXPECT_NE(out.find("of aggregate pedido-78 to fixed.outbox"), std::string::npos) << out;
+  EXPECT_EQ(out.find("to pedido.confirmado"), std::string::npos) << out;
+  EXPECT_TRUE(DeadLetterAggregates(h.db()).empty());
+  ASSERT_TRUE(h.collector().WaitForCount(4, absl::Seconds(30)));
+  // By key (aggregates may sit on different partitions), each in its order.
+  std::map<std::string, std::vector<std::string>> replayed;
+  for (const auto& m : h.collector().Messages()) {
+    if (m.topic == "fixed.outbox") replayed[m.key].push_back(m.value);
+  }
+  EXPECT_EQ(replayed,
+            (std::map<std::string, std::vector<std::string>>{
+                {"77", {R"({"valor": 1, "pedidoId": "77"})", R"({"valor": 2, "pedidoId": "77"})"}},
+                {"78", {R"({"pedidoId": "78", "valor": 42})"}}}));
+}
+
+// Issue 20 point 5: a role that cannot delete the letters publishes nothing (a letter
+// published and left in place would be published again by the next replay).
+TEST(DeadLetter, ReplayWithoutDeleteOnTheTablePublishesNothingAndExitsTwo) {
+  RelayHarness h(kTopics);
+  InsertDeadLetter(h.db(), "pedido-80", R"({"n": 1})");
+  const std::string role = h.db().CreateRole("");
+  h.db().Exec("GRANT SELECT ON outbox_dead_letter TO " + role);
+  const std::vector<std::string> replay = {"dead-letter", "replay",
+                                           "--pg",        h.db().ConninfoWith("user=" + role),
+                                           "--brokers",   h.cluster().bootstraps()};
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd(replay, &out), 2) << out;
+  EXPECT_NE(out.find("lacks DELETE on \"outbox_dead_letter\""), std::string::npos) << out;
+  EXPECT_NE(out.find("GRANT SELECT, DELETE ON \"outbox_dead_letter\" TO"), std::string::npos)
+      << out;
+  EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 1u);
+
+  // With the grant it named, one replay publishes the letter once and removes it.
+  h.db().Exec("GRANT DELETE ON outbox_dead_letter TO " + role);
+  EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;
+  EXPECT_TRUE(DeadLetterAggregates(h.db()).empty());
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30)));
+  EXPECT_FALSE(h.collector().WaitForCount(2, absl::Seconds(3)))
+      << "the letter was published by the replay that could not delete it";
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 // itself and its exported snapshot: the migration from a polling relay (rows left
 // pending go out first, already-published ones never, rows inserted during the
 // switch exactly once) and the recovery of a lost slot (setup --recreate-slot
-// republishes what came after the last acknowledged position).
+// republishes what came after the last acknowledged position). Both procedures are
+// run from README.md's own command blocks, so the README cannot drift from the binary.
 #include <atomic>
 #include <csignal>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +27,45 @@ const std::vector<std::string> kTopics = {"pedido.confirmado"};
 void MustExec(pg::Connection& conn, const std::string& sql) {
   auto r = conn.Exec(sql);
   ASSERT_TRUE(r.ok()) << sql << ": " << r.status();
+}
+
+// The `outboxd` lines of README.md's ```sh block whose first line starts with `marker`,
+// as argument lists (without "outboxd"): the procedure a user copies, run as written.
+// The comment after '#' is dropped, "$PG" becomes `pg` and the `...` after --brokers
+// becomes `brokers`.
+std::vector<std::vector<std::string>> ReadmeCommands(const std::string& marker,
+                                                     const std::string& pg,
+                                                     const std::string& brokers) {
+  std::ifstream in(std::string(OUTBOXD_SOURCE_DIR) + "/README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const size_t at = readme.find("```sh\n" + marker);
+  EXPECT_NE(at, std::string::npos) << "README.md has no ```sh block starting with " << marker;
+  std::vector<std::vector<std::string>> commands;
+  if (at == std::string::npos) return commands;
+  std::istringstream block(readme.substr(at + 6, readme.find("```", at + 6) - at - 6));
+  for (std::string line; std::getline(block, line);) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::vector<std::string> args;
+    for (std::string word; words >> word;) {
+      if (word == "\"$PG\"") word = pg;
+      if (word == "..." && !args.empty() && args.back() == "--brokers") word = brokers;
+      args.push_back(word);
+    }
+    if (args.empty() || args.front() != "outboxd") continue;
+    args.erase(args.begin());
+    commands.push_back(std::move(args));
+  }
+  return commands;
+}
+
+// Starts README's `outboxd run ...` line as the harness's relay, on the test's slot.
+void StartReadmeRelay(RelayHarness& h, std::vector<std::string> run) {
+  run.insert(run.begin(), BinPath("outboxd"));
+  run.insert(run.end(), {"--slot", h.slot(), "--metrics", "127.0.0.1:0"});
+  h.set_relay(ChildProcess::Start(run));
+  ASSERT_TRUE(h.relay().WaitForLog("streaming slot", absl::Seconds(30))) << h.relay().Log();
 }
 
 // `n` single-row transactions of `label` over 7 aggregates; `published`: as a polling
@@ -118,9 +160,16 @@ TEST(Resync, MigrationFromPollingPublishesPendingRowsThenStreamsWithNoGapOrOverl
   InsertRows(conn, "published", 40, /*published=*/true);
   InsertRows(conn, "pending", 300);
 
+  // README "Migrating from a polling relay", as written.
+  const auto commands = ReadmeCommands("# migrating from a polling relay", h.db().conninfo(),
+                                       h.cluster().bootstraps());
+  ASSERT_EQ(commands.size(), 2u);
+  ASSERT_EQ(commands[0][0], "setup");
+  ASSERT_EQ(commands[1][0], "run");
+  std::vector<std::string> setup = commands[0];
+  setup.insert(setup.end(), {"--slot", h.slot()});
   std::string out;
-  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0)
-      << out;
+  ASSERT_EQ(h.RunOutboxd(setup, &out), 0) << out;
   EXPECT_NE(out.find("backfill of the 300 pending rows"), std::string::npos) << out;
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
                           h.slot() + "'"),
@@ -128,7 +177,7 @@ TEST(Resync, MigrationFromPollingPublishesPendingRowsThenStreamsWithNoGapOrOverl
 
   Writer writer(h.db().conninfo());
   absl::SleepFor(absl::Milliseconds(300));
-  h.StartRelay();
+  StartReadmeRelay(h, commands[1]);
   absl::SleepFor(absl::Milliseconds(500));
   int written = writer.Stop();
   ASSERT_GT(written, 50);
@@ -215,13 +264,17 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   auto refused = h.SpawnRelay();
   ASSERT_EQ(refused->Wait(absl::Seconds(30)), 2) << refused->Log();
 
-  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot(),
-                          "--recreate-slot"},
-                         &out),
-            0)
-      << out;
+  // README "Slot trouble", as written.
+  const auto commands = ReadmeCommands("# stop every outboxd run on that slot", h.db().conninfo(),
+                                       h.cluster().bootstraps());
+  ASSERT_EQ(commands.size(), 2u);
+  ASSERT_EQ(commands[0][0], "setup");
+  ASSERT_EQ(commands[1][0], "run");
+  std::vector<std::string> setup = commands[0];
+  setup.insert(setup.end(), {"--slot", h.slot()});
+  ASSERT_EQ(h.RunOutboxd(setup, &out), 0) << out;
   EXPECT_NE(out.find("dropped replication slot"), std::string::npos) << out;
-  h.StartRelay();
+  StartReadmeRelay(h, commands[1]);
   InsertRows(conn, "after", 10);
   std::set<std::string> expected = Ids(h, "true");
   ASSERT_EQ(expected.size(), 60u);

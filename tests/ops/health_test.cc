@@ -51,6 +51,37 @@ TEST(HealthState, AnUnreservedSlotIsUnhealthyUntilCleared) {
   EXPECT_TRUE(CheckHealth(state.Snapshot(), kStall, kNow).healthy);
 }
 
+// Issue 20 point 15: "in flight" is the gauge's figure; failed attempts are named apart.
+TEST(Health, NamesFailedAttemptsApartFromTheEventsInFlight) {
+  HealthVerdict v = CheckHealth({.connected = true,
+                                 .in_flight = 0,
+                                 .failed_attempts = 4,
+                                 .last_progress = kNow - absl::Seconds(36)},
+                                kStall, kNow);
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason,
+            "no broker acknowledgement for 36s with 0 events in flight and 4 failed "
+            "attempts");
+}
+
+TEST(HealthState, StartsTheStallClockAtTheFirstFailedAttemptWithNothingInFlight) {
+  HealthState state;
+  state.SetConnected(true);
+  state.Acknowledged(kNow - absl::Hours(1));
+  state.SetFailedAttempts(1, kNow - absl::Seconds(36));  // the clock starts here
+  state.SetInFlight(1, kNow - absl::Seconds(20));        // a retry: it keeps running
+  state.SetInFlight(0, kNow - absl::Seconds(19));
+  state.SetFailedAttempts(2, kNow - absl::Seconds(19));
+  HealthInputs in = state.Snapshot();
+  EXPECT_EQ(in.in_flight, 0u);
+  EXPECT_EQ(in.failed_attempts, 2u);
+  EXPECT_EQ(in.last_progress, kNow - absl::Seconds(36));
+  EXPECT_FALSE(CheckHealth(in, kStall, kNow).healthy);
+  state.Acknowledged(kNow);
+  state.SetFailedAttempts(0, kNow);
+  EXPECT_TRUE(CheckHealth(state.Snapshot(), kStall, kNow).healthy);
+}
+
 TEST(HealthState, StartsTheStallClockWhenEventsGoInFlightAfterNone) {
   HealthState state;
   state.SetConnected(true);

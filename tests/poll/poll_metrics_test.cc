@@ -124,5 +124,42 @@ TEST(PollHealth, BrokerOutageTurnsHealthzUnhealthyAfterTheStallThresholdAndBackA
   EXPECT_EQ(Stop(*relay), 0) << relay->Log();
 }
 
+// Issue 20 point 15: a row that keeps failing (here a payload that is not a JSON object
+// or array, retried with backoff) with nothing else acknowledged turns /healthz 503
+// past the threshold, and its text says 0 events in flight, as the gauge does.
+TEST(PollHealth, ARowFailingPastTheThresholdIsUnhealthyAndNotCountedInFlight) {
+  test::PollEnv env(kTopics);
+  auto relay = StartPoll(env, {"--healthz-stall", "2s"});
+  ASSERT_TRUE(WaitUntil(absl::Seconds(10), [&] {
+    return HttpGetFromLog(*relay, "/healthz").first == 200;
+  })) << relay->Log();
+  env.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) "
+      "VALUES ('agg-poison', 'pedido.confirmado', '42')");
+  std::pair<int, std::string> health;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30),
+                        [&] {
+                          health = HttpGetFromLog(*relay, "/healthz");
+                          return health.first == 503;
+                        }))
+      << health.first << " " << health.second << relay->Log();
+  EXPECT_THAT(health.second, HasSubstr("with 0 events in flight and "));
+  EXPECT_THAT(health.second, HasSubstr(" failed attempt"));
+  const std::string text = HttpGetFromLog(*relay, "/metrics").second;
+  EXPECT_EQ(Value(text, "outboxd_events_in_flight"), 0) << text;
+  EXPECT_GE(Value(text, "outboxd_publish_errors_total"), 1) << text;
+
+  // Once the row is fixed and published, the relay is healthy again.
+  env.db().Exec(R"(UPDATE outbox SET payload = '{"n": 1}', proxima_tentativa_em = now() )"
+                "WHERE aggregate_id = 'agg-poison'");
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30),
+                        [&] {
+                          health = HttpGetFromLog(*relay, "/healthz");
+                          return health.first == 200;
+                        }))
+      << health.first << " " << health.second << relay->Log();
+  EXPECT_EQ(Stop(*relay), 0) << relay->Log();
+}
+
 }  // namespace
 }  // namespace outboxd
