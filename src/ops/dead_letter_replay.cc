@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "relay/topic_template.h"
 
@@ -90,7 +91,8 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
       }
       OUTBOXD_RETURN_IF_ERROR(store.Remove(conn, l.seq));
       ++report.replayed;
-      spdlog::info("replayed {} of aggregate {} to {}", l.id, l.aggregate_id, l.topic);
+      spdlog::info("replayed {} of aggregate {} to {}", LogSafe(l.id), LogSafe(l.aggregate_id),
+                   LogSafe(l.topic));
     }
     if (!flushed.ok() && results.size() < round.size()) return report;
   }

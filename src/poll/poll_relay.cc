@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "poll/notify_trigger.h"
 
@@ -279,9 +280,11 @@ void PollRelay::CountAndLog(size_t published) {
     // The broker's failures only: a poison payload must not make a healthy relay
     // look stalled (it is retried with backoff and shown by `outboxd status`).
     if (pending.produced) failures_since_ack_++;
-    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", pending.id,
+    // The id and the reason (a bad topic name, say) come from the row: escaped.
+    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", LogSafe(pending.id),
                  pending.seq,
-                 pending.outcome ? std::string(pending.outcome->message()) : "no delivery report");
+                 LogSafe(pending.outcome ? std::string(pending.outcome->message())
+                                         : std::string("no delivery report")));
   }
   PublishInFlight(0);
 }
