@@ -21,8 +21,8 @@ namespace outboxd {
 // The status code follows errno (kNotFound for ENOENT, ...); its message is strerror's.
 // A file longer than `max_bytes` is OutOfRange "larger than N bytes", its content
 // dropped: a secret file pointed at a log or a device must not be read whole.
-absl::StatusOr<std::string> ReadFile(
-    const std::string& path, size_t max_bytes = std::numeric_limits<size_t>::max());
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     size_t max_bytes = std::numeric_limits<size_t>::max());
 
 }  // namespace outboxd
 

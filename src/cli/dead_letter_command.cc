@@ -86,14 +86,15 @@ struct DeadLetterCommand {
     }
     if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
-    absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
-        replay.kafka, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
+    absl::StatusOr<bool> unsafe_kafka =
+        CheckKafkaDurability(replay.kafka, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
     if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
     replay.kafka.on_log = LogKafka;
     replay.table_name = table.substr(table.rfind('.') + 1);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);
-    for (const std::string& failure : report->failures) spdlog::error("not replayed: {}", LogSafe(failure));
+    for (const std::string& failure : report->failures)
+      spdlog::error("not replayed: {}", LogSafe(failure));
     spdlog::info("replayed {} dead letter(s); {} aggregate(s) still blocked", report->replayed,
                  report->failures.size());
     return report->failures.empty() ? kExitOk : kExitFailure;

@@ -127,10 +127,9 @@ struct RunCommand {
     // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with
     // idempotence. A timed-out event would be dead-lettered and passed: run needs the
     // infinite message timeout.
-    OUTBOXD_ASSIGN_OR_RETURN(unsafe_kafka,
-                             CheckKafkaDurability(options.kafka,
-                                                  kafka::MessageTimeout::kMustBeInfinite,
-                                                  allow_unsafe_kafka));
+    OUTBOXD_ASSIGN_OR_RETURN(
+        unsafe_kafka, CheckKafkaDurability(options.kafka, kafka::MessageTimeout::kMustBeInfinite,
+                                           allow_unsafe_kafka));
     return CheckKafka();
   }
 

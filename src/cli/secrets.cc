@@ -27,8 +27,8 @@ constexpr size_t kMaxSecretFileBytes = 64 * 1024;
 void WarnIfOthersCanRead(const std::string& flag, const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) return;
-  spdlog::warn("--{} {} is open to group or others (mode {:04o}); run chmod 0600 on it",
-               flag, path, st.st_mode & 07777);
+  spdlog::warn("--{} {} is open to group or others (mode {:04o}); run chmod 0600 on it", flag, path,
+               st.st_mode & 07777);
 }
 
 // The password written in the conninfo itself (key=value or URI), if any.

@@ -249,8 +249,8 @@ bool IsSecretProperty(std::string_view name) {
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   // Broad on purpose: a location or a key id redacted by mistake costs nothing.
-  for (std::string_view word :
-       {"password", "passwd", "secret", "key", "token", "credential", "jaas", "oauthbearer.config"}) {
+  for (std::string_view word : {"password", "passwd", "secret", "key", "token", "credential",
+                                "jaas", "oauthbearer.config"}) {
     if (lower.find(word) != std::string::npos) return true;
   }
   return false;
@@ -279,9 +279,9 @@ std::string ReadBack(rd_kafka_conf_t* conf, const char* name) {
 // all at rd_kafka_new(), so idempotence off is the one way to the reordering retries
 // of max.in.flight > 1 and to the gaps a failed batch leaves. acks=0/1 lets the broker
 // acknowledge what a failover then loses. A finite message.timeout.ms (or its alias
-// delivery.timeout.ms) turns an outage into failed deliveries. partitioner=random sends one aggregate to
-// several partitions (the *_random ones hash every non-empty key). queuing.strategy
-// lifo sends newer messages first.
+// delivery.timeout.ms) turns an outage into failed deliveries. partitioner=random
+// sends one aggregate to several partitions (the *_random ones hash every non-empty
+// key). queuing.strategy=lifo sends newer messages first.
 absl::StatusOr<std::vector<UnsafeSetting>> UnsafeSettings(const PublisherOptions& options,
                                                           MessageTimeout timeout) {
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);

@@ -15,14 +15,15 @@ TEST(LogEscape, ControlCharactersAndLineBreaksBecomeEscapes) {
   EXPECT_EQ(EscapeForLog("cr\rtab\tesc\x1b[2Kdel\x7f"), "cr\\rtab\\tesc\\x1b[2Kdel\\x7f");
   EXPECT_EQ(EscapeForLog(std::string("nul\0end", 7)), "nul\\x00end");
   EXPECT_EQ(EscapeForLog("back\\slash"), "back\\\\slash");  // an escape always means one
-  EXPECT_EQ(EscapeForLog("nel\xc2\x85ls\xe2\x80\xa8ps\xe2\x80\xa9"), "nel\\u0085ls\\u2028ps\\u2029");
+  EXPECT_EQ(EscapeForLog("nel\xc2\x85ls\xe2\x80\xa8ps\xe2\x80\xa9"),
+            "nel\\u0085ls\\u2028ps\\u2029");
 }
 
 TEST(LogEscape, OrdinaryTextAndOtherBytesAreKept) {
   EXPECT_EQ(EscapeForLog("pedido-42 {\"n\": 1}"), "pedido-42 {\"n\": 1}");
   EXPECT_EQ(EscapeForLog("Jo\xc3\xa3o \xe2\x82\xac"), "Jo\xc3\xa3o \xe2\x82\xac");
   EXPECT_EQ(EscapeForLog("\xff\xfe"), "\xff\xfe");  // not UTF-8: left to the JSON format
-  EXPECT_EQ(EscapeForLog("\xe2\x80"), "\xe2\x80");   // a truncated sequence at the end
+  EXPECT_EQ(EscapeForLog("\xe2\x80"), "\xe2\x80");  // a truncated sequence at the end
   EXPECT_EQ(EscapeForLog(""), "");
 }
 

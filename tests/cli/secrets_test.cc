@@ -50,9 +50,9 @@ TEST(SecretFile, StripsExactlyOneTrailingNewline) {
     const char* content;
     const char* secret;
   } cases[] = {
-      {"pw\n", "pw"},         {"pw\r\n", "pw"},         {"pw", "pw"},
-      {"pw\n\n", "pw\n"},     {"pw\r\n\r\n", "pw\r\n"}, {"pw\r", "pw\r"},
-      {" pw \t\n", " pw \t"}, {"\n", ""},               {"a\nb\n", "a\nb"},
+      {"pw\n", "pw"},           {"pw\r\n", "pw"}, {"pw", "pw"},           {"pw\n\n", "pw\n"},
+      {"pw\r\n\r\n", "pw\r\n"}, {"pw\r", "pw\r"}, {" pw \t\n", " pw \t"}, {"\n", ""},
+      {"a\nb\n", "a\nb"},
   };
   for (const auto& c : cases) {
     const std::string path = WriteFile("newline", c.content, 0600);
@@ -82,8 +82,8 @@ TEST(SecretFile, AGroupOrWorldReadableFileIsReadWithOneWarningNamingChmod) {
     ASSERT_TRUE(secret.ok()) << secret.status();
     EXPECT_EQ(*secret, "pw-Open-1");
     const std::string text = log.str();
-    EXPECT_THAT(text, HasSubstr("warning --pg-password-file " + path +
-                                " is open to group or others"));
+    EXPECT_THAT(text,
+                HasSubstr("warning --pg-password-file " + path + " is open to group or others"));
     EXPECT_THAT(text, HasSubstr("chmod 0600"));
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
     EXPECT_THAT(text, Not(HasSubstr("pw-Open-1")));

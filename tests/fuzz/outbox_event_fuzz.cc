@@ -53,7 +53,8 @@ class FuzzInput {
   std::string_view bytes_;
 };
 
-constexpr const char* kNames[] = {"id", "aggregate_id", "tipo", "payload", "criado_em", "other", ""};
+constexpr const char* kNames[] = {"id",        "aggregate_id", "tipo", "payload",
+                                  "criado_em", "other",        ""};
 constexpr pgoutput::ValueKind kKinds[] = {pgoutput::ValueKind::kText, pgoutput::ValueKind::kNull,
                                           pgoutput::ValueKind::kUnchangedToast,
                                           pgoutput::ValueKind::kBinary};
@@ -98,7 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < values; ++i) {
     const pgoutput::ValueKind kind = kKinds[in.Byte() % std::size(kKinds)];
     const std::string_view bytes = in.Bytes();
-    const bool has_data = kind == pgoutput::ValueKind::kText || kind == pgoutput::ValueKind::kBinary;
+    const bool has_data =
+        kind == pgoutput::ValueKind::kText || kind == pgoutput::ValueKind::kBinary;
     tuple.push_back({.kind = kind, .data = has_data ? bytes : std::string_view()});
   }
 

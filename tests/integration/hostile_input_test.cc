@@ -41,7 +41,9 @@ Outcome Outboxd(std::vector<std::string> args) {
   return outcome;
 }
 
-int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
 
 // Lines of `log` that begin with `prefix` (a forged line would).
 std::vector<std::string> LinesStartingWith(const std::string& log, const std::string& prefix) {
@@ -65,7 +67,7 @@ void InsertEvent(RelayHarness& h, const std::string& aggregate, const std::strin
 TEST(HostileInput, ANewlineInAnAggregateIdCannotForgeALogLine) {
   RelayHarness h(kTopics, 1);
   h.StartRelay();
-  InsertEvent(h, "a\nFORGED line", "42");  // a JSON scalar: a poison event
+  InsertEvent(h, "a\nFORGED line", "42");             // a JSON scalar: a poison event
   InsertEvent(h, "a\r\nFORGED crlf", R"({"n": 1})");  // follows no poison: published
   ASSERT_TRUE(h.relay().WaitForLog("dead-lettered", absl::Seconds(30))) << h.relay().Log();
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
@@ -80,9 +82,9 @@ TEST(HostileInput, ANewlineInAnAggregateIdCannotForgeALogLine) {
 
 TEST(HostileInput, AMisspeltOrRefusedKafkaPropertyNeverEchoesItsValue) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--kafka", "sasl.pasword=Typo-Secret-77"},       // unknown name: a typo of a secret
-      {"--kafka", "sasl.jaas.config=Jaas-Secret-66"},   // a Java client's secret property
-      {"--kafka", "security.protocol=Proto-Secret-55"}, // a value librdkafka refuses
+      {"--kafka", "sasl.pasword=Typo-Secret-77"},        // unknown name: a typo of a secret
+      {"--kafka", "sasl.jaas.config=Jaas-Secret-66"},    // a Java client's secret property
+      {"--kafka", "security.protocol=Proto-Secret-55"},  // a value librdkafka refuses
   };
   for (const std::vector<std::string>& kafka : cases) {
     const std::string value = kafka[1].substr(kafka[1].find('=') + 1);
@@ -117,8 +119,8 @@ TEST(HostileInput, KafkaOverridesThatCanLoseOrReorderEventsAreRefused) {
     EXPECT_EQ(Lines(outcome.output), 1) << outcome.output;
   }
   // poll: the same, except a message timeout (a failed attempt leaves the row pending).
-  Outcome poll = Outboxd({"poll", "--pg", kNoServer, "--brokers", "127.0.0.1:9", "--kafka",
-                          "acks=0"});
+  Outcome poll =
+      Outboxd({"poll", "--pg", kNoServer, "--brokers", "127.0.0.1:9", "--kafka", "acks=0"});
   EXPECT_EQ(poll.exit_code, 2);
   EXPECT_THAT(poll.output, HasSubstr("--kafka acks=0 ("));
   EXPECT_THAT(poll.output, HasSubstr("--allow-unsafe-kafka"));
@@ -134,8 +136,8 @@ TEST(HostileInput, AllowUnsafeKafkaRunsWithAWarningAndAGauge) {
 
   // Refused by every command that produces, the dead-letter replay included.
   std::string output;
-  std::vector<std::string> replay = {"dead-letter", "replay", "--pg", h.db().conninfo(),
-                                     "--brokers", h.cluster().bootstraps()};
+  std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
+                                     h.db().conninfo(), "--brokers", h.cluster().bootstraps()};
   replay.insert(replay.end(), unsafe.begin(), unsafe.end());
   EXPECT_EQ(h.RunOutboxd(replay, &output), 2) << output;
   EXPECT_THAT(output, HasSubstr("--allow-unsafe-kafka"));
@@ -147,9 +149,8 @@ TEST(HostileInput, AllowUnsafeKafkaRunsWithAWarningAndAGauge) {
   std::vector<std::string> args = unsafe;
   args.push_back("--allow-unsafe-kafka");
   h.StartRelay(args);
-  EXPECT_THAT(h.relay().Log(),
-              HasSubstr("warning --allow-unsafe-kafka: running with --kafka "
-                        "enable.idempotence=false ("));
+  EXPECT_THAT(h.relay().Log(), HasSubstr("warning --allow-unsafe-kafka: running with --kafka "
+                                         "enable.idempotence=false ("));
   EXPECT_THAT(h.relay().Log(), HasSubstr("acks=1 ("));
   InsertEvent(h, "pedido-1", R"({"n": 1})");
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();

@@ -83,12 +83,14 @@ TEST(UnsafeSettings, ARefusedPropertyIsAnErrorWithoutItsValue) {
 }
 
 TEST(IsSecretProperty, CoversCredentialLookingNamesInAnyCase) {
-  for (const char* name : {"sasl.password", "ssl.key.password", "ssl.key.pem", "SASL.PASSWORD",
-                           "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
-                           "sasl.jaas.config", "my.api.token", "aws.credentials", "ssl.keystore.password"}) {
+  for (const char* name :
+       {"sasl.password", "ssl.key.password", "ssl.key.pem", "SASL.PASSWORD",
+        "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config", "sasl.jaas.config",
+        "my.api.token", "aws.credentials", "ssl.keystore.password"}) {
     EXPECT_TRUE(IsSecretProperty(name)) << name;
   }
-  for (const char* name : {"linger.ms", "acks", "sasl.username", "bootstrap.servers", "client.id"}) {
+  for (const char* name :
+       {"linger.ms", "acks", "sasl.username", "bootstrap.servers", "client.id"}) {
     EXPECT_FALSE(IsSecretProperty(name)) << name;
   }
 }

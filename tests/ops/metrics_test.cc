@@ -26,8 +26,8 @@ TEST(Metrics, RunExportsEveryFamilyAtZeroBeforeTheFirstEvent) {
        {"outboxd_publish_errors_total", "outboxd_commit_to_ack_seconds_count",
         "outboxd_events_in_flight", "outboxd_oldest_unacked_age_seconds",
         "outboxd_reconnects_total", "outboxd_connected", "outboxd_unsafe_kafka_config",
-        "outboxd_events_dead_lettered_total",
-        "outboxd_confirmed_lsn", "outboxd_received_lsn", "outboxd_slot_lag_bytes"}) {
+        "outboxd_events_dead_lettered_total", "outboxd_confirmed_lsn", "outboxd_received_lsn",
+        "outboxd_slot_lag_bytes"}) {
     EXPECT_EQ(MetricValue(text, series), 0.0) << series << "\n" << text;
   }
   EXPECT_THAT(text, HasSubstr("# TYPE outboxd_commit_to_ack_seconds histogram"));

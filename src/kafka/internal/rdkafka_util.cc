@@ -15,7 +15,8 @@ std::string RedactValue(absl::string_view text, const std::string& value) {
   // librdkafka quotes the value it refuses ("Invalid value \"x\" for ..."); a longer
   // value is also taken out wherever else it shows. A one-character value is only
   // taken out quoted, or every digit of the reason would go with it.
-  std::string out = absl::StrReplaceAll(text, {{absl::StrCat("\"", value, "\""), "\"[redacted]\""}});
+  std::string out =
+      absl::StrReplaceAll(text, {{absl::StrCat("\"", value, "\""), "\"[redacted]\""}});
   if (value.size() >= 2) out = absl::StrReplaceAll(out, {{value, "[redacted]"}});
   return out;
 }
@@ -29,8 +30,8 @@ absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name,
     // does not know is often a typo of a secret one (sasl.pasword=...), and a value it
     // refuses may be a secret given to the wrong name. The name and the reason say
     // what to fix.
-    return absl::InvalidArgumentError(absl::StrCat("Kafka property ", name,
-                                                   "=[redacted]: ", RedactValue(OneLine(errstr), value)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Kafka property ", name, "=[redacted]: ", RedactValue(OneLine(errstr), value)));
   }
   return absl::OkStatus();
 }
