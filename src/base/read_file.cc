@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace outboxd {
 namespace {
@@ -19,7 +20,7 @@ absl::Status ErrnoStatus(int error) {
 
 // open(2) and read(2), not std::ifstream: a directory opens fine and fails only on
 // read, with EISDIR, and errno is always the one that stopped the read.
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno);
   std::string text;
@@ -27,6 +28,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n > 0) {
+      if (static_cast<size_t>(n) > max_bytes - text.size()) {
+        ::close(fd);
+        return absl::OutOfRangeError(absl::StrCat("larger than ", max_bytes, " bytes"));
+      }
       text.append(buf, n);
     } else if (n == 0) {
       break;

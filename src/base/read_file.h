@@ -10,6 +10,8 @@
 #ifndef OUTBOXD_BASE_READ_FILE_H_
 #define OUTBOXD_BASE_READ_FILE_H_
 
+#include <cstddef>
+#include <limits>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -17,7 +19,10 @@
 namespace outboxd {
 
 // The status code follows errno (kNotFound for ENOENT, ...); its message is strerror's.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// A file longer than `max_bytes` is OutOfRange "larger than N bytes", its content
+// dropped: a secret file pointed at a log or a device must not be read whole.
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     size_t max_bytes = std::numeric_limits<size_t>::max());
 
 }  // namespace outboxd
 

@@ -134,6 +134,40 @@ absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
   return absl::OkStatus();
 }
 
+void AddAllowUnsafeKafkaFlag(CLI::App* cmd, bool& allow) {
+  Switch(cmd, "allow-unsafe-kafka", allow,
+         "Accept --kafka settings that can lose or reorder events (enable.idempotence=false, "
+         "acks other than all, ...); logged at every start and exported as "
+         "outboxd_unsafe_kafka_config");
+}
+
+absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options,
+                                          kafka::MessageTimeout timeout, bool allow) {
+  absl::StatusOr<std::vector<kafka::UnsafeSetting>> checked =
+      kafka::UnsafeSettings(options, timeout);
+  if (!checked.ok()) {
+    return absl::Status(checked.status().code(),
+                        absl::StrCat(checked.status().message(),
+                                     "; fix that --kafka setting (names and values as in "
+                                     "librdkafka's CONFIGURATION.md)"));
+  }
+  const std::vector<kafka::UnsafeSetting>& unsafe = *checked;
+  if (unsafe.empty()) return false;
+  std::string settings;
+  for (const kafka::UnsafeSetting& u : unsafe) {
+    absl::StrAppend(&settings, settings.empty() ? "" : ", ", u.setting, " (", u.risk, ")");
+  }
+  if (!allow) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kafka ", settings,
+        " voids outboxd's promise that every event is delivered, in order per aggregate; "
+        "remove it, or pass --allow-unsafe-kafka to run with it anyway"));
+  }
+  spdlog::warn("--allow-unsafe-kafka: running with --kafka {}; events may be lost or reordered",
+               settings);
+  return true;
+}
+
 StopOnSignals::StopOnSignals(relay::StopSignal* stop) {
   g_stop = stop;
   std::signal(SIGTERM, OnSignal);

@@ -87,6 +87,20 @@ absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name);
 absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
                                   kafka::PublisherOptions& options);
 
+// --allow-unsafe-kafka (OUTBOXD_ALLOW_UNSAFE_KAFKA, allow-unsafe-kafka in --config):
+// for run, poll and dead-letter replay.
+void AddAllowUnsafeKafkaFlag(CLI::App* cmd, bool& allow);
+
+// The --kafka settings that void "every event delivered, in order per aggregate"
+// (kafka::UnsafeSettings) are refused with one line naming them and
+// --allow-unsafe-kafka (InvalidArgument, exit 2); with `allow` they are named in a
+// warning instead, at every start. Returns whether one is in force (the
+// outboxd_unsafe_kafka_config gauge).
+//   OUTBOXD_ASSIGN_OR_RETURN(bool unsafe, CheckKafkaDurability(options.kafka,
+//       kafka::MessageTimeout::kMustBeInfinite, allow_unsafe_kafka));
+absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options,
+                                          kafka::MessageTimeout timeout, bool allow);
+
 // SIGTERM and SIGINT notify `stop` until the returned guard is destroyed.
 class StopOnSignals {
  public:

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/logging.h"
@@ -25,6 +26,7 @@ struct DeadLetterCommand {
   std::vector<std::string> kafka_properties;
   FormatFlags format;
   ops::ReplayOptions replay;
+  bool allow_unsafe_kafka = false;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
 
@@ -46,6 +48,7 @@ struct DeadLetterCommand {
     }
     Flag(replay_cmd, "brokers", replay.kafka.brokers, "Kafka bootstrap servers")->required();
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddAllowUnsafeKafkaFlag(replay_cmd, allow_unsafe_kafka);
     AddKafkaSecretFlags(replay_cmd, secrets);
     Flag(replay_cmd, "topic", replay.topic_template,
          "Topic template for the replay (default: each letter's original topic)");
@@ -86,10 +89,15 @@ struct DeadLetterCommand {
       if (!s.ok()) return Fail(s, true);
     }
     if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
+    // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
+    absl::StatusOr<bool> unsafe_kafka =
+        CheckKafkaDurability(replay.kafka, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
+    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
     replay.kafka.on_log = LogKafka;
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);
-    for (const std::string& failure : report->failures) spdlog::error("not replayed: {}", failure);
+    for (const std::string& failure : report->failures)
+      spdlog::error("not replayed: {}", LogSafe(failure));
     spdlog::info("replayed {} dead letter(s); {} aggregate(s) still blocked", report->replayed,
                  report->failures.size());
     return report->failures.empty() ? kExitOk : kExitFailure;

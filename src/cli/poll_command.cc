@@ -27,6 +27,7 @@ struct PollCommand {
   DurationFlag publish_timeout{"30s"};
   DurationFlag healthz_stall{"30s"};
   bool install_notify_trigger = false;
+  bool allow_unsafe_kafka = false;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka by polling");
@@ -46,6 +47,7 @@ struct PollCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
     AddPgSecretFlags(cmd, secrets);
     AddKafkaSecretFlags(cmd, secrets);
     AddFormatFlags(cmd, format);
@@ -68,6 +70,10 @@ struct PollCommand {
           ResolveFormat(format, options.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
+    // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
+    absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
+        options.kafka, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
+    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
     options.kafka.on_log = LogKafka;
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
@@ -78,6 +84,7 @@ struct PollCommand {
     relay::StopSignal stop;
     StopOnSignals signals(&stop);
     poll::PollStats stats;
+    stats.metrics.SetUnsafeKafkaConfig(*unsafe_kafka);
     ops::HttpServer http;
     if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, true);
 

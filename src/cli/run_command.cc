@@ -43,6 +43,8 @@ struct RunCommand {
   DurationFlag slot_check_interval{"5s"};
   DurationFlag healthz_stall{"30s"};
   relay::PreflightFindings findings;
+  bool allow_unsafe_kafka = false;
+  bool unsafe_kafka = false;  // allowed, and in force: outboxd_unsafe_kafka_config
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
@@ -55,6 +57,7 @@ struct RunCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
     AddPgSecretFlags(cmd, secrets);
     AddKafkaSecretFlags(cmd, secrets);
     AddFormatFlags(cmd, format);
@@ -123,6 +126,12 @@ struct RunCommand {
     options.slot_check_interval = slot_check_interval.value;
     options.feedback_interval = feedback_interval.value;
     options.shutdown_timeout = shutdown_timeout.value;
+    // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with
+    // idempotence. A timed-out event would be dead-lettered and passed: run needs the
+    // infinite message timeout.
+    OUTBOXD_ASSIGN_OR_RETURN(
+        unsafe_kafka, CheckKafkaDurability(options.kafka, kafka::MessageTimeout::kMustBeInfinite,
+                                           allow_unsafe_kafka));
     return CheckKafka();
   }
 
@@ -188,6 +197,7 @@ struct RunCommand {
     AdaptToTable();
 
     relay::RelayStats stats;
+    stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
     ops::HttpServer http;
     std::optional<ops::QuerySampler> slot_lag;  // stopped before `stats` goes
     if (!metrics.empty()) {

@@ -1,11 +1,13 @@
 #include "cli/secrets.h"
 
 #include <libpq-fe.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
 #include "cli/common.h"
@@ -14,6 +16,20 @@
 
 namespace outboxd::cli {
 namespace {
+
+// A password, a key or a JAAS line fits many times over; a bigger file is the wrong
+// path (a log, a device), and reading it whole would hold it all in memory.
+constexpr size_t kMaxSecretFileBytes = 64 * 1024;
+
+// ssh refuses such a key and libpq ignores such a ~/.pgpass; a file named on the
+// command line is read anyway (it may be a mounted Kubernetes secret, often 0644),
+// but the operator hears about it once.
+void WarnIfOthersCanRead(const std::string& flag, const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) return;
+  spdlog::warn("--{} {} is open to group or others (mode {:04o}); run chmod 0600 on it", flag, path,
+               st.st_mode & 07777);
+}
 
 // The password written in the conninfo itself (key=value or URI), if any.
 std::string InlinePassword(const std::string& conninfo) {
@@ -40,12 +56,18 @@ void AddKafkaSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path) {
-  absl::StatusOr<std::string> read = ReadFile(path);
+  absl::StatusOr<std::string> read = ReadFile(path, kMaxSecretFileBytes);
+  if (read.status().code() == absl::StatusCode::kOutOfRange) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path,
+                                                   ": larger than 64 KiB, so not a secret file; "
+                                                   "give the file that holds only the secret"));
+  }
   if (!read.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": cannot read it (",
                                                    read.status().message(),
                                                    "); give a file this user can read"));
   }
+  WarnIfOthersCanRead(flag, path);
   std::string secret = *std::move(read);
   if (secret.ends_with("\r\n")) {
     secret.resize(secret.size() - 2);

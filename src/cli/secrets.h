@@ -41,7 +41,10 @@ absl::Status ApplyPgSecrets(const SecretFlags& secrets, std::string& conninfo);
 // marks every secret-looking property value for redaction.
 absl::Status ApplyKafkaSecrets(const SecretFlags& secrets, kafka::PublisherOptions& options);
 
-// A secret file's content without one trailing newline ("\n" or "\r\n").
+// A secret file's content without one trailing newline ("\n" or "\r\n"; any other
+// whitespace is part of the secret). InvalidArgument naming the flag and the path when
+// it cannot be read or is larger than 64 KiB (never quoting its content); a warning
+// line with the fix (chmod 0600) when group or others may read it.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path);
 
 }  // namespace outboxd::cli

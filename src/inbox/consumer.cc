@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "kafka/internal/rdkafka_util.h"
 
 namespace outboxd::inbox {
@@ -223,7 +224,8 @@ std::optional<Delivery> Consumer::Failed(const rd_kafka_message_t* msg, Delivery
       options_.initial_backoff * (int64_t{1} << std::min(failures_ - 1, 20)), options_.max_backoff);
   resume_at_ = absl::Now() + backoff;
   spdlog::warn("message {} (id {}) failed, attempt {}, retrying in {}: {}", Where(delivery.message),
-               delivery.message.id, delivery.attempt, absl::FormatDuration(backoff), error);
+               LogSafe(delivery.message.id), delivery.attempt, absl::FormatDuration(backoff),
+               LogSafe(error.message()));
   delivery.result = Delivery::Result::kFailed;
   delivery.error = std::move(error);
   return delivery;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -244,9 +245,70 @@ struct Publisher::Impl {
 };
 
 bool IsSecretProperty(std::string_view name) {
-  return name.find("password") != std::string_view::npos ||
-         name.find("secret") != std::string_view::npos || name == "ssl.key.pem" ||
-         name == "sasl.oauthbearer.config";
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // Broad on purpose: a location or a key id redacted by mistake costs nothing.
+  for (std::string_view word : {"password", "passwd", "secret", "key", "token", "credential",
+                                "jaas", "oauthbearer.config"}) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// A property as librdkafka holds it after the defaults and the user's overrides
+// (topic-level ones such as acks are looked up in the default topic configuration).
+std::string ReadBack(rd_kafka_conf_t* conf, const char* name) {
+  char value[256];
+  size_t size = sizeof(value);
+  if (rd_kafka_conf_get(conf, name, value, &size) == RD_KAFKA_CONF_OK) return value;
+  const rd_kafka_topic_conf_t* topic = rd_kafka_conf_get_default_topic_conf(conf);
+  size = sizeof(value);
+  if (topic != nullptr && rd_kafka_topic_conf_get(topic, name, value, &size) == RD_KAFKA_CONF_OK) {
+    return value;
+  }
+  return "";
+}
+
+}  // namespace
+
+// Why these and no others (librdkafka 2.0 CONFIGURATION.md): with enable.idempotence
+// on, librdkafka itself refuses max.in.flight above 5, retries=0 and acks other than
+// all at rd_kafka_new(), so idempotence off is the one way to the reordering retries
+// of max.in.flight > 1 and to the gaps a failed batch leaves. acks=0/1 lets the broker
+// acknowledge what a failover then loses. A finite message.timeout.ms (or its alias
+// delivery.timeout.ms) turns an outage into failed deliveries. partitioner=random
+// sends one aggregate to several partitions (the *_random ones hash every non-empty
+// key). queuing.strategy=lifo sends newer messages first.
+absl::StatusOr<std::vector<UnsafeSetting>> UnsafeSettings(const PublisherOptions& options,
+                                                          MessageTimeout timeout) {
+  ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
+  for (const auto& [name, value] : kDefaults) {
+    OUTBOXD_RETURN_IF_ERROR(SetProperty(conf.get(), name, value));
+  }
+  for (const auto& [name, value] : options.properties) {
+    OUTBOXD_RETURN_IF_ERROR(SetProperty(conf.get(), name, value));
+  }
+  std::vector<UnsafeSetting> unsafe;
+  const auto check = [&](const char* name, bool safe, const char* risk) {
+    if (!safe) unsafe.push_back({absl::StrCat(name, "=", ReadBack(conf.get(), name)), risk});
+  };
+  check("enable.idempotence", ReadBack(conf.get(), "enable.idempotence") == "true",
+        "a retried batch may be duplicated, reordered or leave a gap");
+  const std::string acks = ReadBack(conf.get(), "acks");
+  check("acks", acks == "-1" || acks == "all",
+        "an event counts as delivered before every in-sync replica has it");
+  if (timeout == MessageTimeout::kMustBeInfinite) {
+    check("message.timeout.ms", ReadBack(conf.get(), "message.timeout.ms") == "0",
+          "an outage longer than it fails events instead of delaying them");
+  }
+  check("partitioner", ReadBack(conf.get(), "partitioner") != "random",
+        "events of one aggregate land on different partitions, out of order");
+  check("queuing.strategy", ReadBack(conf.get(), "queuing.strategy") != "lifo",
+        "newer events are sent before older ones");
+  return unsafe;
 }
 
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -289,7 +351,11 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
   impl->rk.reset(rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof(errstr)));
   if (impl->rk == nullptr) {
     // Conflicting settings (e.g. acks=1 with idempotence) are only caught here.
-    return absl::InvalidArgumentError(absl::StrCat("Kafka producer: ", OneLine(errstr)));
+    std::string reason = OneLine(errstr);
+    for (const auto& [name, value] : options.properties) {
+      if (IsSecretProperty(name)) reason = internal::RedactValue(reason, value);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("Kafka producer: ", reason));
   }
   conf.release();                                                     // rd_kafka_new() took it
   if (impl->on_log) rd_kafka_set_log_queue(impl->rk.get(), nullptr);  // the main queue

@@ -70,10 +70,33 @@ struct PublisherOptions {
 using DeliveryHandler = std::function<void(const DeliveryReport&)>;
 
 // A librdkafka property whose value is a secret and never appears in an error or a
-// log line: names with "password" or "secret" in them, ssl.key.pem,
-// sasl.oauthbearer.config.
+// log line: names with password, passwd, secret, key, token, credential, jaas or
+// oauthbearer.config in them, in any case (sasl.password, ssl.key.pem,
+// sasl.oauthbearer.client.secret, a misspelt sasl.jaas.config).
 //   IsSecretProperty("sasl.password") == true; IsSecretProperty("linger.ms") == false
 bool IsSecretProperty(std::string_view name);
+
+// A --kafka setting that voids the relays' promise (every event delivered, in order
+// per aggregate): what it is set to, as librdkafka reads it back, and what it risks.
+struct UnsafeSetting {
+  std::string setting;  // "acks=1"
+  std::string risk;     // "a leader failover loses events it acknowledged"
+};
+
+// Whether a finite message.timeout.ms breaks the promise: it does for `run` (a
+// timed-out event would be dead-lettered and passed), not for `poll` or the
+// dead-letter replay, whose failed attempts leave the row to be tried again.
+enum class MessageTimeout { kMustBeInfinite, kMayBeFinite };
+
+// The properties among `options.properties` (applied over our defaults, aliases and
+// spellings such as request.required.acks or "false"/"0" resolved by librdkafka
+// itself) that weaken durability or ordering: enable.idempotence off, acks other than
+// all, a finite message.timeout.ms (see MessageTimeout), partitioner=random,
+// queuing.strategy=lifo. InvalidArgument for a property librdkafka refuses.
+//   UnsafeSettings({.properties = {{"acks", "1"}}}, MessageTimeout::kMustBeInfinite)
+//     -> {{"acks=1", "..."}}
+absl::StatusOr<std::vector<UnsafeSetting>> UnsafeSettings(const PublisherOptions& options,
+                                                          MessageTimeout timeout);
 
 class Publisher {
  public:

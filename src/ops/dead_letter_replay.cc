@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "relay/topic_template.h"
 
@@ -77,7 +78,8 @@ absl::Status Settle(pg::Connection& conn, const outbox::DeadLetterStore& store,
     }
     OUTBOXD_RETURN_IF_ERROR(store.Remove(conn, l.seq));
     ++report.replayed;
-    spdlog::info("replayed {} of aggregate {} to {}", l.id, l.aggregate_id, a.topic);
+    spdlog::info("replayed {} of aggregate {} to {}", LogSafe(l.id), LogSafe(l.aggregate_id),
+                 LogSafe(a.topic));
   }
   return absl::OkStatus();
 }

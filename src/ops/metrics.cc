@@ -44,6 +44,7 @@ struct Metrics::Families {
   prometheus::Gauge* oldest_age = nullptr;
   prometheus::Counter* reconnects = nullptr;
   prometheus::Gauge* connected = nullptr;
+  prometheus::Gauge* unsafe_kafka = nullptr;
   // run
   prometheus::Counter* dead_lettered = nullptr;
   prometheus::Gauge* confirmed_lsn = nullptr;
@@ -92,6 +93,9 @@ Metrics::Metrics(RelayMode mode)
   f.connected = &NewGauge(r, "outboxd_connected",
                           mode == RelayMode::kCdc ? "1 while the replication stream is open."
                                                   : "1 while the last batch reached COMMIT.");
+  f.unsafe_kafka = &NewGauge(r, "outboxd_unsafe_kafka_config",
+                             "1 when --allow-unsafe-kafka let a --kafka setting weaken delivery "
+                             "(events may be lost or reordered).");
   if (mode == RelayMode::kCdc) {
     f.dead_lettered = &NewCounter(r, "outboxd_events_dead_lettered_total",
                                   "Events written to the dead-letter table instead of Kafka.");
@@ -150,6 +154,8 @@ void Metrics::SetInFlight(uint64_t events) {
 }
 
 void Metrics::SetConnected(bool connected) { families_->connected->Set(connected ? 1 : 0); }
+
+void Metrics::SetUnsafeKafkaConfig(bool unsafe) { families_->unsafe_kafka->Set(unsafe ? 1 : 0); }
 
 void Metrics::SetConfirmedLsn(uint64_t lsn) {
   if (families_->confirmed_lsn != nullptr) families_->confirmed_lsn->Set(static_cast<double>(lsn));

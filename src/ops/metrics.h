@@ -16,6 +16,7 @@
 //   outboxd_oldest_unacked_age_seconds      gauge     both (poll: oldest pending row)
 //   outboxd_reconnects_total                counter   both
 //   outboxd_connected                       gauge     both
+//   outboxd_unsafe_kafka_config             gauge     both
 //   outboxd_events_dead_lettered_total      counter   run
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
@@ -69,6 +70,8 @@ class Metrics {
   void BatchDone();  // poll only
   void SetInFlight(uint64_t events);
   void SetConnected(bool connected);
+  // --allow-unsafe-kafka let a durability-weakening --kafka setting through.
+  void SetUnsafeKafkaConfig(bool unsafe);
   void SetConfirmedLsn(uint64_t lsn);   // run only (ignored by poll)
   void SetReceivedLsn(uint64_t lsn);    // run only
   void SetSlotLagBytes(int64_t bytes);  // run only

@@ -19,39 +19,16 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "pg/connection.h"
+#include "pg/copy_data.h"
 #include "pg/lsn.h"
 
 namespace outboxd::pg {
-
-// 'w' message: a chunk of WAL decoded by the output plugin.
-struct XLogData {
-  Lsn wal_start = 0;      // start of the data in WAL
-  Lsn wal_end = 0;        // current end of WAL on the server
-  int64_t send_time = 0;  // microseconds since 2000-01-01
-  std::string_view data;  // the pgoutput message; valid until the next Next()
-};
-
-// 'k' message: primary keepalive.
-struct Keepalive {
-  Lsn wal_end = 0;
-  int64_t send_time = 0;
-  bool reply_requested = false;
-};
-
-struct NoMessage {};  // nothing buffered; wait for socket() to become readable
-struct StreamEnd {};  // server ended the copy stream
-
-using StreamMessage = std::variant<NoMessage, XLogData, Keepalive, StreamEnd>;
 
 struct StreamOptions {
   std::string slot;
   std::string publication;
   Lsn start_lsn = 0;  // 0: the slot's confirmed_flush_lsn
 };
-
-// Parses one CopyData payload from the walsender ('w' or 'k'), bounds-checked:
-// truncated or unknown messages are DataLoss. XLogData::data points into `message`.
-absl::StatusOr<StreamMessage> ParseCopyData(std::string_view message);
 
 class ReplicationStream {
  public:

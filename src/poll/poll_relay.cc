@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "outbox/names.h"
 #include "pg/identifier.h"
@@ -293,9 +294,11 @@ void PollRelay::CountAndLog(size_t published) {
     // Every cause counts, a poison payload too: nothing else acknowledged since means
     // nothing is getting through, whatever the reason (README "Metrics and alerts").
     failures_since_ack_++;
-    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", pending.id,
+    // The id and the reason (a bad topic name, say) come from the row: escaped.
+    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", LogSafe(pending.id),
                  pending.seq,
-                 pending.outcome ? std::string(pending.outcome->message()) : "no delivery report");
+                 LogSafe(pending.outcome ? std::string(pending.outcome->message())
+                                         : std::string("no delivery report")));
   }
   stats_->health.SetFailedAttempts(failures_since_ack_, absl::Now());
   PublishInFlight(0);

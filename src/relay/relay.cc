@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/slot.h"
@@ -401,7 +402,8 @@ absl::Status Relay::HandleInsert(const pgoutput::Insert& insert) {
     if (!warned_foreign_insert_) {
       const pgoutput::Relation* rel = relations_.Find(insert.relation_id);
       spdlog::warn("publication {} also covers table {}; its rows are not published",
-                   options_.publication, rel ? rel->relname : absl::StrCat(insert.relation_id));
+                   options_.publication,
+                   LogSafe(rel ? rel->relname : absl::StrCat(insert.relation_id)));
       warned_foreign_insert_ = true;
     }
     return absl::OkStatus();
@@ -508,8 +510,9 @@ absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, std::strin
   tracker_.Ack(message.tag);
   stats_->events_dead_lettered++;
   stats_->metrics.DeadLettered();
-  spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", letter.id, letter.aggregate_id,
-                dead_letters_.table(), letter.error);
+  // Every value here may come from the row: escaped, so none can forge a log line.
+  spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", LogSafe(letter.id),
+                LogSafe(letter.aggregate_id), dead_letters_.table(), LogSafe(letter.error));
   return absl::OkStatus();
 }
 

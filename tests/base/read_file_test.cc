@@ -38,5 +38,17 @@ TEST(ReadFile, SaysWhyAFileCannotBeRead) {
   EXPECT_EQ(directory.status().message(), "Is a directory");
 }
 
+TEST(ReadFile, RefusesAFileLargerThanTheLimitWithoutReturningItsContent) {
+  const std::string path = ::testing::TempDir() + "/read_file_limit_test.bin";
+  std::ofstream(path, std::ios::binary) << std::string(10000, 's');
+  absl::StatusOr<std::string> read = ReadFile(path, 9999);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(read.status().message(), "larger than 9999 bytes");
+
+  read = ReadFile(path, 10000);  // exactly the limit is fine
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), 10000u);
+}
+
 }  // namespace
 }  // namespace outboxd

@@ -25,8 +25,9 @@ TEST(Metrics, RunExportsEveryFamilyAtZeroBeforeTheFirstEvent) {
   for (const char* series :
        {"outboxd_publish_errors_total", "outboxd_commit_to_ack_seconds_count",
         "outboxd_events_in_flight", "outboxd_oldest_unacked_age_seconds",
-        "outboxd_reconnects_total", "outboxd_connected", "outboxd_events_dead_lettered_total",
-        "outboxd_confirmed_lsn", "outboxd_received_lsn", "outboxd_slot_lag_bytes"}) {
+        "outboxd_reconnects_total", "outboxd_connected", "outboxd_unsafe_kafka_config",
+        "outboxd_events_dead_lettered_total", "outboxd_confirmed_lsn", "outboxd_received_lsn",
+        "outboxd_slot_lag_bytes"}) {
     EXPECT_EQ(MetricValue(text, series), 0.0) << series << "\n" << text;
   }
   EXPECT_THAT(text, HasSubstr("# TYPE outboxd_commit_to_ack_seconds histogram"));
@@ -62,6 +63,7 @@ TEST(Metrics, GaugesAndCountersShowWhatTheRelaySet) {
   metrics.SetReceivedLsn(0x16B3800);
   metrics.SetSlotLagBytes(8192);
   metrics.SetConnected(true);
+  metrics.SetUnsafeKafkaConfig(true);
   metrics.PublishFailed();
   metrics.DeadLettered();
   metrics.Reconnected();
@@ -72,6 +74,7 @@ TEST(Metrics, GaugesAndCountersShowWhatTheRelaySet) {
   EXPECT_EQ(MetricValue(text, "outboxd_received_lsn"), 0x16B3800);
   EXPECT_EQ(MetricValue(text, "outboxd_slot_lag_bytes"), 8192);
   EXPECT_EQ(MetricValue(text, "outboxd_connected"), 1);
+  EXPECT_EQ(MetricValue(text, "outboxd_unsafe_kafka_config"), 1);
   EXPECT_EQ(MetricValue(text, "outboxd_publish_errors_total"), 1);
   EXPECT_EQ(MetricValue(text, "outboxd_events_dead_lettered_total"), 1);
   EXPECT_EQ(MetricValue(text, "outboxd_reconnects_total"), 2);

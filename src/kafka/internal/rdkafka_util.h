@@ -17,8 +17,13 @@ namespace outboxd::kafka::internal {
 // librdkafka's error text with its line breaks turned into spaces.
 std::string OneLine(absl::string_view text);
 
-// InvalidArgument "Kafka property NAME=VALUE: <librdkafka's reason>" when refused
-// (without the value for a secret property, see IsSecretProperty).
+// `text` with `value` replaced by [redacted] (quoted, and anywhere when it is longer
+// than one character).
+std::string RedactValue(absl::string_view text, const std::string& value);
+
+// InvalidArgument "Kafka property NAME=[redacted]: <librdkafka's reason>" when
+// refused: the value is taken out of the message (and of librdkafka's reason) for
+// every property, since a refused name may be a misspelt secret one.
 absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name,
                          const std::string& value);
 

@@ -1,6 +1,8 @@
-// Replays the committed fuzz corpus through the fuzz target in the ordinary (g++)
-// build, so every seed and every crash reproducer saved there stays a regression test
-// without clang or libFuzzer. scripts/fuzz does the actual fuzzing.
+// Replays a committed fuzz corpus through its fuzz target in the ordinary (g++) build,
+// so every seed and every crash reproducer saved there stays a regression test without
+// clang or libFuzzer. scripts/fuzz does the actual fuzzing. One executable per target
+// (each defines LLVMFuzzerTestOneInput), told its corpus by tests/fuzz/CMakeLists.txt:
+// OUTBOXD_FUZZ_CORPUS (the folder under tests/fuzz/corpus/) and OUTBOXD_FUZZ_MIN_INPUTS.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -14,9 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
-TEST(PgoutputFuzz, ReplaysTheCommittedCorpus) {
+TEST(FuzzCorpus, ReplaysTheCommittedCorpus) {
   const std::filesystem::path dir =
-      std::filesystem::path(OUTBOXD_SOURCE_DIR) / "tests/fuzz/corpus/pgoutput";
+      std::filesystem::path(OUTBOXD_SOURCE_DIR) / "tests/fuzz/corpus" / OUTBOXD_FUZZ_CORPUS;
   int inputs = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (!entry.is_regular_file()) continue;
@@ -28,7 +30,8 @@ TEST(PgoutputFuzz, ReplaysTheCommittedCorpus) {
               0);
     ++inputs;
   }
-  EXPECT_GE(inputs, 49);  // the messages of tests/pgoutput/captured_messages.h
+  // The committed seeds at least (for pgoutput: tests/pgoutput/captured_messages.h).
+  EXPECT_GE(inputs, OUTBOXD_FUZZ_MIN_INPUTS);
 }
 
 }  // namespace
