@@ -1,14 +1,13 @@
 #include "ops/http_server.h"
 
 #include <arpa/inet.h>
+#include <civetweb.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <string_view>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -16,25 +15,89 @@
 namespace outboxd::ops {
 namespace {
 
-const char* Reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 404:
-      return "Not Found";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Error";
+// Worker threads, one per open connection: CivetWeb hands a connection to a worker
+// for its whole life, so a connection beyond this many waits for a free worker, up to
+// kRequestTimeoutMs per wave of held connections. 256 keeps a probe answering at once
+// with the 200 idle connections plus a slow client of the issue-13 test
+// (tests/ops/http_server_test.cc); idle workers wait on a condition variable.
+constexpr int kWorkers = 256;
+// The deadline of a whole request, from its first byte to the response's last (it
+// bounds reads and writes alike). A scrape or probe on loopback or a LAN takes
+// milliseconds; 2 s cuts a slow-loris client off in time for the next probe to find
+// its worker free, and is still under the Docker HEALTHCHECK's 3 s.
+constexpr int kRequestTimeoutMs = 2000;
+// Scrapers and probes send a request line and a few headers (Prometheus ~250 bytes).
+constexpr int kMaxRequestBytes = 8192;
+
+// HOST:PORT as CivetWeb's `listening_ports` value, or an error naming --metrics.
+// Only literal addresses (plus "localhost" and an empty host) are taken: CivetWeb
+// would resolve other names, and a name resolving elsewhere than the operator meant
+// would expose the endpoints.
+absl::StatusOr<std::string> ListeningPorts(const std::string& address) {
+  auto invalid = [&address](const char* why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics \"", address, "\": ", why, ", e.g. 127.0.0.1:9187 or [::1]:9187"));
+  };
+  size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon + 1 == address.size() ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return invalid("expected HOST:PORT");
   }
+  std::string host = address.substr(0, colon);
+  std::string port_text = std::to_string(port);
+  if (host.empty() || host == "0.0.0.0") return absl::StrCat("0.0.0.0:", port_text);
+  if (host == "localhost") return absl::StrCat("127.0.0.1:", port_text);
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return absl::StrCat(host, ":", port_text);
+  in6_addr v6;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+      inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1) {
+    // Debian bookworm's libcivetweb1 (1.15) is built without USE_IPV6.
+    if (mg_check_feature(MG_FEATURES_IPV6) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--metrics \"", address,
+                       "\": the CivetWeb library outboxd uses was built without IPv6; give an IPv4 "
+                       "address, e.g. 127.0.0.1:9187"));
+    }
+    return absl::StrCat(host, ":", port_text);
+  }
+  if (host.find(':') != std::string::npos) {
+    return invalid("an IPv6 host goes in brackets");
+  }
+  return invalid("HOST must be an IPv4 address, an IPv6 address in brackets, or localhost");
 }
 
-void WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<size_t>(n));
+// CivetWeb's bind failure reads "cannot bind to ADDR: 98 (Address already in use)":
+// the part in parentheses is the cause; any other message is kept whole.
+std::string BindCause(const std::string& message) {
+  size_t open = message.rfind('(');
+  if (absl::StartsWith(message, "cannot bind") && open != std::string::npos &&
+      absl::EndsWith(message, ")")) {
+    return message.substr(open + 1, message.size() - open - 2);
   }
+  return message.empty() ? "unknown error" : message;
+}
+
+// Sends the status line, the headers and (except for HEAD) the body; returns the
+// status for CivetWeb's bookkeeping.
+int Reply(mg_connection* conn, bool head, const HttpResponse& response,
+          const char* allow = nullptr) {
+  mg_response_header_start(conn, response.status);
+  mg_response_header_add(conn, "Content-Type", response.content_type.c_str(), -1);
+  std::string length = std::to_string(response.body.size());
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  if (allow != nullptr) mg_response_header_add(conn, "Allow", allow, -1);
+  mg_response_header_send(conn);
+  if (!head) mg_write(conn, response.body.data(), response.body.size());
+  return response.status;
+}
+
+void InitCivetWeb() {
+  // Once per process, before any server (CivetWeb: "not guaranteed to be thread
+  // safe"; a function-local static is). Features 0: no TLS, nothing to set up.
+  static const unsigned initialized = mg_init_library(0);
+  (void)initialized;
 }
 
 }  // namespace
@@ -46,85 +109,81 @@ void HttpServer::Handle(std::string path, Handler handler) {
 }
 
 absl::Status HttpServer::Start(const std::string& address) {
-  size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics \"", address, "\": expected HOST:PORT, e.g. 127.0.0.1:9187"));
-  }
-  std::string host = address.substr(0, colon);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (host.empty() || host == "0.0.0.0") {
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (host == "localhost") {
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  } else if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics \"", address, "\": host must be an IPv4 address"));
-  }
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(listen_fd_, 16) != 0) {
-    std::string error = std::strerror(errno);
-    close(listen_fd_);
-    listen_fd_ = -1;
+  absl::StatusOr<std::string> ports = ListeningPorts(address);
+  if (!ports.ok()) return ports.status();
+  InitCivetWeb();
+  const std::string workers = std::to_string(kWorkers);
+  const std::string timeout = std::to_string(kRequestTimeoutMs);
+  const std::string max_request = std::to_string(kMaxRequestBytes);
+  const char* options[] = {"listening_ports",
+                           ports->c_str(),
+                           "num_threads",
+                           workers.c_str(),
+                           "request_timeout_ms",
+                           timeout.c_str(),
+                           "max_request_size",
+                           max_request.c_str(),
+                           "enable_keep_alive",
+                           "no",
+                           "tcp_nodelay",
+                           "1",
+                           nullptr};
+  mg_callbacks callbacks{};
+  callbacks.begin_request = &HttpServer::OnRequest;
+  callbacks.log_message = &HttpServer::OnLog;
+  mg_init_data init{.callbacks = &callbacks, .user_data = this, .configuration_options = options};
+  char error_text[256] = "";
+  mg_error_data error{.code = nullptr, .text = error_text, .text_buffer_size = sizeof(error_text)};
+  context_ = mg_start2(&init, &error);
+  if (context_ == nullptr) {
+    std::lock_guard<std::mutex> lock(log_mutex_);
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot listen on ", address, " for metrics: ", error,
+        absl::StrCat("cannot listen on ", address,
+                     " for metrics: ", BindCause(last_error_.empty() ? error_text : last_error_),
                      "; pick another address with --metrics or OUTBOXD_METRICS"));
   }
-  socklen_t len = sizeof(addr);
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  mg_server_port bound[1]{};
+  if (mg_get_server_ports(context_, 1, bound) == 1) port_ = bound[0].port;
+  std::string host = address.substr(0, address.rfind(':'));
   // Tests and scripts find a port-0 server's port in this line.
   spdlog::info("metrics on http://{}:{}/metrics, health on /healthz", host, port_);
-  thread_ = std::thread([this] { Serve(); });
   return absl::OkStatus();
 }
 
 void HttpServer::Stop() {
-  stopping_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
-  listen_fd_ = -1;
+  if (context_ != nullptr) mg_stop(context_);
+  context_ = nullptr;
 }
 
-void HttpServer::Serve() {
-  while (!stopping_) {
-    pollfd p{.fd = listen_fd_, .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    Answer(client);
-    close(client);
+int HttpServer::OnRequest(mg_connection* conn) {
+  const mg_request_info* request = mg_get_request_info(conn);
+  const auto* self = static_cast<const HttpServer*>(request->user_data);
+  const std::string_view method = request->request_method;
+  const bool head = method == "HEAD";
+  // local_uri: the path without the query string, dot segments resolved; null when the
+  // request names another host.
+  auto handler = request->local_uri == nullptr ? self->handlers_.end()
+                                               : self->handlers_.find(request->local_uri);
+  if (handler == self->handlers_.end()) {
+    return Reply(conn, head, {404, "text/plain; charset=utf-8", "not found\n"});
   }
+  if (method != "GET" && !head) {
+    return Reply(conn, false, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"},
+                 "GET, HEAD");
+  }
+  return Reply(conn, head, handler->second());
 }
 
-void HttpServer::Answer(int client) {
-  timeval tv{.tv_sec = 2, .tv_usec = 0};
-  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  std::string request;
-  char buf[2048];
-  while (request.find("\r\n") == std::string::npos && request.size() < 8192) {
-    ssize_t n = recv(client, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
+int HttpServer::OnLog(const mg_connection* conn, const char* message) {
+  auto* self = static_cast<HttpServer*>(mg_get_user_data(mg_get_context(conn)));
+  // While starting, the message is Start()'s error; later ones are about a client's
+  // bad request, which is not the operator's problem.
+  spdlog::debug("metrics server: {}", message);
+  if (self != nullptr) {
+    std::lock_guard<std::mutex> lock(self->log_mutex_);
+    if (self->last_error_.empty()) self->last_error_ = message;
   }
-  // "GET /path HTTP/1.1"
-  size_t sp1 = request.find(' ');
-  size_t sp2 = sp1 == std::string::npos ? sp1 : request.find(' ', sp1 + 1);
-  std::string path = sp2 == std::string::npos ? "" : request.substr(sp1 + 1, sp2 - sp1 - 1);
-  path = path.substr(0, path.find('?'));
-  HttpResponse response{404, "text/plain; charset=utf-8", "not found\n"};
-  if (auto it = handlers_.find(path); it != handlers_.end()) response = it->second();
-  WriteAll(client, absl::StrCat("HTTP/1.0 ", response.status, " ", Reason(response.status),
-                                "\r\nContent-Type: ", response.content_type,
-                                "\r\nContent-Length: ", response.body.size(),
-                                "\r\nConnection: close\r\n\r\n", response.body));
+  return 1;  // handled: CivetWeb writes no log of its own
 }
 
 }  // namespace outboxd::ops
