@@ -1,13 +1,13 @@
-// The HTTP server behind /metrics and /healthz: CivetWeb (libcivetweb, the embedded
-// server prometheus-cpp's own exposer uses) with a fixed set of GET paths.
+// The HTTP server behind /metrics and /healthz: GNU libmicrohttpd (libmicrohttpd12)
+// with a fixed set of GET paths.
 //
 // A probe must answer while other clients misbehave (issue 13: one client sending a
 // byte every 1.5 s held /healthz for 11.5 s under the hand-written server this
-// replaces), so: a pool of worker threads serves connections at once, every request
-// has a deadline from its first byte to its last, keep-alive is off, and nothing but
-// GET and HEAD is served (405 with an Allow header otherwise; 404 for other paths).
-// IPv6 addresses work where the library has IPv6 (Debian bookworm's has not: Start()
-// then says so in one line).
+// replaces), so: one thread polls every connection with epoll and serves whichever is
+// ready (an idle or slow client costs a file descriptor and a small buffer, never a
+// thread, and blocks nobody), every connection has a deadline from its accept to its
+// last byte, keep-alive is off, and nothing but GET and HEAD is served (405 with an
+// Allow header otherwise; 404 for other paths). IPv4 and IPv6 addresses alike.
 //
 //   HttpServer server;
 //   server.Handle("/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; });
@@ -17,13 +17,13 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 
-struct mg_connection;
-struct mg_context;
+struct MHD_Daemon;
 
 namespace outboxd::ops {
 
@@ -36,32 +36,35 @@ struct HttpResponse {
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse()>;
-  HttpServer() = default;
+  HttpServer();
   ~HttpServer();  // stops the server
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Register before Start(). Handlers run on the worker threads, several at once.
+  // Register before Start(). Handlers run on the server's one thread, one at a time:
+  // keep them quick (a /metrics render takes about a millisecond).
   void Handle(std::string path, Handler handler);
-  // Listens on HOST:PORT and serves on CivetWeb's threads. HOST: an IPv4 address, an
-  // IPv6 address in brackets ("[::1]:9187", see above), "localhost", or empty for
-  // every IPv4 interface; PORT 0 picks a free port (see port()). Logs the address.
+  // Listens on HOST:PORT and serves on libmicrohttpd's thread. HOST: an IPv4 address,
+  // an IPv6 address in brackets ("[::1]:9187"), "localhost", or empty for every IPv4
+  // interface; PORT 0 picks a free port (see port()). Logs the address.
   absl::Status Start(const std::string& address);
   int port() const { return port_; }
-  // Closes the listener and waits for the threads: up to about 2 s, the length of
-  // CivetWeb's polls between two checks for a stop.
+  // Closes the listener and every connection and joins the server's threads: at once
+  // (libmicrohttpd wakes its poll by shutting the listener down).
   void Stop();
 
  private:
-  // CivetWeb's callbacks (user data: this server).
-  static int OnRequest(mg_connection* conn);
-  static int OnLog(const mg_connection* conn, const char* message);
+  // libmicrohttpd's callbacks (closure: this server), defined in http_server.cc.
+  struct Callbacks;
+  // Ends connections older than the request deadline, defined in http_server.cc.
+  class DeadlineReaper;
 
   std::map<std::string, Handler, std::less<>> handlers_;
-  mg_context* context_ = nullptr;
+  std::unique_ptr<DeadlineReaper> reaper_;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   std::mutex log_mutex_;
-  std::string last_error_;  // CivetWeb's last message: Start()'s error names the cause
+  std::string last_message_;  // libmicrohttpd's: Start()'s error names the cause
 };
 
 }  // namespace outboxd::ops
