@@ -18,7 +18,7 @@ RUN apt-get update \
       g++ cmake ninja-build pkg-config ca-certificates \
       libpq-dev librdkafka-dev \
       libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev prometheus-cpp-dev \
-      libtomlplusplus-dev \
+      libmicrohttpd-dev libtomlplusplus-dev \
       protobuf-compiler libprotobuf-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -33,12 +33,13 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # ---- runtime ----------------------------------------------------------------------
 FROM debian:bookworm-slim
 # Runtime libraries only (Debian bookworm package names): libpq, librdkafka, simdjson,
-# abseil, spdlog/fmt, prometheus-cpp's core (/metrics), protobuf (--format protobuf);
-# ca-certificates for TLS; curl for the health check.
+# abseil, spdlog/fmt, prometheus-cpp's core (/metrics), libmicrohttpd (the /metrics and
+# /healthz server), protobuf (--format protobuf); ca-certificates for TLS; curl for the
+# health check.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libpq5 librdkafka1 libsimdjson14 libabsl20220623 libspdlog1.10 libfmt9 \
-      libprometheus-cpp-core1.0 libprotobuf32 ca-certificates curl \
+      libprometheus-cpp-core1.0 libmicrohttpd12 libprotobuf32 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin outboxd
