@@ -6,8 +6,9 @@
 // against a running relay and a real Prometheus.
 //
 //   node check_dashboard.mjs SOURCE_DIR
-import { readFileSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 import { panelQueries } from "./dashboard_queries.mjs";
 import { readYamlDocuments } from "./kustomize.mjs";
@@ -69,7 +70,8 @@ export function dashboardProblems(dashboard, readme, provisioning) {
   return problems;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a program (not imported): compared through realpath, so a symlinked checkout works.
+if (realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const src = process.argv[2];
   const dashboard = JSON.parse(readFileSync(join(src, "deploy/grafana/outboxd.json"), "utf8"));
   const readme = readFileSync(join(src, "README.md"), "utf8");

@@ -4,7 +4,8 @@
 // real Prometheus and checks the names against a running relay's /metrics.
 //
 //   node dashboard_queries.mjs deploy/grafana/outboxd.json
-import { readFileSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 
 // What Grafana substitutes before sending a query: every value of a multi-value
 // variable with "All" is its allValue; $__rate_interval is at least 4 scrape intervals.
@@ -54,7 +55,8 @@ export function* panelQueries(dashboard) {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a program (not imported): compared through realpath, so a symlinked checkout works.
+if (realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const dashboard = JSON.parse(readFileSync(process.argv[2], "utf8"));
   for (const q of panelQueries(dashboard)) console.log(JSON.stringify(q));
 }
