@@ -3,17 +3,27 @@
 #include "absl/time/clock.h"
 
 namespace outboxd::ops {
+namespace {
+
+HttpResponse VerdictResponse(const HealthVerdict& verdict) {
+  return HttpResponse{verdict.healthy ? 200 : 503, "text/plain; charset=utf-8",
+                      verdict.reason + "\n"};
+}
+
+}  // namespace
 
 void AddMetricsEndpoints(HttpServer& http, const Metrics& metrics, const HealthState& health,
                          HealthOptions options) {
   http.Handle("/metrics", [&metrics] {
     return HttpResponse{200, kMetricsContentType, metrics.Render()};
   });
-  http.Handle("/healthz", [&health, options = std::move(options)] {
-    HealthVerdict verdict = CheckHealth(health.Snapshot(), options.stall_threshold, absl::Now(),
-                                        options.disconnected_reason);
-    return HttpResponse{verdict.healthy ? 200 : 503, "text/plain; charset=utf-8",
-                        verdict.reason + "\n"};
+  http.Handle("/healthz", [&health, options] {
+    return VerdictResponse(CheckHealth(health.Snapshot(), options.stall_threshold, absl::Now(),
+                                       options.disconnected_reason));
+  });
+  http.Handle("/readyz", [&health, options = std::move(options)] {
+    return VerdictResponse(CheckReadiness(health.Snapshot(), options.stall_threshold, absl::Now(),
+                                          options.disconnected_reason));
   });
 }
 

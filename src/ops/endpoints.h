@@ -1,4 +1,5 @@
-// /metrics and /healthz on an HttpServer, the same for `outboxd run` and `outboxd poll`.
+// /metrics, /healthz and /readyz on an HttpServer, the same for `outboxd run` and
+// `outboxd poll` (ops/health.h: what the probes answer).
 //
 //   ops::HttpServer http;
 //   ops::AddMetricsEndpoints(http, stats.metrics, stats.health,

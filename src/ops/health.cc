@@ -31,6 +31,7 @@ HealthInputs HealthState::Snapshot() const {
   int64_t progress = last_progress_us_.load(std::memory_order_relaxed);
   HealthInputs inputs{
       .connected = connected_.load(std::memory_order_relaxed),
+      .standing_by = standing_by_.load(std::memory_order_relaxed),
       .in_flight = in_flight_.load(std::memory_order_relaxed),
       .failed_attempts = failed_attempts_.load(std::memory_order_relaxed),
       .last_progress = progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
@@ -57,6 +58,16 @@ HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_thres
                     inputs.failed_attempts == 1 ? "" : "s");
   }
   return {false, std::move(reason)};
+}
+
+HealthVerdict CheckReadiness(const HealthInputs& inputs, absl::Duration stall_threshold,
+                             absl::Time now, const std::string& disconnected_reason) {
+  // A standby is not connected by definition; it proved PostgreSQL answers within the
+  // last standby poll, which is all it needs to take over.
+  if (!inputs.connected && inputs.standing_by) {
+    return {true, "standing by: another relay holds the slot"};
+  }
+  return CheckHealth(inputs, stall_threshold, now, disconnected_reason);
 }
 
 }  // namespace outboxd::ops

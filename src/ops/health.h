@@ -1,6 +1,9 @@
 // /healthz: healthy only while the relay streams AND the broker keeps acknowledging.
 // A relay that is connected but whose events sit unacknowledged (broker outage,
 // stuck producer) is as useless as one that is down, and a probe must say so.
+// /readyz: the same, or standing by (PostgreSQL answered that another relay holds the
+// slot): a Kubernetes pair counts its standby as ready, so a PodDisruptionBudget lets
+// one pod go while the other streams or can take over.
 //
 //   HealthState state;                       // updated by the relay thread
 //   state.connected = true;
@@ -28,6 +31,8 @@ namespace outboxd::ops {
 // What the relay last reported.
 struct HealthInputs {
   bool connected = false;
+  // The last connection attempt found the slot held by another relay.
+  bool standing_by = false;
   uint64_t in_flight = 0;
   // Failed publish attempts since the last acknowledgement (`outboxd poll` only).
   uint64_t failed_attempts = 0;
@@ -43,6 +48,9 @@ struct HealthInputs {
 class HealthState {
  public:
   void SetConnected(bool connected) { connected_.store(connected, std::memory_order_relaxed); }
+  void SetStandingBy(bool standing_by) {
+    standing_by_.store(standing_by, std::memory_order_relaxed);
+  }
   // Call with the current in-flight count; starts the stall clock when events go in
   // flight while none were and no attempt had failed.
   void SetInFlight(uint64_t in_flight, absl::Time now);
@@ -59,6 +67,7 @@ class HealthState {
   mutable absl::Mutex slot_mutex_;
   std::string slot_problem_ ABSL_GUARDED_BY(slot_mutex_);
   std::atomic<bool> connected_{false};
+  std::atomic<bool> standing_by_{false};
   std::atomic<uint64_t> in_flight_{0};
   std::atomic<uint64_t> failed_attempts_{0};
   std::atomic<int64_t> last_progress_us_{0};
@@ -74,6 +83,12 @@ struct HealthVerdict {
 HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_threshold,
                           absl::Time now,
                           const std::string& disconnected_reason = "not connected to PostgreSQL");
+
+// /readyz: healthy as above, or a standby ("standing by: another relay holds the slot").
+//   CheckReadiness({.standing_by = true}, absl::Seconds(30), absl::Now()).healthy  // true
+HealthVerdict CheckReadiness(
+    const HealthInputs& inputs, absl::Duration stall_threshold, absl::Time now,
+    const std::string& disconnected_reason = "not connected to PostgreSQL");
 
 }  // namespace outboxd::ops
 

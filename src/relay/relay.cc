@@ -80,6 +80,8 @@ absl::Status Relay::Run() {
   bool standing_by = false;
   while (!stop_->requested()) {
     absl::Status status = Connect();
+    // /readyz counts a standby as ready (ops/health.h).
+    stats_->health.SetStandingBy(pg::SqlStateOf(status) == "55006");
     if (status.ok()) {
       reached_slot = true;
       standing_by = false;

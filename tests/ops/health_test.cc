@@ -101,5 +101,39 @@ TEST(HealthState, IsUnhealthyBeforeTheRelayReportsAnything) {
   EXPECT_FALSE(CheckHealth(HealthState().Snapshot(), kStall, kNow).healthy);
 }
 
+// /readyz: a standby is ready (it can take over); otherwise the same as /healthz.
+TEST(Readiness, IsReadyForAStandbyThatHealthzCallsUnhealthy) {
+  HealthInputs standby{.connected = false, .standing_by = true};
+  EXPECT_FALSE(CheckHealth(standby, kStall, kNow).healthy);
+  HealthVerdict v = CheckReadiness(standby, kStall, kNow);
+  EXPECT_TRUE(v.healthy);
+  EXPECT_EQ(v.reason, "standing by: another relay holds the slot");
+}
+
+TEST(Readiness, FollowsHealthzForAStreamingRelay) {
+  HealthInputs ok{.connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(5)};
+  HealthInputs stalled{
+      .connected = true, .in_flight = 40, .last_progress = kNow - absl::Seconds(42)};
+  EXPECT_TRUE(CheckReadiness(ok, kStall, kNow).healthy);
+  HealthVerdict v = CheckReadiness(stalled, kStall, kNow);
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "no broker acknowledgement for 42s with 40 events in flight");
+}
+
+TEST(Readiness, IsNotReadyWhenNeitherStreamingNorStandingBy) {
+  HealthVerdict v = CheckReadiness({.connected = false, .standing_by = false}, kStall, kNow,
+                                   "not streaming from PostgreSQL");
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason, "not streaming from PostgreSQL");
+}
+
+TEST(HealthState, ReportsStandingByUntilTheRelaySaysOtherwise) {
+  HealthState state;
+  state.SetStandingBy(true);
+  EXPECT_TRUE(state.Snapshot().standing_by);
+  state.SetStandingBy(false);
+  EXPECT_FALSE(state.Snapshot().standing_by);
+}
+
 }  // namespace
 }  // namespace outboxd::ops
