@@ -148,9 +148,9 @@ std::unique_ptr<TestBroker> TestBroker::Create(VhostKind kind, const AmqpNode& n
 TestBroker::TestBroker(const AmqpNode& node, VhostKind kind, std::string prefix)
     : node_(node), kind_(kind), prefix_(std::move(prefix)) {
   vhost_ = kind == VhostKind::kOwn ? prefix_ + "vhost" : "/";
-  url_ = node.url();
-  if (!url_.empty() && url_.back() == '/') url_.pop_back();
-  url_ += kind == VhostKind::kOwn ? "/" + vhost_ : "/";
+  // amqp://user:pass@host:port/VHOST with VHOST replaced ("%2f" is "/").
+  url_ = node.url().substr(0, node.url().rfind('/'));
+  url_ += kind == VhostKind::kOwn ? "/" + vhost_ : "/%2f";
 }
 
 TestBroker::~TestBroker() {

@@ -47,7 +47,7 @@ class AmqpNode {
   AmqpNode(const AmqpNode&) = delete;
   AmqpNode& operator=(const AmqpNode&) = delete;
 
-  const std::string& url() const { return url_; }  // amqp://guest:guest@127.0.0.1:PORT/
+  const std::string& url() const { return url_; }  // amqp://guest:guest@127.0.0.1:PORT/%2f
   // rabbitmqctl against this node; a non-zero exit fails the test. Returns the output.
   std::string Ctl(const std::vector<std::string>& args) const;
 
