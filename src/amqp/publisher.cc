@@ -152,6 +152,43 @@ std::optional<uint64_t> OversizedBodySize(absl::string_view reply_text) {
   return size;
 }
 
+// A message rabbitmq-c could only half send: it writes the basic.publish frame before
+// it encodes the properties, so a property that does not encode would leave the
+// connection unusable. AMQP short strings (routing key, message id, type, content
+// type, header names) hold 255 bytes; the properties must fit in one frame.
+absl::Status CheckSendable(const OutgoingMessage& m) {
+  constexpr size_t kShortString = 255;
+  const MessageProperties& p = m.properties;
+  for (absl::string_view field :
+       {absl::string_view(m.routing_key.data(), m.routing_key.size()),
+        absl::string_view(p.message_id.data(), p.message_id.size()),
+        absl::string_view(p.type.data(), p.type.size()),
+        absl::string_view(p.content_type.data(), p.content_type.size())}) {
+    if (field.size() > kShortString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "an AMQP routing key, message id, type or content type holds at most 255 bytes, not ",
+          field.size()));
+    }
+  }
+  // Our encoding of the properties: 3 short strings, the timestamp, delivery mode, and
+  // per header a name, a type byte and a 4-byte length; a margin for the frame header.
+  size_t size = 3 * (kShortString + 1) + 8 + 1 + 4 + 64;
+  for (const Header& h : m.headers) {
+    if (h.name.size() > kShortString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "an AMQP header name holds at most 255 bytes: ", absl::string_view(h.name.data(), 40),
+          "..."));
+    }
+    size += 1 + h.name.size() + 1 + 4 + h.value.size();
+  }
+  if (size > AMQP_DEFAULT_FRAME_SIZE) {
+    return absl::InvalidArgumentError(absl::StrCat("the message's headers take ", size,
+                                                   " bytes; AMQP properties must fit in one ",
+                                                   AMQP_DEFAULT_FRAME_SIZE, "-byte frame"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view OutcomeName(Outcome outcome) {
@@ -301,6 +338,7 @@ absl::Status Publisher::Impl::Produce(const OutgoingMessage& message) {
     return absl::ResourceExhaustedError(absl::StrCat("the broker blocked the connection (",
                                                      blocked_reason, "); wait for it to clear"));
   }
+  OUTBOXD_RETURN_IF_ERROR(CheckSendable(message));
   amqp_basic_properties_t props{};
   props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
   props.delivery_mode = 2;  // persistent
@@ -335,9 +373,6 @@ absl::Status Publisher::Impl::Produce(const OutgoingMessage& message) {
   int rc =
       amqp_basic_publish(conn.get(), kChannel, Bytes(options.exchange), Bytes(message.routing_key),
                          /*mandatory=*/1, /*immediate=*/0, &props, Bytes(message.body));
-  if (rc == AMQP_STATUS_TABLE_TOO_BIG) {
-    return absl::InvalidArgumentError("the message's headers do not fit in one AMQP frame");
-  }
   if (rc != AMQP_STATUS_OK) {
     absl::Status lost = absl::UnavailableError(
         absl::StrCat("publishing to ", where, " failed: ", amqp_error_string2(rc)));

@@ -140,8 +140,10 @@ class Publisher {
 
   // Sends one message (a socket write: it can block only while the kernel's socket
   // buffer is full). Unavailable when the connection is lost (Reconnect() first);
-  // ResourceExhausted while Blocked(). A message Produce refuses gets no Completion;
-  // one it accepts gets exactly one.
+  // ResourceExhausted while Blocked(); InvalidArgument for a message AMQP cannot carry
+  // (a routing key, id, type, content type or header name over 255 bytes, headers
+  // over one frame), with the connection left as it was. A message Produce refuses
+  // gets no Completion; one it accepts gets exactly one.
   absl::Status Produce(const OutgoingMessage& message);
 
   // Reads and handles what the broker sent, waiting up to `timeout` for the first

@@ -225,6 +225,26 @@ TEST_F(AmqpPublisherTest, ReportsOutstandingMessagesAsConnectionLostWhenTheBroke
   for (int i = 0; i < produced; ++i) EXPECT_EQ(got[i].body, absl::StrCat(i + 1));
 }
 
+TEST_F(AmqpPublisherTest, RefusesAMessageAmqpCannotCarryAndStaysConnected) {
+  broker_->BindQueue(broker_->Name("limits"), broker_->Name("limits_q"), "#");
+  auto pub = Connect("limits");
+  ASSERT_NE(pub, nullptr);
+  std::string long_name(256, 'n');
+  Header bad_name[] = {{long_name, "v"}};
+  EXPECT_EQ(pub->Produce({.routing_key = "k", .body = "x", .headers = bad_name, .tag = 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string big(200 * 1024, 'v');
+  Header too_big[] = {{"big", big}};
+  EXPECT_EQ(pub->Produce({.routing_key = "k", .body = "x", .headers = too_big, .tag = 2}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Send(*pub, std::string(256, 'k'), "x", 3).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Send(*pub, "k", "fine", 4).ok());
+  ASSERT_TRUE(pub->Flush(absl::Seconds(60)).ok());
+  ASSERT_EQ(done_.size(), 1u);
+  EXPECT_EQ(done_[0].tag, 4u);
+  EXPECT_EQ(done_[0].outcome, Outcome::kAcked);
+}
+
 TEST_F(AmqpPublisherTest, FailsToConnectWithAPassiveCheckOfAMissingExchange) {
   PublisherOptions options{.url = broker_->url(),
                            .exchange = broker_->Name("missing"),
