@@ -97,8 +97,10 @@ enum class ExchangeMode {
   kPassive,  // passive declare: the exchange must exist already
 };
 
-// For amqps:// URLs (rabbitmq-c built with OpenSSL). Empty paths: the system's CA
-// store is not loaded by rabbitmq-c, so verify_peer needs ca_file.
+// For amqps:// URLs (rabbitmq-c built with OpenSSL). rabbitmq-c does not load the
+// system's CA store, so verify_peer needs ca_file; verify_hostname checks the
+// certificate's DNS names and CN only (rabbitmq-c 0.11), so name the host in the URL,
+// not its IP address.
 struct TlsOptions {
   std::string ca_file;
   std::string cert_file;  // client certificate, with key_file

@@ -245,6 +245,32 @@ TEST_F(AmqpPublisherTest, RefusesAMessageAmqpCannotCarryAndStaysConnected) {
   EXPECT_EQ(done_[0].outcome, Outcome::kAcked);
 }
 
+TEST_F(AmqpPublisherTest, PublishesOverTlsCheckingTheBrokersCertificate) {
+  const test::AmqpNode& node = test::AmqpNode::Shared();
+  ASSERT_FALSE(node.tls_url().empty()) << "OUTBOXD_TEST_AMQPS not set: start the node with "
+                                          "scripts/rabbitmq";
+  broker_->BindQueue(broker_->Name("tls"), broker_->Name("tls_q"), "#");
+  PublisherOptions options{
+      .url = node.tls_url(), .exchange = broker_->Name("tls"), .tls = {.ca_file = node.ca_file()}};
+  auto pub = Publisher::Connect(options, [this](const Completion& c) {
+    done_.push_back({c.tag, c.outcome, std::string(c.reason)});
+  });
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_TRUE(Send(**pub, "k", "over tls", 1).ok());
+  ASSERT_TRUE((*pub)->Flush(absl::Seconds(60)).ok());
+  ASSERT_EQ(done_.size(), 1u);
+  EXPECT_EQ(done_[0].outcome, Outcome::kAcked);
+  std::vector<AmqpMessage> got = broker_->Drain(broker_->Name("tls_q"));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].body, "over tls");
+
+  // Without the CA the certificate cannot be verified: no connection.
+  options.tls.ca_file.clear();
+  auto refused = Publisher::Connect(options, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+}
+
 TEST_F(AmqpPublisherTest, FailsToConnectWithAPassiveCheckOfAMissingExchange) {
   PublisherOptions options{.url = broker_->url(),
                            .exchange = broker_->Name("missing"),

@@ -103,6 +103,10 @@ const AmqpNode& AmqpNode::Shared() {
     auto* n = new AmqpNode();
     n->url_ = url;
     n->ctl_ = ctl;
+    const char* tls_url = std::getenv("OUTBOXD_TEST_AMQPS");
+    const char* ca_file = std::getenv("OUTBOXD_TEST_AMQP_CA");
+    n->tls_url_ = tls_url == nullptr ? "" : tls_url;
+    n->ca_file_ = ca_file == nullptr ? "" : ca_file;
     return n;
   }();
   return *node;
@@ -120,6 +124,8 @@ std::unique_ptr<AmqpNode> AmqpNode::StartPrivate() {
   node->private_dir_ = dir;
   node->url_ = EnvFileValue(node->private_dir_ + "/env", "OUTBOXD_TEST_AMQP");
   node->ctl_ = EnvFileValue(node->private_dir_ + "/env", "OUTBOXD_TEST_AMQP_CTL");
+  node->tls_url_ = EnvFileValue(node->private_dir_ + "/env", "OUTBOXD_TEST_AMQPS");
+  node->ca_file_ = EnvFileValue(node->private_dir_ + "/env", "OUTBOXD_TEST_AMQP_CA");
   return node;
 }
 

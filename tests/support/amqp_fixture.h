@@ -48,12 +48,17 @@ class AmqpNode {
   AmqpNode& operator=(const AmqpNode&) = delete;
 
   const std::string& url() const { return url_; }  // amqp://guest:guest@127.0.0.1:PORT/%2f
+  // The same node over TLS (amqps://), and the CA file that signed its certificate.
+  const std::string& tls_url() const { return tls_url_; }
+  const std::string& ca_file() const { return ca_file_; }
   // rabbitmqctl against this node; a non-zero exit fails the test. Returns the output.
   std::string Ctl(const std::vector<std::string>& args) const;
 
  private:
   AmqpNode() = default;
   std::string url_;
+  std::string tls_url_;
+  std::string ca_file_;
   std::string ctl_;
   std::string private_dir_;  // set when this object started the node
 };
