@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""An independent AMQP client (pika) for the tests in tests/amqp.
+
+  amqp_peer.py bind URL EXCHANGE QUEUE BINDING_KEY   durable topic exchange, queue, binding
+  amqp_peer.py delete URL EXCHANGE QUEUE             removes both
+  amqp_peer.py drain URL QUEUE                       every message, oldest first, one line each:
+      routing_key \t message_id \t type \t content_type \t timestamp \t delivery_mode \t
+      headers (name=value;... sorted) \t body
+"""
+import sys
+
+import pika
+
+
+def connect(url):
+    params = pika.URLParameters(url)
+    params.connection_attempts = 3
+    params.retry_delay = 1
+    return pika.BlockingConnection(params)
+
+
+def text(value):
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def bind(url, exchange, queue, key):
+    conn = connect(url)
+    ch = conn.channel()
+    ch.exchange_declare(exchange=exchange, exchange_type="topic", durable=True)
+    ch.queue_declare(queue=queue, durable=True)
+    ch.queue_bind(queue=queue, exchange=exchange, routing_key=key)
+    conn.close()
+
+
+def delete(url, exchange, queue):
+    conn = connect(url)
+    ch = conn.channel()
+    ch.queue_delete(queue=queue)
+    ch.exchange_delete(exchange=exchange)
+    conn.close()
+
+
+def drain(url, queue):
+    conn = connect(url)
+    ch = conn.channel()
+    # A consumer (the broker pushes) rather than one basic.get round trip each.
+    count = ch.queue_declare(queue=queue, passive=True).method.message_count
+    taken = 0
+    for method, props, body in [] if count == 0 else ch.consume(queue, auto_ack=True, inactivity_timeout=10):
+        if method is None:
+            break
+        headers = ";".join(f"{k}={text(v)}" for k, v in sorted((props.headers or {}).items()))
+        fields = [method.routing_key, text(props.message_id), text(props.type),
+                  text(props.content_type), text(props.timestamp), text(props.delivery_mode),
+                  headers, body.decode("utf-8", "replace")]
+        print("\t".join(fields))
+        taken += 1
+        if taken == count:
+            break
+    if count > 0:
+        ch.cancel()
+    conn.close()
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "bind":
+        bind(*sys.argv[2:6])
+    elif cmd == "delete":
+        delete(*sys.argv[2:5])
+    elif cmd == "drain":
+        drain(*sys.argv[2:4])
+    else:
+        sys.exit(f"amqp_peer.py: unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main()
