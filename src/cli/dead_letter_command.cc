@@ -24,6 +24,7 @@ struct DeadLetterCommand {
   std::vector<std::string> kafka_properties;
   FormatFlags format;
   ops::ReplayOptions replay;
+  kafka::PublisherOptions kafka_options;  // the sink: replay.make_sink is made from it
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
 
@@ -43,7 +44,7 @@ struct DeadLetterCommand {
           ->capture_default_str();
       Flag(sub, "aggregate", aggregate, "Only this aggregate's dead letters");
     }
-    Flag(replay_cmd, "brokers", replay.kafka.brokers, "Kafka bootstrap servers")->required();
+    Flag(replay_cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers")->required();
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     AddKafkaSecretFlags(replay_cmd, secrets);
     Flag(replay_cmd, "topic", replay.topic_template,
@@ -77,12 +78,13 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    for (absl::Status s : {ParseKafkaProperties(kafka_properties, replay.kafka),
+    for (absl::Status s : {ParseKafkaProperties(kafka_properties, kafka_options),
                            ResolveFormat(format, replay.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
-    if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
-    replay.kafka.on_log = LogKafka;
+    if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok()) return Fail(s, true);
+    kafka_options.on_log = LogKafka;
+    replay.make_sink = kafka::Publisher::Factory(kafka_options);
     replay.table_name = table.substr(table.rfind('.') + 1);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);

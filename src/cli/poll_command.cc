@@ -18,6 +18,7 @@ namespace {
 
 struct PollCommand {
   poll::PollOptions options;
+  kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
   FormatFlags format;
@@ -30,7 +31,7 @@ struct PollCommand {
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka by polling");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", options.kafka.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
+    Flag(cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
         ->required();
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval.text, "Sleep after an empty batch")->capture_default_str();
@@ -62,12 +63,13 @@ struct PollCommand {
          {ResolveDuration(interval, "interval"),
           ResolveDuration(publish_timeout, "publish-timeout"),
           ResolveDuration(healthz_stall, "healthz-stall"),
-          ParseKafkaProperties(kafka_properties, options.kafka),
-          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, options.kafka),
+          ParseKafkaProperties(kafka_properties, kafka_options),
+          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, kafka_options),
           ResolveFormat(format, options.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
-    options.kafka.on_log = LogKafka;
+    kafka_options.on_log = LogKafka;
+    options.make_sink = kafka::Publisher::Factory(kafka_options);
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
@@ -86,7 +88,7 @@ struct PollCommand {
     if (absl::Status s = relay.Start(); !s.ok()) return Fail(s, true);
     // After the checks Start() makes: a configuration error stays the only line.
     spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
-                 OUTBOXD_VERSION, options.table, options.topic_template, options.kafka.brokers,
+                 OUTBOXD_VERSION, options.table, options.topic_template, kafka_options.brokers,
                  pg::RedactConninfo(options.conninfo));
     if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",

@@ -35,10 +35,10 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
   }
   std::map<uint64_t, absl::Status> results;
   OUTBOXD_ASSIGN_OR_RETURN(
-      std::unique_ptr<kafka::Publisher> publisher,
-      kafka::Publisher::Create(options.kafka, [&results](const kafka::DeliveryReport& r) {
+      std::unique_ptr<sink::Sink> publisher,
+      options.make_sink({.on_delivery = [&results](const sink::DeliveryReport& r) {
         results[r.tag] = r.status;
-      }));
+      }}));
   ReplayReport report;
   std::set<std::string> stopped;
   outbox::MessageEncoder encoder(options.format);

@@ -36,7 +36,7 @@ OutboxEvent Event(std::string_view payload = kPayload) {
 
 std::map<std::string, std::string> Headers(const EncodedMessage& m) {
   std::map<std::string, std::string> out;
-  for (const kafka::Header& h : m.headers) {
+  for (const sink::Header& h : m.headers) {
     EXPECT_TRUE(out.emplace(std::string(h.name), std::string(h.value)).second) << h.name;
   }
   return out;
@@ -44,7 +44,7 @@ std::map<std::string, std::string> Headers(const EncodedMessage& m) {
 
 std::vector<std::string> HeaderNames(const EncodedMessage& m) {
   std::vector<std::string> names;
-  for (const kafka::Header& h : m.headers) names.emplace_back(h.name);
+  for (const sink::Header& h : m.headers) names.emplace_back(h.name);
   return names;
 }
 
@@ -236,7 +236,7 @@ TEST(MessageEncoder, PayloadOfUndoesEveryFormat) {
       MessageEncoder encoder({.format = format});
       ASSERT_TRUE(encoder.Encode(Event(), lsn).ok());
       const std::string value(encoder.message().value);
-      std::vector<kafka::Header> headers(encoder.message().headers.begin(),
+      std::vector<sink::Header> headers(encoder.message().headers.begin(),
                                          encoder.message().headers.end());
       absl::StatusOr<std::string_view> payload = encoder.PayloadOf(value, headers);
       ASSERT_TRUE(payload.ok()) << ValueFormatName(format) << ": " << payload.status();
