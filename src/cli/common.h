@@ -96,7 +96,7 @@ void AddAllowUnsafeKafkaFlag(CLI::App* cmd, bool& allow);
 // --allow-unsafe-kafka (InvalidArgument, exit 2); with `allow` they are named in a
 // warning instead, at every start. Returns whether one is in force (the
 // outboxd_unsafe_kafka_config gauge).
-//   OUTBOXD_ASSIGN_OR_RETURN(bool unsafe, CheckKafkaDurability(options.kafka,
+//   OUTBOXD_ASSIGN_OR_RETURN(bool unsafe, CheckKafkaDurability(kafka_options,
 //       kafka::MessageTimeout::kMustBeInfinite, allow_unsafe_kafka));
 absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options,
                                           kafka::MessageTimeout timeout, bool allow);

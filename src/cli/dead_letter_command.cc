@@ -27,6 +27,7 @@ struct DeadLetterCommand {
   FormatFlags format;
   ops::ReplayOptions replay;
   bool allow_unsafe_kafka = false;
+  kafka::PublisherOptions kafka_options;  // the sink: replay.make_sink is made from it
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
 
@@ -46,7 +47,7 @@ struct DeadLetterCommand {
           ->capture_default_str();
       Flag(sub, "aggregate", aggregate, "Only this aggregate's dead letters");
     }
-    Flag(replay_cmd, "brokers", replay.kafka.brokers, "Kafka bootstrap servers")->required();
+    Flag(replay_cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers")->required();
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     AddAllowUnsafeKafkaFlag(replay_cmd, allow_unsafe_kafka);
     AddKafkaSecretFlags(replay_cmd, secrets);
@@ -84,16 +85,17 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    for (absl::Status s : {ParseKafkaProperties(kafka_properties, replay.kafka),
+    for (absl::Status s : {ParseKafkaProperties(kafka_properties, kafka_options),
                            ResolveFormat(format, replay.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
-    if (absl::Status s = ApplyKafkaSecrets(secrets, replay.kafka); !s.ok()) return Fail(s, true);
+    if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok()) return Fail(s, true);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
     absl::StatusOr<bool> unsafe_kafka =
-        CheckKafkaDurability(replay.kafka, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
+        CheckKafkaDurability(kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
     if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
-    replay.kafka.on_log = LogKafka;
+    kafka_options.on_log = LogKafka;
+    replay.make_sink = kafka::Publisher::Factory(kafka_options);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);
     for (const std::string& failure : report->failures)

@@ -19,6 +19,7 @@ namespace {
 
 struct PollCommand {
   poll::PollOptions options;
+  kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
   FormatFlags format;
@@ -32,7 +33,7 @@ struct PollCommand {
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka by polling");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", options.kafka.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
+    Flag(cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
         ->required();
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval.text, "Sleep after an empty batch")->capture_default_str();
@@ -65,16 +66,17 @@ struct PollCommand {
          {ResolveDuration(interval, "interval"),
           ResolveDuration(publish_timeout, "publish-timeout"),
           ResolveDuration(healthz_stall, "healthz-stall"),
-          ParseKafkaProperties(kafka_properties, options.kafka),
-          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, options.kafka),
+          ParseKafkaProperties(kafka_properties, kafka_options),
+          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, kafka_options),
           ResolveFormat(format, options.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
     absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
-        options.kafka, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
+        kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
     if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
-    options.kafka.on_log = LogKafka;
+    kafka_options.on_log = LogKafka;
+    options.make_sink = kafka::Publisher::Factory(kafka_options);
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
@@ -100,7 +102,7 @@ struct PollCommand {
     }
     // After the checks Start() makes: a configuration error stays the only line.
     spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
-                 OUTBOXD_VERSION, options.table, options.topic_template, options.kafka.brokers,
+                 OUTBOXD_VERSION, options.table, options.topic_template, kafka_options.brokers,
                  pg::RedactConninfo(options.conninfo));
     if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",

@@ -31,6 +31,7 @@ constexpr absl::Duration kSlotLagInterval = absl::Seconds(5);
 
 struct RunCommand {
   relay::RelayOptions options;
+  kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
   FormatFlags format;
@@ -49,7 +50,7 @@ struct RunCommand {
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", options.kafka.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
+    Flag(cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
         ->required();
     Flag(cmd, "slot", options.slot, "Logical replication slot")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication")->capture_default_str();
@@ -105,9 +106,9 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(inbox_retention, "inbox-retention"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(slot_check_interval, "slot-check-interval"));
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
-    OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, options.kafka));
-    OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, options.kafka));
-    options.kafka.on_log = LogKafka;
+    OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, kafka_options));
+    OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, kafka_options));
+    kafka_options.on_log = LogKafka;
     OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
@@ -130,8 +131,9 @@ struct RunCommand {
     // idempotence. A timed-out event would be dead-lettered and passed: run needs the
     // infinite message timeout.
     OUTBOXD_ASSIGN_OR_RETURN(
-        unsafe_kafka, CheckKafkaDurability(options.kafka, kafka::MessageTimeout::kMustBeInfinite,
+        unsafe_kafka, CheckKafkaDurability(kafka_options, kafka::MessageTimeout::kMustBeInfinite,
                                            allow_unsafe_kafka));
+    options.make_sink = kafka::Publisher::Factory(kafka_options);
     return CheckKafka();
   }
 
@@ -139,7 +141,7 @@ struct RunCommand {
   // combinations (acks=1 with idempotence) only when the producer is built: build one
   // and discard it, so a bad --kafka ends the run before anything else starts.
   absl::Status CheckKafka() {
-    kafka::PublisherOptions quiet = options.kafka;
+    kafka::PublisherOptions quiet = kafka_options;
     // Its log lines (it may already try the brokers) stay queued and are dropped.
     quiet.on_log = [](int, std::string_view, std::string_view) {};
     absl::StatusOr<std::unique_ptr<kafka::Publisher>> producer =
@@ -193,7 +195,7 @@ struct RunCommand {
         "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
         "PostgreSQL {}",
         OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
-        options.kafka.brokers, pg::RedactConninfo(options.conninfo));
+        kafka_options.brokers, pg::RedactConninfo(options.conninfo));
     AdaptToTable();
 
     relay::RelayStats stats;

@@ -313,6 +313,22 @@ absl::StatusOr<std::vector<UnsafeSetting>> UnsafeSettings(const PublisherOptions
 
 Publisher::Publisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+sink::SinkFactory Publisher::Factory(PublisherOptions options) {
+  return [options = std::move(options)](
+             const sink::SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<sink::Sink>> {
+    PublisherOptions with_timeout = options;
+    if (settings.delivery_timeout != absl::InfiniteDuration()) {
+      with_timeout.properties.insert(
+          with_timeout.properties.begin(),
+          {"message.timeout.ms",
+           absl::StrCat(std::max<int>(1, ToTimeoutMs(settings.delivery_timeout)))});
+    }
+    OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher,
+                             Create(with_timeout, settings.on_delivery));
+    return std::unique_ptr<sink::Sink>(std::move(publisher));
+  };
+}
+
 absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOptions& options,
                                                              DeliveryHandler on_delivery) {
   auto impl = std::make_unique<Impl>();

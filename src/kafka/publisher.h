@@ -25,34 +25,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sink/sink.h"
 
 namespace outboxd::kafka {
 
-struct Header {
-  std::string_view name;
-  std::string_view value;
-};
-
-struct OutgoingMessage {
-  std::string_view topic;
-  std::string_view key;
-  std::string_view value;
-  std::span<const Header> headers;
-  uint64_t tag = 0;  // returned in the delivery report
-};
-
-struct DeliveryReport {
-  uint64_t tag = 0;
-  absl::Status status;  // OK once acknowledged by all in-sync replicas
-  int32_t partition = -1;
-  int64_t offset = -1;
-  std::string_view topic;  // valid during the DeliveryHandler call
-  // For a failed delivery only (so it can be dead-lettered): the rest of the message
-  // as it was produced. Views valid during the DeliveryHandler call.
-  std::string_view key;
-  std::string_view value;
-  std::vector<Header> headers;
-};
+// The message types are the sink's: the Kafka publisher is one sink::Sink.
+using sink::DeliveryHandler;
+using sink::DeliveryReport;
+using sink::Header;
+using sink::OutgoingMessage;
 
 struct PublisherOptions {
   std::string brokers;
@@ -66,8 +47,6 @@ struct PublisherOptions {
   // prints them to stderr itself, from its own threads.
   std::function<void(int level, std::string_view facility, std::string_view message)> on_log;
 };
-
-using DeliveryHandler = std::function<void(const DeliveryReport&)>;
 
 // A librdkafka property whose value is a secret and never appears in an error or a
 // log line: names with password, passwd, secret, key, token, credential, jaas or
@@ -98,12 +77,16 @@ enum class MessageTimeout { kMustBeInfinite, kMayBeFinite };
 absl::StatusOr<std::vector<UnsafeSetting>> UnsafeSettings(const PublisherOptions& options,
                                                           MessageTimeout timeout);
 
-class Publisher {
+class Publisher final : public sink::Sink {
  public:
   static absl::StatusOr<std::unique_ptr<Publisher>> Create(const PublisherOptions& options,
                                                            DeliveryHandler on_delivery);
-  // Close(options.close_timeout), unless Close was called.
-  ~Publisher();
+  // The relays' way to make one: a sink factory over these options. A finite
+  // delivery_timeout becomes message.timeout.ms, placed first so that a user's
+  // --kafka message.timeout.ms still wins.
+  static sink::SinkFactory Factory(PublisherOptions options);
+  // Flushes (bounded) then destroys the producer.
+  ~Publisher() override;
 
   // Ends the producer within `flush_timeout` plus its own teardown (measured: under
   // 0.1 s with every broker down): waits up to `flush_timeout` for acknowledgements
@@ -111,37 +94,38 @@ class Publisher {
   // producer. Returns how many messages it dropped; the caller resends them (the
   // relay resumes from its confirmed position). Nothing else may be called after it.
   //   int dropped = publisher->Close(absl::ZeroDuration());  // the caller already waited
-  int Close(absl::Duration flush_timeout);
+  int Close(absl::Duration flush_timeout) override;
 
   // Enqueues one message. ResourceExhausted when librdkafka's local queue is full
   // (serve Poll() and retry); InvalidArgument for a message that can never be sent.
-  absl::Status Produce(const OutgoingMessage& message);
+  absl::Status Produce(const OutgoingMessage& message) override;
 
   // Serves delivery reports (calls on_delivery); returns how many were served.
-  int Poll(int timeout_ms);
+  int Poll(int timeout_ms) override;
 
   // Waits until every enqueued message is acknowledged or the timeout passes (whole
   // milliseconds, rounded up), serving delivery reports; meanwhile librdkafka sends
   // what it holds at once, ignoring linger.ms.
-  absl::Status Flush(absl::Duration timeout);
+  absl::Status Flush(absl::Duration timeout) override;
 
   // Non-OK once the producer hit a fatal error (e.g. idempotence sequence lost): the
   // caller must recreate the producer and resume from the confirmed position.
   absl::Status FatalError() const;
+  absl::Status Health() const override { return FatalError(); }
 
   // Messages enqueued but not yet reported.
-  int InFlight() const;
+  int InFlight() const override;
   // Their key, value and header bytes (names and values): what the relay's flow
   // control bounds, since librdkafka holds a copy of each until it is reported.
-  uint64_t InFlightBytes() const;
+  uint64_t InFlightBytes() const override;
 
   // Test-only: raises a fatal idempotent-producer error as if the broker had
   // reported one (rd_kafka_test_fatal_error), so the recovery path runs for real.
-  void RaiseFatalErrorForTesting(std::string_view reason);
+  void RaiseFatalErrorForTesting(std::string_view reason) override;
 
   // Readable when delivery reports are waiting. Drained by Poll(). Other events (log
   // lines when on_log is set) wake it too, so a wake-up may serve no report.
-  int wake_fd() const;
+  int wake_fd() const override;
 
  private:
   struct Impl;

@@ -42,7 +42,7 @@ std::vector<outbox::DeadLetter> NextRound(std::vector<outbox::DeadLetter> letter
 // --key-pointer field, a topic name Kafka refuses) gets its outcome at once and is
 // not sent: it stays a dead letter, with its error, and blocks its aggregate.
 void ProduceRound(std::vector<Attempt>& round, outbox::MessageEncoder& encoder,
-                  kafka::Publisher& publisher) {
+                  sink::Sink& publisher) {
   for (size_t i = 0; i < round.size(); ++i) {
     Attempt& a = round[i];
     const outbox::DeadLetter& l = a.letter;
@@ -98,12 +98,12 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
   }
   std::vector<Attempt>* round_in_flight = nullptr;
   OUTBOXD_ASSIGN_OR_RETURN(
-      std::unique_ptr<kafka::Publisher> publisher,
-      kafka::Publisher::Create(options.kafka, [&round_in_flight](const kafka::DeliveryReport& r) {
+      std::unique_ptr<sink::Sink> publisher,
+      options.make_sink({.on_delivery = [&round_in_flight](const sink::DeliveryReport& r) {
         if (round_in_flight != nullptr && r.tag < round_in_flight->size()) {
           (*round_in_flight)[r.tag].outcome = r.status;
         }
-      }));
+      }}));
   ReplayReport report;
   std::set<std::string> stopped;
   outbox::MessageEncoder encoder(options.format);

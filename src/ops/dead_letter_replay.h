@@ -6,7 +6,7 @@
 // must be able to delete the letters (checked before anything is published).
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(ReplayReport report,
-//                            ReplayDeadLetters(conn, store, {.kafka = opts}));
+//                            ReplayDeadLetters(conn, store, {.make_sink = factory}));
 #ifndef OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_
 #define OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_
 
@@ -16,15 +16,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kafka/publisher.h"
 #include "outbox/dead_letter.h"
 #include "outbox/message_format.h"
 #include "pg/connection.h"
+#include "sink/sink.h"
 
 namespace outboxd::ops {
 
 struct ReplayOptions {
-  kafka::PublisherOptions kafka;
+  sink::SinkFactory make_sink;  // the broker (kafka::Publisher::Factory)
   std::optional<std::string> aggregate;  // only this aggregate's letters
   std::string topic_template;            // empty: the topic each letter was meant for
   std::string table_name = "outbox";     // for {table}

@@ -51,8 +51,8 @@ void AppendProtoString(std::string& out, uint32_t field, std::string_view bytes)
   out.append(bytes);
 }
 
-std::string_view HeaderValue(std::span<const kafka::Header> headers, std::string_view name) {
-  for (const kafka::Header& h : headers) {
+std::string_view HeaderValue(std::span<const sink::Header> headers, std::string_view name) {
+  for (const sink::Header& h : headers) {
     if (h.name == name) return h.value;
   }
   return {};
@@ -270,7 +270,7 @@ void MessageEncoder::EncodeProtobuf(const OutboxEvent& event, std::string_view l
 }
 
 absl::StatusOr<std::string_view> MessageEncoder::PayloadOf(
-    std::string_view value, std::span<const kafka::Header> headers) {
+    std::string_view value, std::span<const sink::Header> headers) {
   switch (format_.format) {
     case ValueFormat::kJson:
       return value;

@@ -35,7 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kafka/publisher.h"
+#include "sink/sink.h"
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
 
@@ -72,7 +72,7 @@ struct MessageFormat {
 struct EncodedMessage {
   std::string_view key;
   std::string_view value;
-  std::span<const kafka::Header> headers;
+  std::span<const sink::Header> headers;
 };
 
 class MessageEncoder {
@@ -96,7 +96,7 @@ class MessageEncoder {
   // a dead letter stores (replay encodes it again). A view into `value` or into this
   // encoder, valid until the next call.
   absl::StatusOr<std::string_view> PayloadOf(std::string_view value,
-                                             std::span<const kafka::Header> headers);
+                                             std::span<const sink::Header> headers);
 
   const MessageFormat& format() const { return format_; }
 
@@ -121,7 +121,7 @@ class MessageEncoder {
   PayloadChecker checker_;
   std::string_view content_type_;  // empty for json
   EncodedMessage message_;
-  std::vector<kafka::Header> headers_;  // reserved once: contract + pointer headers
+  std::vector<sink::Header> headers_;  // reserved once: contract + pointer headers
   std::string created_at_;
   std::string_view created_at_view_;
   std::string value_;

@@ -48,9 +48,9 @@ PollRelay::PollRelay(PollOptions options, PollStats* stats)
       encoder_(options_.format) {}
 
 PollRelay::~PollRelay() {
-  // First: the producer's closing flush may still hand reports to OnDelivery, which
-  // reads batch_, a member destroyed before publisher_ would be.
-  publisher_.reset();
+  // First: the sink's closing flush may still hand reports to OnDelivery, which
+  // reads batch_, a member destroyed before sink_ would be.
+  sink_.reset();
 }
 
 absl::Status PollRelay::Start() {
@@ -61,7 +61,7 @@ absl::Status PollRelay::Start() {
     return absl::InvalidArgumentError("--publish-timeout must be at least 1ms");
   }
   if (!conn_) OUTBOXD_RETURN_IF_ERROR(Connect());
-  if (!publisher_) OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
+  if (!sink_) OUTBOXD_RETURN_IF_ERROR(CreateSink());
   return absl::OkStatus();
 }
 
@@ -105,18 +105,13 @@ absl::Status PollRelay::Connect() {
   return absl::OkStatus();
 }
 
-absl::Status PollRelay::CreatePublisher() {
-  kafka::PublisherOptions kafka = options_.kafka;
+absl::Status PollRelay::CreateSink() {
   // Unlike the CDC relay (unlimited, an outage only delays), a poll attempt must end:
-  // librdkafka itself fails a message at publish_timeout, so a failed attempt leaves
+  // the sink itself fails a message at publish_timeout, so a failed attempt leaves
   // nothing queued that could still reach the broker later and duplicate the retry.
-  // First in the list, so a user's --kafka message.timeout.ms wins.
-  kafka.properties.insert(
-      kafka.properties.begin(),
-      {"message.timeout.ms", absl::StrCat(absl::ToInt64Milliseconds(options_.publish_timeout))});
   OUTBOXD_ASSIGN_OR_RETURN(
-      publisher_,
-      kafka::Publisher::Create(kafka, [this](const kafka::DeliveryReport& r) { OnDelivery(r); }));
+      sink_, options_.make_sink({.on_delivery = [this](const sink::DeliveryReport& r) { OnDelivery(r); },
+                                 .delivery_timeout = options_.publish_timeout}));
   return absl::OkStatus();
 }
 
@@ -189,15 +184,15 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
     return absl::OkStatus();
   }
   const outbox::EncodedMessage& m = encoder_.message();
-  const kafka::OutgoingMessage message = {.topic = topic_.Render(type, table_name_, topic_buffer_),
+  const sink::OutgoingMessage message = {.topic = topic_.Render(type, table_name_, topic_buffer_),
                                           .key = m.key,
                                           .value = m.value,
                                           .headers = m.headers,
                                           .tag = first_tag_ + row};
-  absl::Status status = publisher_->Produce(message);
+  absl::Status status = sink_->Produce(message);
   while (status.code() == absl::StatusCode::kResourceExhausted && absl::Now() < deadline) {
-    publisher_->Poll(ToPollMs(deadline - absl::Now()));  // make room in librdkafka's queue
-    status = publisher_->Produce(message);
+    sink_->Poll(ToPollMs(deadline - absl::Now()));  // make room in librdkafka's queue
+    status = sink_->Produce(message);
   }
   if (status.ok()) {
     ++unreported_;
@@ -209,12 +204,12 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
 
 void PollRelay::AwaitReports(absl::Time deadline) {
   while (unreported_ > 0 && absl::Now() < deadline) {
-    publisher_->Poll(ToPollMs(deadline - absl::Now()));
-    if (!publisher_->FatalError().ok()) return;  // no report will come any more
+    sink_->Poll(ToPollMs(deadline - absl::Now()));
+    if (!sink_->Health().ok()) return;  // no report will come any more
   }
 }
 
-void PollRelay::OnDelivery(const kafka::DeliveryReport& report) {
+void PollRelay::OnDelivery(const sink::DeliveryReport& report) {
   // A message of an earlier batch, reported after that batch gave up on it: its row
   // was counted as failed and will be sent again (a duplicate the id header reveals).
   if (report.tag < first_tag_ || report.tag >= first_tag_ + batch_.size()) return;
@@ -267,7 +262,7 @@ absl::Status PollRelay::RecordOutcomes() {
                                              {absl::StrCat("{", absl::StrJoin(acked, ","), "}")})
                                 .status());
   }
-  const std::string timed_out = absl::StrCat("not acknowledged by Kafka within ",
+  const std::string timed_out = absl::StrCat("not acknowledged by the broker within ",
                                              absl::FormatDuration(options_.publish_timeout));
   for (const Pending& pending : batch_) {
     if (pending.outcome && pending.outcome->ok()) continue;
@@ -277,10 +272,10 @@ absl::Status PollRelay::RecordOutcomes() {
   }
   OUTBOXD_RETURN_IF_ERROR(conn_->Exec("COMMIT").status());
   CountAndLog(acked.size());
-  if (absl::Status fatal = publisher_->FatalError(); !fatal.ok()) {
+  if (absl::Status fatal = sink_->Health(); !fatal.ok()) {
     // The idempotent producer cannot go on; a new one starts with the next batch.
-    spdlog::error("{}; recreating the Kafka producer", fatal);
-    publisher_.reset();
+    spdlog::error("{}; recreating the broker sink", fatal);
+    sink_.reset();
   }
   return absl::OkStatus();
 }

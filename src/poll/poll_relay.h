@@ -14,7 +14,8 @@
 // the rows are published again; consumers drop repeats by the `id` header.
 //
 //   PollRelay relay(PollOptions{.conninfo = "host=db dbname=app",
-//                               .kafka = {.brokers = "kafka:9092"}}, &stats);
+//                               .make_sink = kafka::Publisher::Factory({.brokers = "kafka:9092"})},
+//                   &stats);
 //   absl::StatusOr<int> reserved = relay.RunOnce();   // one batch
 //   absl::Status s = relay.Run(&stop);                // until stop.Notify()
 #ifndef OUTBOXD_POLL_POLL_RELAY_H_
@@ -30,7 +31,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kafka/publisher.h"
 #include "ops/health.h"
 #include "ops/metrics.h"
 #include "outbox/event.h"
@@ -40,6 +40,7 @@
 #include "poll/internal/outbox_queries.h"
 #include "relay/stop_signal.h"
 #include "relay/topic_template.h"
+#include "sink/sink.h"
 
 namespace outboxd::poll {
 
@@ -52,9 +53,10 @@ struct PollOptions {
   // Value format, payload headers and key (--format, --header, --key-pointer). An
   // event without its key field counts as a failed attempt, like a poison payload.
   outbox::MessageFormat format;
-  // The relay adds message.timeout.ms = publish_timeout before these properties (a
-  // user's --kafka message.timeout.ms still wins).
-  kafka::PublisherOptions kafka;
+  // The broker (kafka::Publisher::Factory). The relay asks it for a delivery timeout
+  // of publish_timeout, so a failed attempt leaves nothing queued that could still
+  // reach the broker later and duplicate the retry.
+  sink::SinkFactory make_sink;
   int batch = 50;
   // Sleep after a batch that reserved nothing.
   absl::Duration interval = absl::Milliseconds(500);
@@ -112,11 +114,11 @@ class PollRelay {
   // Table, columns and (with --notify) the channel, before any connection.
   absl::Status CheckNames() const;
   absl::Status Connect();
-  absl::Status CreatePublisher();
+  absl::Status CreateSink();
   absl::StatusOr<int> ReserveAndPublish();
   absl::Status ProduceRow(const pg::Result& rows, int row, absl::Time deadline);
   void AwaitReports(absl::Time deadline);
-  void OnDelivery(const kafka::DeliveryReport& report);
+  void OnDelivery(const sink::DeliveryReport& report);
   absl::Status RecordOutcomes();
   void CountAndLog(size_t published);
   // The in-flight figure, the same for /metrics' gauge and /healthz (which also gets
@@ -133,7 +135,7 @@ class PollRelay {
   std::string table_name_;  // unqualified, for {table}
   internal::OutboxQueries queries_;
   std::optional<pg::Connection> conn_;
-  std::unique_ptr<kafka::Publisher> publisher_;
+  std::unique_ptr<sink::Sink> sink_;
   outbox::MessageEncoder encoder_;  // checks the payload too
 
   // The batch in progress. Tags are unique over the relay's life, so a report for a

@@ -72,7 +72,7 @@ Relay::~Relay() = default;
 
 absl::Status Relay::Run() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
-  OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
+  OUTBOXD_RETURN_IF_ERROR(CreateSink());
   Backoff backoff(options_.reconnect_base, options_.reconnect_cap);
   // Streamed, or found the slot held by another relay: either way the configuration
   // and the environment work, and a later failure (PostgreSQL restarting) is retried.
@@ -112,8 +112,8 @@ absl::Status Relay::Run() {
     if (status.code() == absl::StatusCode::kAborted) {
       spdlog::warn("{}; recreating the producer, resuming from {}", status,
                    pg::FormatLsn(tracker_.watermark()));
-      publisher_.reset();
-      OUTBOXD_RETURN_IF_ERROR(CreatePublisher());
+      sink_.reset();
+      OUTBOXD_RETURN_IF_ERROR(CreateSink());
       continue;
     }
     absl::Duration wait = backoff.Next();
@@ -129,10 +129,11 @@ absl::Status Relay::Run() {
   return absl::OkStatus();
 }
 
-absl::Status Relay::CreatePublisher() {
+absl::Status Relay::CreateSink() {
   OUTBOXD_ASSIGN_OR_RETURN(
-      publisher_, kafka::Publisher::Create(
-                      options_.kafka, [this](const kafka::DeliveryReport& r) { OnDelivery(r); }));
+      sink_, options_.make_sink({.on_delivery = [this](const sink::DeliveryReport& r) {
+        OnDelivery(r);
+      }}));
   return absl::OkStatus();
 }
 
@@ -205,7 +206,7 @@ absl::Status Relay::ChooseFeedbackInterval(pg::Connection& conn) {
 
 bool Relay::InFlightFull() const {
   return tracker_.events_in_flight() >= options_.max_in_flight ||
-         publisher_->InFlightBytes() >= options_.max_in_flight_bytes;
+         sink_->InFlightBytes() >= options_.max_in_flight_bytes;
 }
 
 void Relay::EndSession() {
@@ -216,10 +217,10 @@ void Relay::EndSession() {
   // next session resumes after them instead of sending them again.
   absl::Time deadline = absl::Now() + absl::Seconds(2);
   // A producer with a fatal error acknowledges nothing more: no point waiting.
-  const bool producer_alive = publisher_->FatalError().ok();
+  const bool producer_alive = sink_->Health().ok();
   while (producer_alive && tracker_.events_in_flight() > 0 && !tracker_.has_failed() &&
          absl::Now() < deadline && !stop_->requested()) {
-    publisher_->Poll(50);
+    sink_->Poll(50);
   }
   tracker_.Reset(tracker_.watermark());
   control_.reset();
@@ -233,10 +234,10 @@ void Relay::WaitFor(absl::Duration duration) {
     fd_set readable;
     FD_ZERO(&readable);
     FD_SET(stop_->fd(), &readable);
-    FD_SET(publisher_->wake_fd(), &readable);
+    FD_SET(sink_->wake_fd(), &readable);
     timeval tv = absl::ToTimeval(std::min(until - absl::Now(), absl::Milliseconds(200)));
-    select(std::max(stop_->fd(), publisher_->wake_fd()) + 1, &readable, nullptr, nullptr, &tv);
-    publisher_->Poll(0);
+    select(std::max(stop_->fd(), sink_->wake_fd()) + 1, &readable, nullptr, nullptr, &tv);
+    sink_->Poll(0);
   }
 }
 
@@ -310,9 +311,9 @@ absl::Status Relay::Loop() {
     if (read >= kBacklogBatch) {
       absl::SleepFor(kBacklogNap);
     } else if (read > 0) {
-      publisher_->Flush(kLiveFlush).IgnoreError();
+      sink_->Flush(kLiveFlush).IgnoreError();
     }
-    publisher_->Poll(0);
+    sink_->Poll(0);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));
     // A replay empties an aggregate's dead letters: let its new events flow again.
@@ -435,7 +436,7 @@ absl::Status Relay::Publish(const outbox::OutboxEvent& event) {
   tracker_.AddEvent(tx_);
   absl::Status encoded = encoder_.Encode(event, tx_lsn_text_);
   const outbox::EncodedMessage& m = encoder_.message();
-  kafka::OutgoingMessage message{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
+  sink::OutgoingMessage message{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
                                  .key = m.key,
                                  .value = m.value,
                                  .headers = m.headers,
@@ -455,9 +456,9 @@ absl::Status Relay::Publish(const outbox::OutboxEvent& event) {
   return Produce(message, event.payload);
 }
 
-absl::Status Relay::Produce(const kafka::OutgoingMessage& message, std::string_view payload) {
+absl::Status Relay::Produce(const sink::OutgoingMessage& message, std::string_view payload) {
   while (true) {
-    absl::Status status = publisher_->Produce(message);
+    absl::Status status = sink_->Produce(message);
     if (status.ok()) {
       AfterProduce();
       return status;
@@ -470,7 +471,7 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message, std::string_v
     }
     // librdkafka's queue is full: serve reports until there is room, and keep the
     // walsender informed meanwhile.
-    publisher_->Poll(100);
+    sink_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
     if (stop_->requested()) {
@@ -481,19 +482,19 @@ absl::Status Relay::Produce(const kafka::OutgoingMessage& message, std::string_v
 
 void Relay::AfterProduce() {
   events_in_flight_peak_ = std::max(events_in_flight_peak_, tracker_.events_in_flight());
-  bytes_in_flight_peak_ = std::max(bytes_in_flight_peak_, publisher_->InFlightBytes());
+  bytes_in_flight_peak_ = std::max(bytes_in_flight_peak_, sink_->InFlightBytes());
   if (++produced_ == options_.test_fatal_error_after) {
     spdlog::warn("test: raising a fatal producer error after {} events", produced_);
-    publisher_->RaiseFatalErrorForTesting("test fatal error (--test-fatal-error-after)");
+    sink_->RaiseFatalErrorForTesting("test fatal error (--test-fatal-error-after)");
   }
 }
 
-absl::Status Relay::DeadLetter(const kafka::OutgoingMessage& message, std::string_view payload,
+absl::Status Relay::DeadLetter(const sink::OutgoingMessage& message, std::string_view payload,
                                const absl::Status& error) {
   outbox::DeadLetter letter{.topic = std::string(message.topic),
                             .error = std::string(error.message())};
   letter.payload = payload;
-  for (const kafka::Header& h : message.headers) {
+  for (const sink::Header& h : message.headers) {
     if (h.name == "id") letter.id = h.value;
     if (h.name == "aggregate_id") letter.aggregate_id = h.value;  // the key may be another field
     if (h.name == "type") letter.type = h.value;
@@ -571,7 +572,7 @@ absl::StatusOr<pg::Lsn> Relay::Backfill(pg::Connection& conn, const pg::SlotInfo
 
 absl::Status Relay::Drain(bool all) {
   while (all ? tracker_.events_in_flight() > 0 : InFlightFull()) {
-    publisher_->Poll(100);
+    sink_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(ProducerHealth());
     OUTBOXD_RETURN_IF_ERROR(std::exchange(pending_error_, absl::OkStatus()));
     if (stop_->requested()) return absl::CancelledError("stopped during the backfill");
@@ -608,14 +609,14 @@ bool Relay::FollowsDeadLetter(DeadAggregate& dead, std::string_view event_id) {
 }
 
 absl::Status Relay::ProducerHealth() {
-  absl::Status fatal = publisher_->FatalError();
+  absl::Status fatal = sink_->Health();
   if (fatal.ok()) return fatal;
   // An idempotent producer that lost its sequence state cannot go on without risking
   // reordering: the session ends and a new producer resumes from the watermark.
   return absl::AbortedError(absl::StrCat("fatal producer error: ", fatal.message()));
 }
 
-void Relay::OnDelivery(const kafka::DeliveryReport& report) {
+void Relay::OnDelivery(const sink::DeliveryReport& report) {
   if (report.status.ok()) {
     RecordAck(report);  // before Ack(): a complete transaction is forgotten
     tracker_.Ack(report.tag);
@@ -631,7 +632,7 @@ void Relay::OnDelivery(const kafka::DeliveryReport& report) {
   // already in flight may still be delivered; from now on they follow it.
   stats_->events_failed++;
   stats_->metrics.PublishFailed();
-  kafka::OutgoingMessage message{.topic = report.topic,
+  sink::OutgoingMessage message{.topic = report.topic,
                                  .key = report.key,
                                  .value = report.value,
                                  .headers = report.headers,
@@ -645,7 +646,7 @@ void Relay::OnDelivery(const kafka::DeliveryReport& report) {
   }
 }
 
-void Relay::RecordAck(const kafka::DeliveryReport& report) {
+void Relay::RecordAck(const sink::DeliveryReport& report) {
   const absl::Time now = absl::Now();
   std::optional<int64_t> commit_us = tracker_.commit_time(report.tag);
   std::optional<double> latency;
@@ -683,7 +684,7 @@ void Relay::Wait(bool want_stream, absl::Duration timeout) {
     max_fd = std::max(max_fd, fd);
   };
   if (want_stream) watch(stream_->socket());
-  watch(publisher_->wake_fd());
+  watch(sink_->wake_fd());
   watch(stop_->fd());
   if (stream_->wants_write()) {  // feedback queued behind a full socket buffer
     FD_SET(stream_->socket(), &writable);
@@ -698,7 +699,7 @@ absl::Status Relay::Shutdown() {
                absl::FormatDuration(options_.shutdown_timeout), tracker_.events_in_flight());
   absl::Time deadline = absl::Now() + options_.shutdown_timeout;
   while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline) {
-    publisher_->Poll(50);
+    sink_->Poll(50);
     OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(false));
   }
   OUTBOXD_RETURN_IF_ERROR(MaybeSendFeedback(true));
@@ -713,19 +714,19 @@ absl::Status Relay::Shutdown() {
 }
 
 void Relay::CloseProducer() {
-  if (!publisher_) return;
+  if (!sink_) return;
   // The shutdown's wait was the whole budget: no second flush in the producer's
   // destructor, which added its own 5 s to every stop with the brokers down.
-  const int dropped = publisher_->Close(absl::ZeroDuration());
+  const int dropped = sink_->Close(absl::ZeroDuration());
   if (stats_->events_abandoned == 0) stats_->events_abandoned = dropped;
-  publisher_.reset();
+  sink_.reset();
 }
 
 void Relay::PublishStats() {
   stats_->received_lsn = received_;
   stats_->confirmed_lsn = tracker_.watermark();
   stats_->events_in_flight = tracker_.events_in_flight();
-  stats_->bytes_in_flight = publisher_->InFlightBytes();
+  stats_->bytes_in_flight = sink_->InFlightBytes();
   stats_->events_in_flight_peak = events_in_flight_peak_;
   stats_->bytes_in_flight_peak = bytes_in_flight_peak_;
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();

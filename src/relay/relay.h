@@ -1,15 +1,15 @@
 // The CDC relay: reads the outbox table's inserts from a logical replication slot
-// (pgoutput), publishes each as a Kafka message, and confirms the slot only up to
-// the AckTracker's watermark.
+// (pgoutput), publishes each as a broker message through a sink::Sink (Kafka), and
+// confirms the slot only up to the AckTracker's watermark.
 //
-//   PostgreSQL --XLogData--> Decode --> EventMapper --> Publisher.Produce
+//   PostgreSQL --XLogData--> Decode --> EventMapper --> Sink.Produce
 //        ^                                                   |
 //        '-- SendFeedback(flush = watermark) <-- AckTracker <-' delivery reports
 //
 // One thread: the loop reads a batch from the stream (after a large one it naps 1 ms
-// to let a backlog gather; after a small one it has librdkafka send at once), serves
-// delivery reports (Publisher::Poll), sends feedback, then sleeps in select() on the
-// PostgreSQL socket, the producer's wake fd and the stop signal.
+// to let a backlog gather; after a small one it has the sink send at once), serves
+// delivery reports (Sink::Poll), sends feedback, then sleeps in select() on the
+// PostgreSQL socket, the sink's wake fd and the stop signal.
 //
 //   Relay relay(options, &stats, &stop);
 //   absl::Status s = relay.Run();   // returns after stop.Notify() (OK) or an error
@@ -25,7 +25,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "kafka/publisher.h"
 #include "ops/health.h"
 #include "ops/metrics.h"
 #include "outbox/dead_letter.h"
@@ -40,6 +39,7 @@
 #include "relay/slot_watch.h"
 #include "relay/stop_signal.h"
 #include "relay/topic_template.h"
+#include "sink/sink.h"
 
 namespace outboxd::relay {
 
@@ -52,7 +52,8 @@ struct RelayOptions {
   std::string topic_template = "{type}";
   // Value format, payload headers and key (--format, --header, --key-pointer).
   outbox::MessageFormat format;
-  kafka::PublisherOptions kafka;
+  // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory.
+  sink::SinkFactory make_sink;
   absl::Duration feedback_interval = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Seconds(30);
   uint64_t max_in_flight = 100000;  // events; reading pauses above it
@@ -126,7 +127,7 @@ class Relay {
     AckTracker::TxId passed_in = 0;  // the transaction in which the relay met it
   };
 
-  absl::Status CreatePublisher();
+  absl::Status CreateSink();
   absl::Status Connect();
   void EndSession();
   // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
@@ -159,19 +160,19 @@ class Relay {
   // in-flight limits leave room for one more event.
   absl::Status Drain(bool all);
   // `payload`: the event's own, for a dead letter (the value may be encoded).
-  absl::Status Produce(const kafka::OutgoingMessage& message, std::string_view payload);
+  absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload);
   // Flow-control peaks, and the test-only fatal error.
   void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
   // counts it as handled (acknowledged) so the watermark moves past it. The letter
   // keeps `payload`, not the encoded value, so a replay encodes it again.
-  absl::Status DeadLetter(const kafka::OutgoingMessage& message, std::string_view payload,
+  absl::Status DeadLetter(const sink::OutgoingMessage& message, std::string_view payload,
                           const absl::Status& error);
   absl::Status RefreshDeadAggregates();
   // Whether `event`, of an aggregate with dead letters, comes after the first one.
   bool FollowsDeadLetter(DeadAggregate& dead, std::string_view event_id);
-  void OnDelivery(const kafka::DeliveryReport& report);
-  void RecordAck(const kafka::DeliveryReport& report);
+  void OnDelivery(const sink::DeliveryReport& report);
+  void RecordAck(const sink::DeliveryReport& report);
   absl::Status MaybeSendFeedback(bool force);
   absl::Status Shutdown();
   // Drops what the producer still holds, unreported (it is sent again after a
@@ -195,7 +196,7 @@ class Relay {
   absl::flat_hash_map<std::string, DeadAggregate> dead_aggregates_;
   absl::Time dead_refreshed_ = absl::InfinitePast();
   absl::Status pending_error_;  // raised in a delivery callback, returned by the loop
-  std::unique_ptr<kafka::Publisher> publisher_;
+  std::unique_ptr<sink::Sink> sink_;
   AckTracker tracker_;
   PositionRecorder position_;
   outbox::RelayStateStore state_;

@@ -36,7 +36,7 @@ OutboxEvent Event(std::string_view payload = kPayload) {
 
 std::map<std::string, std::string> Headers(const EncodedMessage& m) {
   std::map<std::string, std::string> out;
-  for (const kafka::Header& h : m.headers) {
+  for (const sink::Header& h : m.headers) {
     EXPECT_TRUE(out.emplace(std::string(h.name), std::string(h.value)).second) << h.name;
   }
   return out;
@@ -44,7 +44,7 @@ std::map<std::string, std::string> Headers(const EncodedMessage& m) {
 
 std::vector<std::string> HeaderNames(const EncodedMessage& m) {
   std::vector<std::string> names;
-  for (const kafka::Header& h : m.headers) names.emplace_back(h.name);
+  for (const sink::Header& h : m.headers) names.emplace_back(h.name);
   return names;
 }
 
@@ -119,7 +119,7 @@ TEST(MessageEncoder, NoCreatedAtMeansNoHeaderAndANullEnvelopeField) {
   EXPECT_THAT(std::string(envelope.message().value),
               HasSubstr(R"("created_at":null,"lsn":"0/16B3748",)"));
   const std::string value(envelope.message().value);
-  std::vector<kafka::Header> headers(envelope.message().headers.begin(),
+  std::vector<sink::Header> headers(envelope.message().headers.begin(),
                                      envelope.message().headers.end());
   absl::StatusOr<std::string_view> payload = envelope.PayloadOf(value, headers);
   ASSERT_TRUE(payload.ok()) << payload.status();
@@ -256,7 +256,7 @@ TEST(MessageEncoder, PayloadOfUndoesEveryFormat) {
       MessageEncoder encoder({.format = format});
       ASSERT_TRUE(encoder.Encode(Event(), lsn).ok());
       const std::string value(encoder.message().value);
-      std::vector<kafka::Header> headers(encoder.message().headers.begin(),
+      std::vector<sink::Header> headers(encoder.message().headers.begin(),
                                          encoder.message().headers.end());
       absl::StatusOr<std::string_view> payload = encoder.PayloadOf(value, headers);
       ASSERT_TRUE(payload.ok()) << ValueFormatName(format) << ": " << payload.status();

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kafka/publisher.h"
 #include "poll/poll_test_env.h"
 
 namespace outboxd {
@@ -23,7 +24,7 @@ const std::vector<std::string> kTopics = {"pedido.confirmado", "pedido.cancelado
 poll::PollOptions Options(test::PollEnv& env) {
   poll::PollOptions options;
   options.conninfo = env.db().conninfo();
-  options.kafka.brokers = env.cluster().bootstraps();
+  options.make_sink = kafka::Publisher::Factory({.brokers = env.cluster().bootstraps()});
   // Short, so the outage test does not wait the default 30 s for its failed attempt.
   options.publish_timeout = absl::Seconds(3);
   return options;

@@ -1,0 +1,120 @@
+// Sink: where the relays hand broker messages, whatever the broker. The CDC relay,
+// the polling relay and dead-letter replay depend on this interface only; each
+// broker is one folder beside it (src/kafka/ today) with a factory that makes it
+// (kafka::Publisher::Factory), chosen by the CLI.
+//
+// The contract every implementation keeps, because the relay's guarantees rest on it:
+//   - Produce() enqueues; the outcome comes later, once per message, as a
+//     DeliveryReport carrying the message's tag, from Poll() or Flush() on the
+//     caller's thread (never from another thread).
+//   - A report with an OK status means the broker has the message durably (Kafka:
+//     acks=all; AMQP: publisher confirm). Nothing else may be reported OK.
+//   - Messages with the same key are delivered in the order they were produced.
+//   - Health() turns non-OK (Aborted) when the sink can deliver nothing more: the
+//     caller recreates it and resumes from its confirmed position.
+//   - wake_fd() becomes readable when reports are waiting, so a select() loop wakes
+//     for them at once.
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<sink::Sink> out,
+//                            make_sink({.on_delivery = [&](const sink::DeliveryReport& r) {
+//                              tracker.Ack(r.tag);
+//                            }}));
+//   OUTBOXD_RETURN_IF_ERROR(out->Produce({.topic = "pedido.confirmado", .key = "77",
+//                                         .value = "{...}", .headers = hdrs, .tag = 1}));
+//   out->Poll(0);
+#ifndef OUTBOXD_SINK_SINK_H_
+#define OUTBOXD_SINK_SINK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace outboxd::sink {
+
+struct Header {
+  std::string_view name;
+  std::string_view value;
+};
+
+struct OutgoingMessage {
+  std::string_view topic;  // Kafka topic; AMQP routing key
+  std::string_view key;
+  std::string_view value;
+  std::span<const Header> headers;
+  uint64_t tag = 0;  // returned in the delivery report
+};
+
+struct DeliveryReport {
+  uint64_t tag = 0;
+  // OK once the broker has the message durably. Otherwise why not:
+  //   Aborted          the sink can deliver nothing more (recreate it);
+  //   InvalidArgument  this message can never be delivered (dead-letter it);
+  //   NotFound / PermissionDenied  destination missing or forbidden;
+  //   Cancelled        dropped at shutdown;
+  //   Unavailable      anything else (transient).
+  absl::Status status;
+  int32_t partition = -1;  // where the broker has partitions, else -1
+  int64_t offset = -1;
+  std::string_view topic;  // valid during the DeliveryHandler call
+  // For a failed delivery only (so it can be dead-lettered): the rest of the message
+  // as it was produced. Views valid during the DeliveryHandler call.
+  std::string_view key;
+  std::string_view value;
+  std::vector<Header> headers;
+};
+
+using DeliveryHandler = std::function<void(const DeliveryReport&)>;
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+
+  // Enqueues one message. ResourceExhausted when the local queue is full (serve
+  // Poll() and retry); InvalidArgument for a message that can never be sent.
+  virtual absl::Status Produce(const OutgoingMessage& message) = 0;
+  // Serves delivery reports (calls on_delivery); returns how many were served.
+  virtual int Poll(int timeout_ms) = 0;
+  // Waits until every enqueued message is reported or the timeout passes, serving
+  // reports; meanwhile whatever is buffered is sent at once.
+  virtual absl::Status Flush(absl::Duration timeout) = 0;
+  // OK while the sink can deliver; Aborted once it never will again.
+  virtual absl::Status Health() const = 0;
+  // Messages enqueued but not yet reported, and their key, value and header bytes
+  // (what the relay's flow control bounds).
+  virtual int InFlight() const = 0;
+  virtual uint64_t InFlightBytes() const = 0;
+  // Readable when delivery reports are waiting; drained by Poll(). A wake-up may
+  // serve no report.
+  virtual int wake_fd() const = 0;
+  // Ends the sink within `flush_timeout` plus its own teardown: waits that long for
+  // outstanding reports (serving them), then drops what is left unreported. Returns how
+  // many messages it dropped; the caller resends them from its confirmed position.
+  // Nothing else may be called after it.
+  virtual int Close(absl::Duration flush_timeout) = 0;
+  // Test-only: make Health() fail as the broker library would on a fatal error, so
+  // the relay's recovery path runs for real. Sinks without such a hook ignore it.
+  virtual void RaiseFatalErrorForTesting(std::string_view reason) { (void)reason; }
+};
+
+struct SinkSettings {
+  DeliveryHandler on_delivery;
+  // How long the sink keeps trying one message before reporting it failed. The CDC
+  // relay never gives up (an outage delays, never drops); the polling relay ends an
+  // attempt so it can record the failure and retry the row later.
+  absl::Duration delivery_timeout = absl::InfiniteDuration();
+};
+
+// Makes a sink for the broker chosen on the command line; the relays call it again
+// after a fatal error.
+using SinkFactory = std::function<absl::StatusOr<std::unique_ptr<Sink>>(const SinkSettings&)>;
+
+}  // namespace outboxd::sink
+
+#endif  // OUTBOXD_SINK_SINK_H_
