@@ -4,8 +4,10 @@
 #ifndef OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
 #define OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -72,6 +74,32 @@ class RelayHarness {
   std::unique_ptr<KafkaCollector> collector_;
   std::unique_ptr<ChildProcess> relay_;
 };
+
+// Inserts outbox rows (single and multi-row transactions, 13 aggregates) on its own
+// connection until stopped, reconnecting when the server goes away. What counts as
+// committed is what the table holds afterwards: a COMMIT cut by a crash may or may not
+// have happened.
+//   Load load(h.db().conninfo());  ...fault...;  load.Stop();
+class Load {
+ public:
+  explicit Load(std::string conninfo);
+  ~Load() { Stop(); }
+  void Stop();
+  int transactions() const { return transactions_; }
+
+ private:
+  void Run();
+
+  std::string conninfo_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> transactions_{0};
+  std::thread thread_;
+};
+
+// Every row of the outbox (topic pedido.confirmado) reaches the collector within
+// `timeout`; per aggregate, the first delivery of each event respects commit (seq)
+// order. Returns how many messages were duplicates.
+size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout);
 
 }  // namespace outboxd::test
 
