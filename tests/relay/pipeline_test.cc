@@ -208,6 +208,34 @@ TEST_F(RelayPipelineTest, DeadLetterParksItsAggregatesFollowersInOrderWhileOther
   EXPECT_EQ(stream_->last_confirmed(), last);
 }
 
+// Once `outboxd dead-letter replay` has emptied an aggregate's letters, the gate
+// notices within its refresh interval and the aggregate's new events flow again.
+TEST_F(RelayPipelineTest, AReplayedAggregateFlowsAgainOnceTheGateRefreshes) {
+  fake_.set_answer([](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (Header(m, "id") == "a1") return absl::InvalidArgumentError("message too large");
+    return absl::OkStatus();
+  });
+  wal_.Commit({{.id = "a1", .aggregate_id = "A"}});
+  Start();
+  wal_.Send();
+  Step();
+  wal_.Commit({{.id = "a2", .aggregate_id = "A"}});
+  wal_.Send();
+  Step();
+  ASSERT_THAT(dead_letters_.ids(), ElementsAre("a1", "a2"));
+
+  dead_letters_.letters.clear();  // the replay published and deleted them
+  Step(absl::Seconds(3));         // the gate re-reads the table
+  const pg::Lsn last = wal_.Commit({{.id = "a3", .aggregate_id = "A"}});
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+
+  EXPECT_TRUE(dead_letters_.letters.empty());
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("a1", "a3"));
+  EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
 // Reading pauses while the events in flight reach --max-in-flight, and resumes as
 // acknowledgements make room.
 TEST_F(RelayPipelineTest, FlowControlPausesAtTheEventLimitAndResumes) {
