@@ -299,6 +299,28 @@ TEST_F(RelayPipelineTest, FeedbackIsCoalesced) {
   EXPECT_EQ(stream_->feedback().size(), sent + 2) << "a requested reply waits for nothing";
 }
 
+// A stop waits for the acknowledgements in flight, confirms them in a last feedback
+// message, and only then ends the stream; what is still unacknowledged when the
+// shutdown timeout passes is counted as abandoned (sent again on the next start).
+TEST_F(RelayPipelineTest, ShutdownConfirmsTheAcknowledgedBeforeEndingTheStream) {
+  const pg::Lsn first = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  wal_.Commit({{.id = "e2", .aggregate_id = "B"}});
+  options_.shutdown_timeout = absl::Milliseconds(50);
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_EQ(fake_->produced().size(), 2u);
+
+  fake_->Ack(TagOf(0));  // arrives during the shutdown's wait; e2 never does
+  ASSERT_TRUE(pipeline_->Shutdown().ok());
+
+  EXPECT_TRUE(stream_->ended());
+  EXPECT_EQ(stream_->feedback_before_end(), stream_->feedback().size())
+      << "feedback after the stream ended";
+  EXPECT_EQ(stream_->last_confirmed(), first);
+  EXPECT_EQ(stats_.events_abandoned, 1u);
+}
+
 // The feedback interval is a third of wal_sender_timeout when that is shorter than
 // the configured one.
 TEST(RelayFeedbackInterval, IsAThirdOfTheWalSenderTimeoutWhenShorter) {

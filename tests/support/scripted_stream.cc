@@ -142,6 +142,7 @@ absl::Status ScriptedStream::SendFeedback(pg::Lsn received, pg::Lsn confirmed, r
 
 absl::Status ScriptedStream::End() {
   ended_ = true;
+  feedback_before_end_ = feedback_.size();
   return absl::OkStatus();
 }
 

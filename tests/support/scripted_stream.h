@@ -55,6 +55,8 @@ class ScriptedStream final : public relay::ChangeStream {
   // The last confirmed position sent, or 0.
   pg::Lsn last_confirmed() const { return feedback_.empty() ? 0 : feedback_.back().confirmed; }
   bool ended() const { return ended_; }
+  // How many feedback messages had been sent when End() was called.
+  size_t feedback_before_end() const { return feedback_before_end_; }
 
   absl::StatusOr<pg::StreamMessage> Next() override;
   absl::Status SendFeedback(pg::Lsn received, pg::Lsn confirmed, relay::Reply reply) override;
@@ -77,6 +79,7 @@ class ScriptedStream final : public relay::ChangeStream {
   std::string current_;  // the data of the last XLogData returned, kept valid
   std::vector<SentFeedback> feedback_;
   bool ended_ = false;
+  size_t feedback_before_end_ = 0;
   int wake_read_ = -1;  // readable while messages are queued
   int wake_write_ = -1;
 };
