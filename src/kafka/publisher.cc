@@ -52,8 +52,8 @@ using HeadersPtr = std::unique_ptr<rd_kafka_headers_t, decltype(&rd_kafka_header
 //     (p50 0.4-1.2 s: one produce request per event); draining a 60,000-event backlog
 //     15,000-27,000 events/s at 7-20 us CPU per event against 8,700-9,000 events/s at
 //     51-54 us (0.25 and 0.5 ms sat in between). The relay has a lone live
-//     transaction sent at once (Flush after a small read, relay.cc kLiveFlush), so in
-//     practice the linger batches backlogs only.
+//     transaction sent at once (Flush after a small read, relay/pipeline.cc
+//     kLiveFlush), so in practice the linger batches backlogs only.
 //   socket.nagle.disable: with pipelined produce requests Nagle + delayed ACK can hold
 //     a small request back for ~40 ms.
 //   reconnect.backoff.max.ms=1000: after an outage reconnect within a second instead

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/log_escape.h"
 #include "base/status_macros.h"
+#include "outbox/broker_message.h"
 #include "relay/topic_template.h"
 
 namespace outboxd::ops {
@@ -47,17 +48,15 @@ void ProduceRound(std::vector<Attempt>& round, outbox::MessageEncoder& encoder,
     Attempt& a = round[i];
     const outbox::DeadLetter& l = a.letter;
     // The letter holds the payload, not the value: encoded again in --format.
-    absl::Status status = encoder.Encode({.id = l.id,
-                                          .aggregate_id = l.aggregate_id,
-                                          .type = l.type,
-                                          .payload = l.payload,
-                                          .created_at = l.created_at},
-                                         l.lsn);
-    if (status.ok()) {
-      const outbox::EncodedMessage& m = encoder.message();
-      status = publisher.Produce(
-          {.topic = a.topic, .key = m.key, .value = m.value, .headers = m.headers, .tag = i});
-    }
+    const outbox::BrokerMessage built = outbox::BuildBrokerMessage(encoder,
+                                                                   {.id = l.id,
+                                                                    .aggregate_id = l.aggregate_id,
+                                                                    .type = l.type,
+                                                                    .payload = l.payload,
+                                                                    .created_at = l.created_at},
+                                                                   l.lsn, a.topic, i);
+    absl::Status status = built.encoded;
+    if (status.ok()) status = publisher.Produce(built.message);
     if (!status.ok()) a.outcome = status;
   }
 }

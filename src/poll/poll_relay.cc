@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/log_escape.h"
 #include "base/status_macros.h"
+#include "outbox/broker_message.h"
 #include "outbox/names.h"
 #include "pg/identifier.h"
 #include "pg/table_name.h"
@@ -165,30 +166,27 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
   const std::string_view type = rows.Get(row, ReservedColumn::kType);
   // The CDC relay's contract minus the lsn header: a polled row has no commit LSN
   // of its own, and a made-up one would mislead consumers that compare them.
-  absl::Status encoded = encoder_.Encode({.id = pending.id,
-                                           .aggregate_id = rows.Get(row, ReservedColumn::kAggregateId),
-                                           .type = type,
-                                           .payload = rows.Get(row, ReservedColumn::kPayload),
-                                           .created_at = rows.Get(row, ReservedColumn::kCreatedAt)},
-                                          /*lsn=*/"");
+  const outbox::BrokerMessage built = outbox::BuildBrokerMessage(
+      encoder_,
+      {.id = pending.id,
+       .aggregate_id = rows.Get(row, ReservedColumn::kAggregateId),
+       .type = type,
+       .payload = rows.Get(row, ReservedColumn::kPayload),
+       .created_at = rows.Get(row, ReservedColumn::kCreatedAt)},
+      /*lsn=*/"", topic_.Render(type, table_name_, topic_buffer_), first_tag_ + row);
   absl::Time created;
   std::string ignored;
   if (absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", std::string(encoder_.created_at()), &created,
                       &ignored)) {
     pending.created_at = created;
   }
-  if (!encoded.ok()) {
+  if (!built.encoded.ok()) {
     // A poison payload (or one without its --key-pointer field) is a failed attempt
     // like any other.
-    pending.outcome = encoded;
+    pending.outcome = built.encoded;
     return absl::OkStatus();
   }
-  const outbox::EncodedMessage& m = encoder_.message();
-  const sink::OutgoingMessage message = {.topic = topic_.Render(type, table_name_, topic_buffer_),
-                                          .key = m.key,
-                                          .value = m.value,
-                                          .headers = m.headers,
-                                          .tag = first_tag_ + row};
+  const sink::OutgoingMessage& message = built.message;
   absl::Status status = sink_->Produce(message);
   while (status.code() == absl::StatusCode::kResourceExhausted && absl::Now() < deadline) {
     sink_->Poll(ToPollMs(deadline - absl::Now()));  // make room in librdkafka's queue

@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "pg/connection.h"
-#include "relay/relay.h"
+#include "relay/relay_options.h"
 
 namespace outboxd::relay {
 

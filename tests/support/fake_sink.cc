@@ -11,8 +11,7 @@
 namespace outboxd::test {
 
 sink::SinkFactory FakeSink::Handle::Factory() {
-  return [this](const sink::SinkSettings& settings)
-             -> absl::StatusOr<std::unique_ptr<sink::Sink>> {
+  return [this](const sink::SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<sink::Sink>> {
     auto fake = std::make_unique<FakeSink>(settings, answer_);
     current_ = fake.get();
     ++created_;
@@ -43,26 +42,39 @@ absl::Status FakeSink::Produce(const sink::OutgoingMessage& message) {
                        .tag = message.tag};
   for (const sink::Header& h : message.headers) copy.headers.emplace_back(h.name, h.value);
   produced_.push_back(std::move(copy));
-  outstanding_.push_back(message.tag);
+  const size_t index = produced_.size() - 1;
+  outstanding_.push_back(index);
   if (answer_) {
     if (std::optional<absl::Status> outcome = answer_(produced_.back())) {
-      Fail(message.tag, *std::move(outcome));
+      ready_.emplace_back(index, *std::move(outcome));
+      Wake();
     }
   }
   return absl::OkStatus();
 }
 
+bool FakeSink::Queued(size_t index) const {
+  return std::any_of(ready_.begin(), ready_.end(),
+                     [index](const auto& r) { return r.first == index; });
+}
+
 void FakeSink::Fail(uint64_t tag, absl::Status status) {
-  ready_.emplace_back(tag, std::move(status));
-  Wake();
+  // Several messages may share a tag (the CDC relay tags by transaction): the oldest
+  // outstanding one without an outcome yet gets this one.
+  for (size_t index : outstanding_) {
+    if (produced_[index].tag == tag && !Queued(index)) {
+      ready_.emplace_back(index, std::move(status));
+      Wake();
+      return;
+    }
+  }
 }
 
 void FakeSink::AckAll() {
-  for (uint64_t tag : outstanding_) {
-    const bool queued = std::any_of(ready_.begin(), ready_.end(),
-                                    [tag](const auto& r) { return r.first == tag; });
-    if (!queued) Ack(tag);
+  for (size_t index : outstanding_) {
+    if (!Queued(index)) ready_.emplace_back(index, absl::OkStatus());
   }
+  Wake();
 }
 
 int FakeSink::Poll(int timeout_ms) {
@@ -76,13 +88,13 @@ int FakeSink::Poll(int timeout_ms) {
   }
   int served = 0;
   while (!ready_.empty()) {
-    auto [tag, status] = std::move(ready_.front());
+    auto [index, status] = std::move(ready_.front());
     ready_.pop_front();
-    auto it = std::find(outstanding_.begin(), outstanding_.end(), tag);
+    auto it = std::find(outstanding_.begin(), outstanding_.end(), index);
     if (it == outstanding_.end()) continue;  // reported already
     outstanding_.erase(it);
-    const ProducedMessage* m = Find(tag);
-    sink::DeliveryReport report{.tag = tag, .status = status, .topic = m->topic};
+    const ProducedMessage* m = &produced_[index];
+    sink::DeliveryReport report{.tag = m->tag, .status = status, .topic = m->topic};
     if (!status.ok()) {
       report.key = m->key;
       report.value = m->value;
@@ -115,8 +127,8 @@ int FakeSink::Close(absl::Duration flush_timeout) {
 
 uint64_t FakeSink::InFlightBytes() const {
   uint64_t bytes = 0;
-  for (uint64_t tag : outstanding_) {
-    const ProducedMessage* m = Find(tag);
+  for (size_t index : outstanding_) {
+    const ProducedMessage* m = &produced_[index];
     bytes += m->key.size() + m->value.size();
     for (const auto& [name, value] : m->headers) bytes += name.size() + value.size();
   }
@@ -130,14 +142,6 @@ void FakeSink::RaiseFatalErrorForTesting(std::string_view reason) {
 void FakeSink::Wake() {
   const char byte = 1;
   (void)!write(wake_write_, &byte, 1);
-}
-
-const ProducedMessage* FakeSink::Find(uint64_t tag) const {
-  // Newest first: after a re-send the same tag may appear twice.
-  for (auto it = produced_.rbegin(); it != produced_.rend(); ++it) {
-    if (it->tag == tag) return &*it;
-  }
-  return nullptr;
 }
 
 }  // namespace outboxd::test

@@ -71,7 +71,8 @@ class FakeSink final : public sink::Sink {
 
   // Every message produced so far, in order.
   const std::vector<ProducedMessage>& produced() const { return produced_; }
-  // Queue the outcome of an outstanding message (served by the next Poll()).
+  // Queue the outcome of an outstanding message with this tag, the oldest without one
+  // yet (served by the next Poll()).
   void Ack(uint64_t tag) { Fail(tag, absl::OkStatus()); }
   void Fail(uint64_t tag, absl::Status status);
   void AckAll();
@@ -80,15 +81,15 @@ class FakeSink final : public sink::Sink {
 
  private:
   void Wake();
-  const ProducedMessage* Find(uint64_t tag) const;
+  bool Queued(size_t index) const;  // has an outcome waiting in ready_
 
   sink::SinkSettings settings_;
   Answer answer_;
   absl::Status health_;
   absl::Status refuse_;
   std::vector<ProducedMessage> produced_;
-  std::vector<uint64_t> outstanding_;  // tags, in produce order
-  std::deque<std::pair<uint64_t, absl::Status>> ready_;
+  std::vector<size_t> outstanding_;  // indexes into produced_, in produce order
+  std::deque<std::pair<size_t, absl::Status>> ready_;
   int wake_read_ = -1;
   int wake_write_ = -1;
 };

@@ -1,0 +1,64 @@
+// The dead-letter gate: which aggregates are parked, and whether an event follows
+// its aggregate's first dead letter.
+#include "relay/dead_letter_gate.h"
+
+#include <utility>
+
+#include "base/status_macros.h"
+
+namespace outboxd::relay {
+namespace {
+
+// How often the set of aggregates with dead letters is re-read while it is not empty.
+constexpr absl::Duration kRefreshInterval = absl::Seconds(2);
+
+}  // namespace
+
+absl::Status DeadLetterGate::Refresh() {
+  OUTBOXD_ASSIGN_OR_RETURN(auto stored, table_->Aggregates());
+  absl::flat_hash_map<std::string, Parked> fresh;
+  for (auto& [aggregate, first] : stored) {
+    // An unreadable LSN counts as 0: every event of the aggregate then follows.
+    Parked parked{.lsn = pg::ParseLsn(first.lsn).value_or(0), .first_id = first.id};
+    // A refresh can fall inside the first letter's own transaction: keep knowing
+    // that the relay already passed it there.
+    auto old = parked_.find(aggregate);
+    if (old != parked_.end() && old->second.first_id == parked.first_id) {
+      parked.passed_in = old->second.passed_in;
+    }
+    fresh.emplace(aggregate, std::move(parked));
+  }
+  parked_ = std::move(fresh);
+  refreshed_ = clock_();
+  return absl::OkStatus();
+}
+
+absl::Status DeadLetterGate::RefreshIfDue() {
+  // A replay empties an aggregate's dead letters: let its new events flow again.
+  if (parked_.empty() || clock_() - refreshed_ <= kRefreshInterval) return absl::OkStatus();
+  return Refresh();
+}
+
+bool DeadLetterGate::Follows(std::string_view aggregate_id, std::string_view event_id,
+                             Position at) {
+  if (parked_.empty()) return false;
+  // This abseil's string_view is its own type: the heterogeneous lookup needs one.
+  auto found = parked_.find(absl::string_view(aggregate_id.data(), aggregate_id.size()));
+  if (found == parked_.end()) return false;
+  Parked& parked = found->second;
+  if (at.commit_lsn != parked.lsn) return at.commit_lsn > parked.lsn;
+  // The first dead letter's own transaction: the events before it there precede it.
+  if (event_id == parked.first_id) parked.passed_in = at.tx;
+  return parked.passed_in == at.tx;
+}
+
+absl::Status DeadLetterGate::Store(const outbox::DeadLetter& letter, AckTracker::TxId tx) {
+  OUTBOXD_RETURN_IF_ERROR(table_->Insert(letter));
+  auto [parked, added] = parked_.try_emplace(
+      letter.aggregate_id,
+      Parked{.lsn = pg::ParseLsn(letter.lsn).value_or(0), .first_id = letter.id});
+  if (parked->second.first_id == letter.id) parked->second.passed_in = tx;
+  return absl::OkStatus();
+}
+
+}  // namespace outboxd::relay

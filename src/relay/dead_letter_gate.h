@@ -1,0 +1,86 @@
+// DeadLetterGate: keeps each aggregate's order when one of its events can never be
+// published. The event goes to the dead-letter table, and so does every later event
+// of the same aggregate (they follow it, in order) until a replay empties the table
+// for it; other aggregates flow on. Events of the aggregate from before the first
+// dead letter (streamed again after a restart) are published as usual.
+//
+// The table is behind DeadLetterTable: the relay's session provides PostgreSQL's
+// (relay/session.h), tests an in-memory one.
+//
+//   DeadLetterGate gate(table, clock);
+//   OUTBOXD_RETURN_IF_ERROR(gate.Refresh());                    // at each session start
+//   if (gate.Follows(event.aggregate_id, event.id, {.lsn = commit_lsn, .tx = tx})) ...
+//   OUTBOXD_RETURN_IF_ERROR(gate.Store(letter, tx));            // before acking it
+#ifndef OUTBOXD_RELAY_DEAD_LETTER_GATE_H_
+#define OUTBOXD_RELAY_DEAD_LETTER_GATE_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "outbox/dead_letter.h"
+#include "pg/lsn.h"
+#include "relay/ack_tracker.h"
+
+namespace outboxd::relay {
+
+// The dead-letter table, as the gate uses it.
+class DeadLetterTable {
+ public:
+  virtual ~DeadLetterTable() = default;
+  // Stores one letter; idempotent on the event id.
+  virtual absl::Status Insert(const outbox::DeadLetter& letter) = 0;
+  // Each aggregate with dead letters, and its first one (arrival order).
+  virtual absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>>
+  Aggregates() = 0;
+  // For log lines.
+  virtual std::string_view name() const = 0;
+};
+
+class DeadLetterGate {
+ public:
+  // Where the current event sits in the stream.
+  struct Position {
+    pg::Lsn commit_lsn = 0;  // of its transaction
+    AckTracker::TxId tx = 0;
+  };
+
+  DeadLetterGate(DeadLetterTable* table, std::function<absl::Time()> clock)
+      : table_(table), clock_(std::move(clock)) {}
+
+  // Re-reads which aggregates have dead letters (a replay may have emptied some).
+  absl::Status Refresh();
+  // Refresh(), at most every few seconds and only while some aggregate is parked.
+  absl::Status RefreshIfDue();
+  // Whether the event `event_id` of `aggregate_id` at `at` must follow an earlier
+  // dead letter of its aggregate into the table.
+  bool Follows(std::string_view aggregate_id, std::string_view event_id, Position at);
+  // Writes `letter` to the table and parks its aggregate from it on. `tx` is the
+  // transaction in which the relay met it.
+  absl::Status Store(const outbox::DeadLetter& letter, AckTracker::TxId tx);
+
+  std::string_view table_name() const { return table_->name(); }
+
+ private:
+  // An aggregate with dead letters, and where its first one sits: its events after
+  // that point follow it to the table, those before it (replayed after a restart)
+  // are published.
+  struct Parked {
+    pg::Lsn lsn = 0;  // commit LSN of the first dead letter
+    std::string first_id;
+    AckTracker::TxId passed_in = 0;  // the transaction in which the relay met it
+  };
+
+  DeadLetterTable* table_;
+  std::function<absl::Time()> clock_;
+  absl::flat_hash_map<std::string, Parked> parked_;
+  absl::Time refreshed_ = absl::InfinitePast();
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_DEAD_LETTER_GATE_H_

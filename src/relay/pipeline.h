@@ -1,0 +1,182 @@
+// Pipeline: the relay's data path. Messages from the ChangeStream are decoded
+// (pgoutput), mapped to outbox events, passed through the DeadLetterGate and handed
+// to the sink; the AckTracker turns the sink's delivery reports into the position
+// confirmed back to the stream. Flow control (reading pauses at the in-flight event
+// and byte limits) and feedback (coalesced, on a timer, at once when asked) live here
+// too. It opens no connection: the session hands it each stream (relay/session.h),
+// so tests drive it with a scripted stream and a fake sink (tests/relay/).
+//
+//   PostgreSQL --XLogData--> Decode --> EventMapper --> gate --> Sink.Produce
+//        ^                                                          |
+//        '-- SendFeedback(flush = watermark) <-- AckTracker <-------' delivery reports
+//
+//   Pipeline pipeline(options, &gate, &stats, &stop);
+//   OUTBOXD_RETURN_IF_ERROR(pipeline.Start());                       // makes the sink
+//   pipeline.Stream(std::move(stream), pipeline.ResumeFrom(slot_confirmed), interval);
+//   while (...) {
+//     OUTBOXD_ASSIGN_OR_RETURN(Pipeline::Turn turn, pipeline.Step());
+//     if (turn == Pipeline::Turn::kIdle) pipeline.WaitForWork();
+//   }
+#ifndef OUTBOXD_RELAY_PIPELINE_H_
+#define OUTBOXD_RELAY_PIPELINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "outbox/event.h"
+#include "outbox/message_format.h"
+#include "pg/lsn.h"
+#include "pgoutput/decoder.h"
+#include "relay/ack_tracker.h"
+#include "relay/change_stream.h"
+#include "relay/dead_letter_gate.h"
+#include "relay/relay_options.h"
+#include "relay/stop_signal.h"
+#include "relay/topic_template.h"
+#include "sink/sink.h"
+
+namespace outboxd::relay {
+
+class Pipeline {
+ public:
+  using Clock = std::function<absl::Time()>;
+  // What a Step() did: read messages (go on at once), or found none (wait for work).
+  enum class Turn { kRead, kIdle };
+  // How long Drain() serves delivery reports.
+  enum class DrainUntil { kRoomForOne, kNothingInFlight };
+  // When SendFeedback() sends.
+  enum class Feedback { kWhenDue, kNow };
+
+  // `clock` is what feedback timing, refresh timing and latency figures read; tests
+  // pass their own.
+  Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats* stats, StopSignal* stop,
+           Clock clock = absl::Now);
+  ~Pipeline();
+
+  // Parses the topic template and makes the first sink.
+  absl::Status Start();
+  // After a fatal sink error (Aborted): drops the sink and makes a new one.
+  absl::Status RecreateSink();
+
+  // Where a new session streams from: the slot's confirmed position, or further if
+  // this process had already acknowledged more (the watermark never goes back).
+  pg::Lsn ResumeFrom(pg::Lsn slot_confirmed);
+  // Takes the session's stream, started at `start`, and its feedback interval.
+  void Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
+              absl::Duration feedback_interval);
+  // One turn of the loop: read a batch, serve delivery reports, send feedback.
+  absl::StatusOr<Turn> Step();
+  // Sleeps until the stream (unless flow control holds it), the sink or the stop
+  // signal has something, or feedback falls due.
+  void WaitForWork();
+  // Waits `duration` or until stopped, serving delivery reports meanwhile (standing
+  // by, backing off between sessions).
+  void IdleFor(absl::Duration duration);
+  // The session is over (lost stream, fatal sink error): waits briefly for reports
+  // of what was produced, then forgets whatever is still in flight.
+  void EndSession();
+  // A stop: waits up to shutdown_timeout for the in-flight acks, sends the final
+  // feedback and ends the stream.
+  absl::Status Shutdown();
+  // Drops what the sink still holds, unreported (sent again after a restart), and
+  // destroys it: the last step of a stop.
+  void CloseSink();
+
+  // Backfill (relay/backfill_coordinator.h): the rows form one tracked transaction
+  // ending at the new slot's consistent point.
+  void BeginBackfill(pg::Lsn consistent_point);
+  absl::Status PublishBackfilled(const outbox::OutboxEvent& event);
+  absl::Status EndBackfill(pg::Lsn consistent_point);
+
+  pg::Lsn watermark() const { return tracker_.watermark(); }
+  uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
+
+ private:
+  struct Batch {
+    int read = 0;
+    bool reply_requested = false;  // a keepalive asked for an answer at once
+  };
+
+  absl::StatusOr<Batch> ReadBatch();
+  absl::Status HandleData(std::string_view data);
+  absl::Status HandleRelation(const pgoutput::Relation& relation);
+  absl::Status HandleInsert(const pgoutput::Insert& insert);
+  bool IsOutboxTable(const pgoutput::Relation& relation) const;
+  // The current transaction's commit time, rendered once per transaction: the
+  // created_at of events from a table without a created-at column.
+  std::string_view CommitTimeText();
+  // Catching up: nap so a backlog gathers; live traffic: have the sink send now.
+  void Pace(const Batch& batch);
+  // Delivery reports, the sink's health, errors raised in a delivery callback.
+  absl::Status ServeDeliveries();
+  // Serves delivery reports until nothing is in flight, or until the in-flight
+  // limits leave room for one more event.
+  absl::Status Drain(DrainUntil until);
+  // Flow control: a limit (events or bytes in flight) is reached; stop reading.
+  bool InFlightFull() const;
+  // One outbox row, from the stream or a backfill: to the sink, or to the dead letters.
+  absl::Status Publish(const outbox::OutboxEvent& event);
+  // `payload`: the event's own, for a dead letter (the value may be encoded).
+  absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload);
+  // Flow-control peaks, and the test-only fatal error.
+  void AfterProduce();
+  // Stores an event that can never be published in the dead-letter table, then
+  // counts it as handled (acknowledged) so the watermark moves past it. The letter
+  // keeps `payload`, not the encoded value, so a replay encodes it again.
+  absl::Status DeadLetter(const sink::OutgoingMessage& message, std::string_view payload,
+                          const absl::Status& error);
+  absl::Status SinkHealth() const;
+  void OnDelivery(const sink::DeliveryReport& report);
+  void RecordAck(const sink::DeliveryReport& report);
+  absl::Status SendFeedback(Feedback when);
+  void PublishStats();
+
+  const RelayOptions& options_;
+  DeadLetterGate* gate_;
+  RelayStats* stats_;
+  StopSignal* stop_;
+  Clock clock_;
+  TopicTemplate topic_;
+  std::string table_name_;    // unqualified, for {table}
+  std::string table_schema_;  // empty: any schema
+
+  std::unique_ptr<ChangeStream> stream_;
+  std::unique_ptr<sink::Sink> sink_;
+  absl::Status pending_error_;  // raised in a delivery callback, returned by Step()
+  AckTracker tracker_;
+  pgoutput::RelationCache relations_;
+  outbox::EventMapper mapper_;
+  outbox::MessageEncoder encoder_;  // checks the payload too
+  pgoutput::Message message_;       // reused across DecodeInto calls
+  uint32_t outbox_relation_id_ = 0;
+  bool warned_foreign_insert_ = false;
+
+  absl::Duration feedback_interval_;
+  uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after
+  uint64_t events_in_flight_peak_ = 0;
+  uint64_t bytes_in_flight_peak_ = 0;
+
+  // Current transaction.
+  AckTracker::TxId tx_ = 0;
+  pg::Lsn tx_lsn_ = 0;
+  std::string tx_lsn_text_;     // commit LSN "X/Y" for the lsn header
+  int64_t tx_commit_us_ = 0;    // Unix microseconds
+  std::string tx_commit_text_;  // "" until CommitTimeText() renders it
+
+  pg::Lsn received_ = 0;
+  pg::Lsn last_sent_flush_ = 0;
+  absl::Time last_feedback_ = absl::InfinitePast();
+
+  std::string topic_buffer_;  // reused per event
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_PIPELINE_H_

@@ -1,0 +1,69 @@
+// What a CDC relay is configured with (RelayOptions, from `outboxd run`'s flags) and
+// what it reports while running (RelayStats: the metrics and health the HTTP endpoint
+// serves, and the few figures the CLI reads after Run() returns). Shared by the
+// relay's parts (relay/session.h, relay/pipeline.h, relay/backfill_coordinator.h).
+#ifndef OUTBOXD_RELAY_RELAY_OPTIONS_H_
+#define OUTBOXD_RELAY_RELAY_OPTIONS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "ops/health.h"
+#include "ops/metrics.h"
+#include "outbox/event.h"
+#include "outbox/message_format.h"
+#include "sink/sink.h"
+
+namespace outboxd::relay {
+
+struct RelayOptions {
+  std::string conninfo;
+  std::string slot = "outboxd";
+  std::string publication = "outboxd";
+  std::string table = "outbox";  // "name" or "schema.name"
+  outbox::ColumnMapping columns;
+  std::string topic_template = "{type}";
+  // Value format, payload headers and key (--format, --header, --key-pointer).
+  outbox::MessageFormat format;
+  // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory.
+  sink::SinkFactory make_sink;
+  absl::Duration feedback_interval = absl::Seconds(10);
+  absl::Duration shutdown_timeout = absl::Seconds(30);
+  uint64_t max_in_flight = 100000;  // events; reading pauses above it
+  // Key, value and header bytes of produced, unacknowledged events; reading pauses
+  // above it too, so memory stays bounded whatever the events' size.
+  uint64_t max_in_flight_bytes = uint64_t{64} << 20;
+  // How often the slot's wal_status is read while streaming (unreserved: warn;
+  // lost: stop).
+  absl::Duration slot_check_interval = absl::Seconds(5);
+  // Test-only: after this many produced events (once per process), raise a fatal
+  // idempotent-producer error, to exercise the producer's recreation. 0: never.
+  uint64_t test_fatal_error_after = 0;
+  // Reconnects after a lost stream: capped exponential backoff with jitter.
+  absl::Duration reconnect_base = absl::Milliseconds(200);
+  absl::Duration reconnect_cap = absl::Seconds(30);
+  // While another relay holds the slot, retry this often.
+  absl::Duration standby_poll = absl::Seconds(1);
+  // How often the acknowledged position is recorded for cleanup and status.
+  absl::Duration position_interval = absl::Seconds(1);
+};
+
+// Live figures: ops::Metrics and ops::HealthState are their one home (/metrics,
+// /healthz, logs). The three atomics are what `outboxd run` reads once Run() has
+// returned (src/cli/run_command.cc): whether an error came before any streaming, and
+// how many events a stop left to be sent again.
+struct RelayStats {
+  std::atomic<uint64_t> confirmed_lsn{0};
+  std::atomic<bool> streaming{false};
+  // Events left unacknowledged when the relay stopped (shutdown timeout, brokers
+  // down): the next start sends them again.
+  std::atomic<uint64_t> events_abandoned{0};
+  ops::Metrics metrics{ops::RelayMode::kCdc};
+  ops::HealthState health;
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_RELAY_OPTIONS_H_

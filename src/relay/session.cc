@@ -1,0 +1,173 @@
+// The relay's PostgreSQL side: connections, the slot's checks, the stream's start.
+#include "relay/session.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "pg/lsn.h"
+#include "pg/replication_stream.h"
+
+namespace outboxd::relay {
+
+absl::Duration ChooseFeedbackInterval(absl::Duration configured,
+                                      absl::Duration wal_sender_timeout) {
+  // While flow control pauses reading, the walsender's keepalive requests wait unread
+  // behind the data in the socket: only our own timer keeps the connection alive
+  // (docs/architecture.md trap "silent client killed by wal_sender_timeout").
+  if (wal_sender_timeout > absl::ZeroDuration() && wal_sender_timeout / 3 < configured) {
+    return wal_sender_timeout / 3;
+  }
+  return configured;
+}
+
+Session::Session(const RelayOptions& options, RelayStats* stats)
+    : options_(options),
+      stats_(stats),
+      dead_letter_table_(options.table, this),
+      position_(options.table, options.slot, options.position_interval),
+      state_(options.table),
+      slot_watch_(options.slot, options.slot_check_interval) {}
+
+absl::Status Session::Open() {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Connection conn,
+      pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));
+  replication_.emplace(std::move(conn));
+  if (adopted_control_) {
+    control_.emplace(std::move(*adopted_control_));
+    adopted_control_.reset();
+  } else {
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
+    control_.emplace(std::move(control));
+  }
+  slot_watch_.Restart();  // whatever it had in flight went with the old connection
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Session::SlotState> Session::InspectSlot() {
+  SlotState state;
+  OUTBOXD_ASSIGN_OR_RETURN(state.slot, pg::QuerySlot(*replication_, options_.slot));
+  const pg::SlotInfo& slot = state.slot;
+  if (!slot.active) {  // else another relay holds it: a standby retries every second, quietly
+    spdlog::info(
+        "connected to PostgreSQL at {} as {}; slot {} {}", replication_->endpoint(),
+        replication_->user(), options_.slot,
+        slot.exists ? absl::StrCat("confirmed up to ", pg::FormatLsn(slot.confirmed_flush_lsn),
+                                   ", lag ", slot.lag_bytes, " bytes, wal_status ", slot.wal_status)
+                    : std::string("does not exist yet"));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(state.backfill, state_.PendingBackfill(*control_, options_.slot));
+  OUTBOXD_ASSIGN_OR_RETURN(state.feedback_interval, FeedbackInterval());
+  return state;
+}
+
+absl::StatusOr<absl::Duration> Session::FeedbackInterval() {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result result,
+      replication_->Exec("SELECT setting FROM pg_settings WHERE name = 'wal_sender_timeout'"));
+  int64_t timeout_ms = 0;
+  if (result.rows() != 1 || !absl::SimpleAtoi(std::string(result.Get(0, 0)), &timeout_ms)) {
+    return absl::InternalError("cannot read wal_sender_timeout from pg_settings");
+  }
+  const absl::Duration interval =
+      ChooseFeedbackInterval(options_.feedback_interval, absl::Milliseconds(timeout_ms));
+  if (interval != options_.feedback_interval) {
+    spdlog::info("feedback every {} (a third of wal_sender_timeout {}ms)",
+                 absl::FormatDuration(interval), timeout_ms);
+  }
+  return interval;
+}
+
+absl::Status Session::CheckSlotForStreaming(const pg::SlotInfo& slot) {
+  if (!slot.exists) {
+    return absl::NotFoundError(
+        absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
+  }
+  return CheckWalStatus(slot);
+}
+
+absl::Status Session::CheckWalStatus(const pg::SlotInfo& slot) {
+  stats_->metrics.SetSlotWalStatus(slot.wal_status, slot.safe_wal_size);
+  if (slot.wal_status == "lost") {
+    // Streaming on would skip whatever the removed WAL held: stop, loudly.
+    return absl::FailedPreconditionError(
+        absl::StrCat("replication slot ", options_.slot,
+                     " has lost WAL it needed (max_slot_wal_keep_size "
+                     "exceeded); events committed after ",
+                     pg::FormatLsn(slot.confirmed_flush_lsn),
+                     " may be missing from it: stop the relays on it and run outboxd setup "
+                     "--recreate-slot --slot ",
+                     options_.slot,
+                     ", then start outboxd run: it republishes the outbox rows after the last "
+                     "acknowledged position first"));
+  }
+  // safe_wal_size too: it runs out exactly when wal_status turns unreserved, and a
+  // slot whose WAL is already removed still reads `unreserved` while its walsender
+  // lives (PostgreSQL 15), with a negative safe_wal_size.
+  const bool unreserved = slot.wal_status == "unreserved" ||
+                          (slot.safe_wal_size.has_value() && *slot.safe_wal_size <= 0);
+  if (unreserved) {
+    std::string problem = absl::StrCat(
+        "replication slot ", options_.slot, " is about to lose WAL (wal_status ", slot.wal_status,
+        ", safe_wal_size ",
+        slot.safe_wal_size ? absl::StrCat(*slot.safe_wal_size) : std::string("unknown"),
+        " bytes, lag ", slot.lag_bytes,
+        " bytes): the relay must catch up before the next checkpoint");
+    // Warned once per change, not at every check; /healthz says it at every probe.
+    if (!slot_unreserved_) spdlog::warn("{}", problem);
+    stats_->health.SetSlotProblem(std::move(problem));
+  } else if (slot_unreserved_) {
+    spdlog::info("replication slot {} holds its WAL again (wal_status {})", options_.slot,
+                 slot.wal_status);
+    stats_->health.SetSlotProblem("");
+  }
+  slot_unreserved_ = unreserved;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start) {
+  pg::Connection conn = std::move(*replication_);
+  replication_.reset();
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::ReplicationStream stream,
+      pg::ReplicationStream::Start(
+          std::move(conn),
+          {.slot = options_.slot, .publication = options_.publication, .start_lsn = start}));
+  return std::make_unique<PgChangeStream>(std::move(stream));
+}
+
+absl::Status Session::Upkeep(pg::Lsn watermark) {
+  if (!control_) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, slot_watch_.Poll(*control_));
+  // A slot that vanished while we stream cannot happen (an active slot cannot be
+  // dropped); the stream itself reports whatever follows.
+  if (slot && slot->exists) OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(*slot));
+  if (position_.Due()) {
+    OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
+    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, watermark));
+  }
+  return absl::OkStatus();
+}
+
+void Session::Close() {
+  replication_.reset();
+  control_.reset();
+}
+
+absl::Status Session::PgDeadLetterTable::Insert(const outbox::DeadLetter& letter) {
+  if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
+  OUTBOXD_RETURN_IF_ERROR(session_->slot_watch_.Settle(*session_->control_));
+  return store_.Insert(*session_->control_, letter);
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>>
+Session::PgDeadLetterTable::Aggregates() {
+  if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
+  OUTBOXD_RETURN_IF_ERROR(session_->slot_watch_.Settle(*session_->control_));
+  return store_.Aggregates(*session_->control_);
+}
+
+}  // namespace outboxd::relay

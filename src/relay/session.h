@@ -1,0 +1,108 @@
+// Session: the relay's PostgreSQL side for one connection's lifetime. Opens the
+// replication connection and the regular (control) one, reads the slot (does it
+// exist, is its WAL reserved, is a backfill pending), chooses the feedback interval
+// from the server's wal_sender_timeout, starts the stream, and runs the chores that
+// need the control connection while streaming: the slot's wal_status, the recorded
+// position, the dead-letter table. What to do when a session fails (reconnect, stand
+// by, give up) is Relay::Run's.
+//
+//   Session session(options, &stats);
+//   OUTBOXD_RETURN_IF_ERROR(session.Open());
+//   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session.InspectSlot());
+//   OUTBOXD_RETURN_IF_ERROR(session.CheckSlotForStreaming(state.slot));
+//   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream, session.StartStream(lsn));
+//   ... each loop turn: OUTBOXD_RETURN_IF_ERROR(session.Upkeep(watermark));
+//   session.Close();
+#ifndef OUTBOXD_RELAY_SESSION_H_
+#define OUTBOXD_RELAY_SESSION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "outbox/dead_letter.h"
+#include "outbox/relay_state.h"
+#include "pg/connection.h"
+#include "pg/slot.h"
+#include "relay/change_stream.h"
+#include "relay/dead_letter_gate.h"
+#include "relay/position_recorder.h"
+#include "relay/relay_options.h"
+#include "relay/slot_watch.h"
+
+namespace outboxd::relay {
+
+// The feedback timer: the configured interval, shortened to a third of the server's
+// wal_sender_timeout (0: none) so a paused reader is never taken for a dead one.
+absl::Duration ChooseFeedbackInterval(absl::Duration configured, absl::Duration wal_sender_timeout);
+
+class Session {
+ public:
+  struct SlotState {
+    pg::SlotInfo slot;
+    std::optional<outbox::BackfillRequest> backfill;  // left by `outboxd setup`
+    absl::Duration feedback_interval;
+  };
+
+  Session(const RelayOptions& options, RelayStats* stats);
+
+  // A regular connection already open: the next Open() uses it as its control
+  // connection instead of opening another.
+  void Adopt(pg::Connection conn) { adopted_control_.emplace(std::move(conn)); }
+  // Opens the replication and control connections.
+  absl::Status Open();
+  absl::StatusOr<SlotState> InspectSlot();
+  // The slot must exist, and must not have lost WAL (FailedPrecondition with the
+  // recovery); an unreserved one is warned about.
+  absl::Status CheckSlotForStreaming(const pg::SlotInfo& slot);
+  // START_REPLICATION from `start`; the replication connection goes with the stream.
+  absl::StatusOr<std::unique_ptr<ChangeStream>> StartStream(pg::Lsn start);
+  // While streaming, each loop turn: the slot's wal_status and the recorded position,
+  // each when its interval has passed.
+  absl::Status Upkeep(pg::Lsn watermark);
+  // Closes the connections (the stream's went with the pipeline's stream).
+  void Close();
+
+  // Valid between Open() and Close(); the replication one until StartStream().
+  pg::Connection& control() { return *control_; }
+  pg::Connection& replication() { return *replication_; }
+  // The dead-letter table, on the control connection.
+  DeadLetterTable* dead_letter_table() { return &dead_letter_table_; }
+  const outbox::RelayStateStore& state() const { return state_; }
+
+ private:
+  class PgDeadLetterTable final : public DeadLetterTable {
+   public:
+    PgDeadLetterTable(const std::string& outbox_table, Session* session)
+        : store_(outbox_table), session_(session) {}
+    absl::Status Insert(const outbox::DeadLetter& letter) override;
+    absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override;
+    std::string_view name() const override { return store_.table(); }
+
+   private:
+    outbox::DeadLetterStore store_;
+    Session* session_;
+  };
+
+  // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
+  absl::Status CheckWalStatus(const pg::SlotInfo& slot);
+  absl::StatusOr<absl::Duration> FeedbackInterval();
+
+  const RelayOptions& options_;
+  RelayStats* stats_;
+  std::optional<pg::Connection> replication_;
+  std::optional<pg::Connection> control_;          // regular connection: dead letters, slot checks
+  std::optional<pg::Connection> adopted_control_;  // for the first session, if given
+  PgDeadLetterTable dead_letter_table_;
+  PositionRecorder position_;
+  outbox::RelayStateStore state_;
+  SlotWatch slot_watch_;
+  bool slot_unreserved_ = false;  // as last seen, to warn once per change
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_SESSION_H_

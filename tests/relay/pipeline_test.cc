@@ -1,0 +1,394 @@
+// The CDC relay's rules in process: relay::Pipeline against a scripted replication
+// stream (tests/support/scripted_stream.h), the in-memory FakeSink and an in-memory
+// dead-letter table, on a clock the test moves. No PostgreSQL, no broker, no sleeps:
+// each Step() is one turn of Relay's loop. The end-to-end tests (tests/integration/)
+// remain the proof against the real services.
+#include "relay/pipeline.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relay/dead_letter_gate.h"
+#include "relay/session.h"
+#include "support/fake_sink.h"
+#include "support/scripted_stream.h"
+
+namespace outboxd::relay {
+namespace {
+
+using test::OutboxRow;
+using ::testing::ElementsAre;
+
+// The dead-letter table, in memory.
+class MemoryDeadLetters final : public DeadLetterTable {
+ public:
+  absl::Status Insert(const outbox::DeadLetter& letter) override {
+    letters.push_back(letter);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override {
+    absl::flat_hash_map<std::string, outbox::FirstDeadLetter> first;
+    for (const outbox::DeadLetter& l : letters) {
+      first.try_emplace(l.aggregate_id, outbox::FirstDeadLetter{.lsn = l.lsn, .id = l.id});
+    }
+    return first;
+  }
+  std::string_view name() const override { return "outbox_dead_letter"; }
+
+  std::vector<std::string> ids() const {
+    std::vector<std::string> out;
+    for (const outbox::DeadLetter& l : letters) out.push_back(l.id);
+    return out;
+  }
+
+  std::vector<outbox::DeadLetter> letters;
+};
+
+std::string Header(const test::ProducedMessage& m, std::string_view name) {
+  for (const auto& [n, v] : m.headers) {
+    if (n == name) return v;
+  }
+  return "";
+}
+
+std::vector<std::string> Ids(const std::vector<test::ProducedMessage>& produced) {
+  std::vector<std::string> out;
+  for (const test::ProducedMessage& m : produced) out.push_back(Header(m, "id"));
+  return out;
+}
+
+class RelayPipelineTest : public ::testing::Test {
+ protected:
+  RelayPipelineTest() {
+    options_.make_sink = fake_.Factory();
+    options_.feedback_interval = absl::Seconds(10);
+  }
+
+  Pipeline::Clock Clock() {
+    return [this] { return now_; };
+  }
+  void Advance(absl::Duration d) { now_ += d; }
+
+  // The pipeline and its first session, as Relay::Run and Relay::Connect make them.
+  void Start(pg::Lsn slot_confirmed = 0) {
+    gate_ = std::make_unique<DeadLetterGate>(&dead_letters_, Clock());
+    pipeline_ = std::make_unique<Pipeline>(options_, gate_.get(), &stats_, &stop_, Clock());
+    ASSERT_TRUE(pipeline_->Start().ok());
+    Connect(slot_confirmed);
+  }
+  // A new session on a slot confirmed at `slot_confirmed`: the stream starts where
+  // Pipeline::ResumeFrom says, and the slot sends the transactions ending after it.
+  pg::Lsn Connect(pg::Lsn slot_confirmed) {
+    auto stream = std::make_unique<test::ScriptedStream>(Clock());
+    stream_ = stream.get();
+    const pg::Lsn start = pipeline_->ResumeFrom(slot_confirmed);
+    wal_.Attach(stream_, start);
+    pipeline_->Stream(std::move(stream), start, options_.feedback_interval);
+    return start;
+  }
+  // One turn of the relay's loop; the clock moves first by `after`.
+  void Step(absl::Duration after = absl::ZeroDuration()) {
+    Advance(after);
+    absl::StatusOr<Pipeline::Turn> turn = pipeline_->Step();
+    ASSERT_TRUE(turn.ok()) << turn.status();
+  }
+  // Enough clock for a moved watermark to be reported (feedback is coalesced to one
+  // message per 10 ms).
+  static constexpr absl::Duration kCoalesce = absl::Milliseconds(10);
+
+  uint64_t TagOf(size_t produced_index) { return fake_->produced().at(produced_index).tag; }
+
+  absl::Time now_ = absl::FromUnixSeconds(1796299200);
+  RelayOptions options_;
+  RelayStats stats_;
+  StopSignal stop_;
+  test::FakeSink::Handle fake_;
+  MemoryDeadLetters dead_letters_;
+  test::OutboxWal wal_;
+  std::unique_ptr<DeadLetterGate> gate_;
+  std::unique_ptr<Pipeline> pipeline_;
+  test::ScriptedStream* stream_ = nullptr;  // owned by the pipeline
+};
+
+// A transaction is confirmed only once every one of its events is acknowledged, and
+// nothing after an unacknowledged event is confirmed either.
+TEST_F(RelayPipelineTest, NeverConfirmsPastAnUnacknowledgedEvent) {
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"}, {.id = "e2", .aggregate_id = "B"}});
+  const pg::Lsn second = wal_.Commit({{.id = "e3", .aggregate_id = "C"}});
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_EQ(fake_->produced().size(), 3u);
+
+  fake_->Ack(TagOf(0));  // e1; e2 of the same transaction is not acknowledged
+  fake_->Ack(TagOf(2));  // e3, the whole second transaction
+  Step(kCoalesce);
+  Step(kCoalesce);
+  EXPECT_EQ(pipeline_->watermark(), 0u);
+  EXPECT_EQ(stream_->last_confirmed(), 0u);
+
+  fake_->Ack(TagOf(1));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), second);
+}
+
+// Acknowledgements may come in any order (partitions, brokers); the confirmed position
+// moves in commit order only.
+TEST_F(RelayPipelineTest, ConfirmsInCommitOrderAcrossTransactionsAckedOutOfOrder) {
+  const pg::Lsn first = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  wal_.Commit({{.id = "e2", .aggregate_id = "B"}});
+  const pg::Lsn third = wal_.Commit({{.id = "e3", .aggregate_id = "C"}});
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_EQ(fake_->produced().size(), 3u);
+
+  fake_->Ack(TagOf(2));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), 0u) << "the third transaction's ack alone";
+  fake_->Ack(TagOf(0));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), first);
+  fake_->Ack(TagOf(1));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), third);
+}
+
+// With nothing in flight, a keepalive's position is confirmed (an idle outbox must
+// not pin WAL); with an event in flight it is not.
+TEST_F(RelayPipelineTest, ConfirmsAnIdleKeepaliveOnlyWhenNothingIsInFlight) {
+  Start();
+  stream_->PushKeepalive(0x800000, /*reply_requested=*/false);
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), 0x800000u);
+
+  const pg::Lsn tx = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  wal_.Send();
+  stream_->PushKeepalive(tx + 0x1000, /*reply_requested=*/false);
+  Step(kCoalesce);
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), 0x800000u) << "confirmed past an event in flight";
+
+  fake_->AckAll();
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), tx);
+  stream_->PushKeepalive(tx + 0x2000, /*reply_requested=*/false);
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), tx + 0x2000);
+}
+
+// An event the broker refuses for good goes to the dead-letter table; its aggregate's
+// later events follow it there in order, while other aggregates are published, and
+// the confirmed position moves past all of them.
+TEST_F(RelayPipelineTest, DeadLetterParksItsAggregatesFollowersInOrderWhileOthersFlow) {
+  fake_.set_answer([](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (m.key == "A") return absl::InvalidArgumentError("message too large");
+    return absl::OkStatus();
+  });
+  wal_.Commit({{.id = "a1", .aggregate_id = "A"}, {.id = "b1", .aggregate_id = "B"}});
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_THAT(dead_letters_.ids(), ElementsAre("a1"));
+  EXPECT_EQ(dead_letters_.letters[0].error, "message too large");
+
+  wal_.Commit({{.id = "a2", .aggregate_id = "A"}, {.id = "b2", .aggregate_id = "B"}});
+  const pg::Lsn last = wal_.Commit({{.id = "a3", .aggregate_id = "A"}});
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+
+  EXPECT_THAT(dead_letters_.ids(), ElementsAre("a1", "a2", "a3"));
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("a1", "b1", "b2"))
+      << "a2 and a3 must not be published after a1 failed";
+  EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
+// Once `outboxd dead-letter replay` has emptied an aggregate's letters, the gate
+// notices within its refresh interval and the aggregate's new events flow again.
+TEST_F(RelayPipelineTest, AReplayedAggregateFlowsAgainOnceTheGateRefreshes) {
+  fake_.set_answer([](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (Header(m, "id") == "a1") return absl::InvalidArgumentError("message too large");
+    return absl::OkStatus();
+  });
+  wal_.Commit({{.id = "a1", .aggregate_id = "A"}});
+  Start();
+  wal_.Send();
+  Step();
+  wal_.Commit({{.id = "a2", .aggregate_id = "A"}});
+  wal_.Send();
+  Step();
+  ASSERT_THAT(dead_letters_.ids(), ElementsAre("a1", "a2"));
+
+  dead_letters_.letters.clear();  // the replay published and deleted them
+  Step(absl::Seconds(3));         // the gate re-reads the table
+  const pg::Lsn last = wal_.Commit({{.id = "a3", .aggregate_id = "A"}});
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+
+  EXPECT_TRUE(dead_letters_.letters.empty());
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("a1", "a3"));
+  EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
+// Reading pauses while the events in flight reach --max-in-flight, and resumes as
+// acknowledgements make room.
+TEST_F(RelayPipelineTest, FlowControlPausesAtTheEventLimitAndResumes) {
+  options_.max_in_flight = 2;
+  for (const char* id : {"e1", "e2", "e3", "e4"}) wal_.Commit({{.id = id, .aggregate_id = id}});
+  Start();
+  wal_.Send();
+  Step();
+  Step();
+  EXPECT_EQ(fake_->produced().size(), 2u);
+  EXPECT_GT(stream_->unread(), 0u) << "the stream must be left unread while full";
+
+  fake_->Ack(TagOf(0));
+  Step();  // serves the ack
+  Step();  // reads again
+  EXPECT_EQ(fake_->produced().size(), 3u);
+  fake_->AckAll();
+  Step();
+  Step();
+  EXPECT_EQ(fake_->produced().size(), 4u);
+}
+
+// The same for --max-in-flight-bytes: whatever the events' size, memory stays bounded.
+TEST_F(RelayPipelineTest, FlowControlPausesAtTheByteLimitAndResumes) {
+  options_.max_in_flight_bytes = 1;  // one event of any size fills it
+  for (const char* id : {"e1", "e2", "e3"}) wal_.Commit({{.id = id, .aggregate_id = id}});
+  Start();
+  wal_.Send();
+  Step();
+  Step();
+  EXPECT_EQ(fake_->produced().size(), 1u);
+  EXPECT_GT(stream_->unread(), 0u);
+
+  fake_->AckAll();
+  Step();
+  Step();
+  EXPECT_EQ(fake_->produced().size(), 2u);
+}
+
+// Acknowledgements close together make one feedback message, not one each; a
+// keepalive that asks for a reply gets one at once.
+TEST_F(RelayPipelineTest, FeedbackIsCoalesced) {
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  const pg::Lsn second = wal_.Commit({{.id = "e2", .aggregate_id = "B"}});
+  Start();
+  wal_.Send();
+  Step();  // the session's first feedback
+  const size_t sent = stream_->feedback().size();
+
+  fake_->Ack(TagOf(0));
+  Step(absl::Milliseconds(4));
+  fake_->Ack(TagOf(1));
+  Step(absl::Milliseconds(4));
+  EXPECT_EQ(stream_->feedback().size(), sent) << "feedback within 10 ms of the last one";
+  Step(absl::Milliseconds(2));
+  ASSERT_EQ(stream_->feedback().size(), sent + 1);
+  EXPECT_EQ(stream_->last_confirmed(), second);
+
+  stream_->PushKeepalive(second, /*reply_requested=*/true);
+  Step();
+  EXPECT_EQ(stream_->feedback().size(), sent + 2) << "a requested reply waits for nothing";
+}
+
+// A stop waits for the acknowledgements in flight, confirms them in a last feedback
+// message, and only then ends the stream; what is still unacknowledged when the
+// shutdown timeout passes is counted as abandoned (sent again on the next start).
+TEST_F(RelayPipelineTest, ShutdownConfirmsTheAcknowledgedBeforeEndingTheStream) {
+  const pg::Lsn first = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  wal_.Commit({{.id = "e2", .aggregate_id = "B"}});
+  options_.shutdown_timeout = absl::Milliseconds(50);
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_EQ(fake_->produced().size(), 2u);
+
+  fake_->Ack(TagOf(0));  // arrives during the shutdown's wait; e2 never does
+  ASSERT_TRUE(pipeline_->Shutdown().ok());
+
+  EXPECT_TRUE(stream_->ended());
+  EXPECT_EQ(stream_->feedback_before_end(), stream_->feedback().size())
+      << "feedback after the stream ended";
+  EXPECT_EQ(stream_->last_confirmed(), first);
+  EXPECT_EQ(stats_.events_abandoned, 1u);
+}
+
+// The feedback interval is a third of wal_sender_timeout when that is shorter than
+// the configured one.
+TEST(RelayFeedbackInterval, IsAThirdOfTheWalSenderTimeoutWhenShorter) {
+  EXPECT_EQ(ChooseFeedbackInterval(absl::Seconds(10), absl::Seconds(60)), absl::Seconds(10));
+  EXPECT_EQ(ChooseFeedbackInterval(absl::Seconds(10), absl::Seconds(6)), absl::Seconds(2));
+  EXPECT_EQ(ChooseFeedbackInterval(absl::Seconds(10), absl::ZeroDuration()), absl::Seconds(10))
+      << "wal_sender_timeout 0 disables the server's timeout";
+}
+
+// While flow control holds the stream unread and nothing is acknowledged, the relay
+// still speaks within every feedback interval (a third of wal_sender_timeout): the
+// walsender never takes it for dead. Timer feedback asks for a reply.
+TEST_F(RelayPipelineTest, FeedbackIsSentBeforeTheWalSenderTimeoutWhilePaused) {
+  const absl::Duration wal_sender_timeout = absl::Seconds(6);
+  options_.feedback_interval = ChooseFeedbackInterval(absl::Seconds(10), wal_sender_timeout);
+  options_.max_in_flight = 1;
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  wal_.Commit({{.id = "e2", .aggregate_id = "B"}});
+  Start();
+  wal_.Send();
+  for (int turn = 0; turn < 300; ++turn) Step(absl::Milliseconds(100));  // 30 s paused
+
+  ASSERT_EQ(fake_->produced().size(), 1u) << "still paused";
+  const std::vector<test::ScriptedStream::SentFeedback>& sent = stream_->feedback();
+  ASSERT_GE(sent.size(), 10u);
+  for (size_t i = 1; i < sent.size(); ++i) {
+    EXPECT_LE(sent[i].at - sent[i - 1].at, options_.feedback_interval) << "gap before #" << i;
+    EXPECT_LT(sent[i].at - sent[i - 1].at, wal_sender_timeout) << "gap before #" << i;
+    EXPECT_TRUE(sent[i].reply_requested) << "timer feedback #" << i;
+  }
+  EXPECT_LT(now_ - sent.back().at, wal_sender_timeout);
+}
+
+// A sink that fails for good in the middle of a transaction (its second event): the
+// session ends, a new sink is made, and the stream starts again from the confirmed
+// position, so the whole transaction is sent again and nothing before it.
+TEST_F(RelayPipelineTest, SinkFailureMidTransactionResendsFromTheConfirmedPosition) {
+  bool broken = true;
+  fake_.set_answer([&](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (broken && Header(m, "id") == "e3") {
+      fake_->RaiseFatalErrorForTesting("fenced");
+      return absl::AbortedError("fatal: fenced");
+    }
+    return absl::OkStatus();
+  });
+  const pg::Lsn first = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  const pg::Lsn second =
+      wal_.Commit({{.id = "e2", .aggregate_id = "B"}, {.id = "e3", .aggregate_id = "C"}});
+  Start();
+  wal_.Send();
+  absl::StatusOr<Pipeline::Turn> turn = pipeline_->Step();
+  ASSERT_EQ(turn.status().code(), absl::StatusCode::kAborted) << turn.status();
+  EXPECT_EQ(pipeline_->watermark(), first) << "e2 acknowledged, e3 not: tx 2 unconfirmed";
+
+  // What Relay::Run does on Aborted: end the session, new sink, reconnect.
+  pipeline_->EndSession();
+  ASSERT_TRUE(pipeline_->RecreateSink().ok());
+  broken = false;
+  const pg::Lsn start = Connect(/*slot_confirmed=*/0);  // the slot lags: feedback was lost
+  EXPECT_EQ(start, first);
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+
+  EXPECT_EQ(fake_.created(), 2);
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e2", "e3"));
+  EXPECT_EQ(stream_->last_confirmed(), second);
+}
+
+}  // namespace
+}  // namespace outboxd::relay
