@@ -87,8 +87,10 @@ TEST(Failover, PatroniSwitchoverAndFailoverLoseNothing) {
   ASSERT_GT(load.transactions(), 300);
 
   const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  // An event whose transaction never reached the new leader (asynchronous replication)
-  // would be a ghost: counted here, prevented by --standby-slot (issue 16).
+  // An event whose transaction never reached the new leader (asynchronous replication:
+  // the relay published it from the old leader, which died before its standby had it)
+  // is a ghost: counted here, not asserted, since without --standby-slot (issue 16, not
+  // built yet) nothing prevents it. Runs here saw 0 to 4.
   std::set<std::string> rows;
   for (const OutboxRow& row : h.OutboxRows()) rows.insert(row.id);
   size_t ghosts = 0;

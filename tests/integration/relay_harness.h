@@ -98,7 +98,8 @@ class Load {
 
 // Every row of the outbox (topic pedido.confirmado) reaches the collector within
 // `timeout`; per aggregate, the first delivery of each event respects commit (seq)
-// order. Returns how many messages were duplicates.
+// order (messages whose event the table does not hold are left to the caller: ghosts of a
+// failover). Returns how many messages were duplicates.
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout);
 
 }  // namespace outboxd::test
