@@ -47,12 +47,16 @@ def delete(url, exchange, queue):
 def drain(url, queue):
     conn = connect(url)
     ch = conn.channel()
-    # A consumer (the broker pushes) rather than one basic.get round trip each.
+    # A consumer (the broker pushes) rather than one basic.get round trip each. Manual
+    # acks: the broker may push more than `count` while messages keep arriving; those
+    # are not acked, so they go back to the queue, in their place, when we close.
     count = ch.queue_declare(queue=queue, passive=True).method.message_count
     taken = 0
-    for method, props, body in [] if count == 0 else ch.consume(queue, auto_ack=True, inactivity_timeout=10):
+    last_tag = None
+    for method, props, body in [] if count == 0 else ch.consume(queue, auto_ack=False, inactivity_timeout=10):
         if method is None:
             break
+        last_tag = method.delivery_tag
         headers = ";".join(f"{k}={text(v)}" for k, v in sorted((props.headers or {}).items()))
         fields = [method.routing_key, text(props.message_id), text(props.type),
                   text(props.content_type), text(props.timestamp), text(props.delivery_mode),
@@ -61,6 +65,8 @@ def drain(url, queue):
         taken += 1
         if taken == count:
             break
+    if last_tag is not None:
+        ch.basic_ack(delivery_tag=last_tag, multiple=True)
     if count > 0:
         ch.cancel()
     conn.close()
