@@ -446,6 +446,59 @@ TEST(RelayOnRabbitMq, KillNineOfTheRelayUnderLoadLosesNothing) {
               h.messages().size(), duplicates);
 }
 
+// Competing consumers with per-aggregate order (README "RabbitMQ"): outboxd's
+// exchange feeds an x-consistent-hash exchange hashing the aggregate_id header into
+// four queues, one consumer each. Every aggregate's events land in one queue only,
+// in commit order.
+TEST(RelayOnRabbitMq, AConsistentHashExchangeKeepsEachAggregateInOneQueueInOrder) {
+  RabbitHarness h(AmqpNode::Shared(), VhostKind::kOwn, /*binding=*/"");
+  const std::string hash = h.broker().Name("by_aggregate");
+  const std::string prefix = h.broker().Name("worker");
+  std::string output;
+  ASSERT_EQ(RunCommand("/usr/bin/python3 " + std::string(OUTBOXD_SOURCE_DIR) +
+                           "/tests/amqp/amqp_peer.py hash '" + h.broker().url() + "' " +
+                           h.broker().Name("outboxd") + " " + hash + " " + prefix + " 4",
+                       &output),
+            0)
+      << output;
+  h.StartRelay({"--no-declare"});
+  for (int tx = 0; tx < 20; ++tx) {
+    h.db().Exec(
+        absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'agg-' || (g % 20), "
+                     "'pedido.confirmado', json_build_object('tx', ",
+                     tx, ", 'g', g)::jsonb FROM generate_series(1, 20) g"));
+  }
+  std::vector<RabbitHarness::Row> rows = h.Rows();
+  std::map<std::string, int64_t> seq_of;
+  for (const RabbitHarness::Row& row : rows) seq_of[row.id] = row.seq;
+  std::map<std::string, std::set<int>> queues_of;  // aggregate -> queues it landed in
+  std::map<std::string, int64_t> last_seq;
+  std::set<int> used;
+  size_t got = 0;
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (got < rows.size() && absl::Now() < deadline) {
+    for (int q = 0; q < 4; ++q) {
+      for (const AmqpMessage& m : h.broker().Drain(prefix + std::to_string(q))) {
+        ++got;
+        const std::string aggregate = RabbitHarness::Header(m, "aggregate_id");
+        queues_of[aggregate].insert(q);
+        used.insert(q);
+        auto [it, fresh] = last_seq.emplace(aggregate, seq_of[m.message_id]);
+        if (!fresh) {
+          EXPECT_LT(it->second, seq_of[m.message_id]) << "aggregate " << aggregate;
+          it->second = seq_of[m.message_id];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(got, rows.size());
+  EXPECT_EQ(queues_of.size(), 20u);
+  for (const auto& [aggregate, queues] : queues_of) {
+    EXPECT_EQ(queues.size(), 1u) << "aggregate " << aggregate << " split across queues";
+  }
+  EXPECT_GE(used.size(), 2u) << "the hash spread nothing";
+}
+
 TEST(PollOnRabbitMq, EveryPendingEventArrivesAndIsMarkedPublished) {
   RabbitHarness h;
   h.db().Exec(
