@@ -2,6 +2,8 @@
 // real RabbitMQ node and PostgreSQL: what the queue holds (read back by pika), what
 // the slot confirms, and what survives a closed connection, a killed node, a memory
 // alarm and a killed relay.
+#include <unistd.h>
+
 #include <csignal>
 #include <map>
 #include <set>
@@ -497,6 +499,35 @@ TEST(RelayOnRabbitMq, AConsistentHashExchangeKeepsEachAggregateInOneQueueInOrder
     EXPECT_EQ(queues.size(), 1u) << "aggregate " << aggregate << " split across queues";
   }
   EXPECT_GE(used.size(), 2u) << "the hash spread nothing";
+}
+
+// amqps:// with the node's CA, the URL (with its password) from --amqp-url-file:
+// events arrive, and neither the password nor the file's URL reaches the log.
+TEST(RelayOnRabbitMq, OverTlsWithTheUrlFromAFileAndNoPasswordInTheLog) {
+  RabbitHarness h;
+  const AmqpNode& node = AmqpNode::Shared();
+  ASSERT_FALSE(node.tls_url().empty()) << "OUTBOXD_TEST_AMQPS not set (scripts/rabbitmq)";
+  // The shared node's TLS URL names vhost "/", where the harness's queue is bound.
+  char path[] = "/tmp/outboxd-amqp-url.XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string url = node.tls_url() + "\n";
+  ASSERT_EQ(write(fd, url.data(), url.size()), static_cast<ssize_t>(url.size()));
+  close(fd);
+  std::vector<std::string> args = {BinPath("outboxd"), "run", "--pg", h.db().conninfo(),
+                                   "--slot", h.db().name(), "--sink", "rabbitmq",
+                                   "--amqp-url-file", path, "--amqp-ca-file", node.ca_file(),
+                                   "--exchange", h.broker().Name("outboxd")};
+  auto relay = ChildProcess::Start(args);
+  ASSERT_TRUE(relay->WaitForLog("streaming slot", absl::Seconds(60))) << relay->Log();
+  h.db().Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('t', 'pedido.confirmado', '{}')");
+  EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u);
+  EXPECT_EQ(h.messages().size(), 1u);
+  relay->Signal(SIGTERM);
+  EXPECT_EQ(relay->Wait(absl::Seconds(60)), 0);
+  EXPECT_THAT(relay->Log(), HasSubstr("RabbitMQ amqps://localhost:"));
+  EXPECT_THAT(relay->Log(), ::testing::Not(HasSubstr("guest:guest")));
+  unlink(path);
 }
 
 TEST(PollOnRabbitMq, EveryPendingEventArrivesAndIsMarkedPublished) {
