@@ -342,6 +342,45 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
   EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "big");
 }
 
+// An event over the node's max_message_size is a dead letter; once the limit is
+// raised (a node of the test's own: the limit is node-wide), `dead-letter replay
+// --sink rabbitmq` delivers it, and the aggregate's event parked behind it.
+TEST(RelayOnRabbitMq, AnOversizedDeadLetterReplaysOnceTheLimitIsRaised) {
+  std::unique_ptr<AmqpNode> node = AmqpNode::StartPrivate();
+  RabbitHarness h(*node);
+  h.StartRelay();
+  // 1.5 MiB: over the node's 1 MiB max_message_size (scripts/rabbitmq).
+  h.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
+      "json_build_object('pad', repeat('x', 1572864))::jsonb)");
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") != "1" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "1") << h.relay().Log();
+  // Committed after it: parked behind it, as with Kafka.
+  h.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
+      "'{\"after\": true}')");
+  deadline = absl::Now() + absl::Seconds(60);
+  while (h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") != "2" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "2") << h.relay().Log();
+  node->Ctl({"eval", "application:set_env(rabbit, max_message_size, 4194304)."});
+  std::vector<std::string> replay = {"dead-letter", "replay", "--pg", h.db().conninfo()};
+  for (const std::string& a : h.SinkArgs()) replay.push_back(a);
+  std::string output;
+  EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u);
+  ASSERT_EQ(h.messages().size(), 2u);
+  EXPECT_GT(h.messages()[0].body.size(), 1572864u);
+  EXPECT_EQ(h.messages()[1].body, R"({"after": true})");
+}
+
 // `rabbitmqctl close_all_connections` three times under load: 0 lost, order kept,
 // and the slot never confirmed past an event the queue did not hold yet.
 TEST(RelayOnRabbitMq, ClosedConnectionsUnderLoadLoseNothingAndNeverConfirmAhead) {
