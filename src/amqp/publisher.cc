@@ -592,6 +592,15 @@ bool Publisher::Blocked() const { return impl_->blocked; }
 
 std::string_view Publisher::BlockedReason() const { return impl_->blocked_reason; }
 
+int Publisher::socket_fd() const {
+  return impl_->conn == nullptr ? -1 : amqp_get_sockfd(impl_->conn.get());
+}
+
+bool Publisher::HasBufferedFrames() const {
+  return impl_->conn != nullptr &&
+         (amqp_frames_enqueued(impl_->conn.get()) || amqp_data_in_buffer(impl_->conn.get()));
+}
+
 int Publisher::InFlight() const { return static_cast<int>(impl_->pending.size()); }
 
 uint64_t Publisher::InFlightBytes() const { return impl_->pending_bytes; }

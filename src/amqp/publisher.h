@@ -170,6 +170,12 @@ class Publisher {
   bool Blocked() const;
   std::string_view BlockedReason() const;  // e.g. "low on memory"
 
+  // The connection's socket while connected, else -1: readable when the broker has
+  // sent something, for a caller's select()/epoll. Frames rabbitmq-c has already read
+  // into its buffer do not make it readable: check HasBufferedFrames() after Poll().
+  int socket_fd() const;
+  bool HasBufferedFrames() const;
+
   int InFlight() const;            // produced, not yet completed
   uint64_t InFlightBytes() const;  // their body bytes
 

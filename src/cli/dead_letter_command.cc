@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/logging.h"
 #include "cli/secrets.h"
+#include "cli/sink_flags.h"
 #include "ops/dead_letter_replay.h"
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
@@ -28,6 +29,7 @@ struct DeadLetterCommand {
   ops::ReplayOptions replay;
   bool allow_unsafe_kafka = false;
   kafka::PublisherOptions kafka_options;  // the sink: replay.make_sink is made from it
+  SinkFlags sink_flags;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
 
@@ -47,8 +49,10 @@ struct DeadLetterCommand {
           ->capture_default_str();
       Flag(sub, "aggregate", aggregate, "Only this aggregate's dead letters");
     }
-    Flag(replay_cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers")->required();
+    Flag(replay_cmd, "brokers", kafka_options.brokers,
+         "Kafka bootstrap servers (required with --sink kafka)");
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddSinkFlags(replay_cmd, sink_flags);
     AddAllowUnsafeKafkaFlag(replay_cmd, allow_unsafe_kafka);
     AddKafkaSecretFlags(replay_cmd, secrets);
     Flag(replay_cmd, "topic", replay.topic_template,
@@ -90,12 +94,18 @@ struct DeadLetterCommand {
       if (!s.ok()) return Fail(s, true);
     }
     if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok()) return Fail(s, true);
+    if (absl::Status s = CheckBrokersGiven(sink_flags, kafka_options); !s.ok()) return Fail(s, true);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
     absl::StatusOr<bool> unsafe_kafka =
         CheckKafkaDurability(kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
     if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
     kafka_options.on_log = LogKafka;
     replay.make_sink = kafka::Publisher::Factory(kafka_options);
+    if (!sink_flags.kafka()) {
+      absl::StatusOr<sink::SinkFactory> amqp = AmqpSinkFactory(sink_flags);
+      if (!amqp.ok()) return Fail(amqp.status(), true);
+      replay.make_sink = *std::move(amqp);
+    }
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), false);
     for (const std::string& failure : report->failures)

@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "cli/logging.h"
 #include "cli/secrets.h"
+#include "cli/sink_flags.h"
 #include "ops/endpoints.h"
 #include "ops/http_server.h"
 #include "ops/stall_watch.h"
@@ -22,6 +23,7 @@ struct PollCommand {
   kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
+  SinkFlags sink_flags;
   FormatFlags format;
   std::string metrics;  // off by default: several instances often share a host
   DurationFlag interval{"500ms"};
@@ -31,10 +33,10 @@ struct PollCommand {
   bool allow_unsafe_kafka = false;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka by polling");
+    CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka or RabbitMQ by polling");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
-        ->required();
+    Flag(cmd, "brokers", kafka_options.brokers,
+         "Kafka bootstrap servers HOST:PORT[,...] (required with --sink kafka)");
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval.text, "Sleep after an empty batch")->capture_default_str();
     Flag(cmd, "publish-timeout", publish_timeout.text,
@@ -48,6 +50,7 @@ struct PollCommand {
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddSinkFlags(cmd, sink_flags);
     AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
     AddPgSecretFlags(cmd, secrets);
     AddKafkaSecretFlags(cmd, secrets);
@@ -68,7 +71,7 @@ struct PollCommand {
           ResolveDuration(healthz_stall, "healthz-stall"),
           ParseKafkaProperties(kafka_properties, kafka_options),
           ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, kafka_options),
-          ResolveFormat(format, options.format)}) {
+          CheckBrokersGiven(sink_flags, kafka_options), ResolveFormat(format, options.format)}) {
       if (!s.ok()) return Fail(s, true);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
@@ -77,6 +80,11 @@ struct PollCommand {
     if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
     kafka_options.on_log = LogKafka;
     options.make_sink = kafka::Publisher::Factory(kafka_options);
+    if (!sink_flags.kafka()) {
+      absl::StatusOr<sink::SinkFactory> amqp = AmqpSinkFactory(sink_flags);
+      if (!amqp.ok()) return Fail(amqp.status(), true);
+      options.make_sink = *std::move(amqp);
+    }
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
@@ -101,8 +109,9 @@ struct PollCommand {
       return kExitOk;
     }
     // After the checks Start() makes: a configuration error stays the only line.
-    spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
-                 OUTBOXD_VERSION, options.table, options.topic_template, kafka_options.brokers,
+    spdlog::info("starting outboxd {} poll: table {}, topic {}, {}, PostgreSQL {}",
+                 OUTBOXD_VERSION, options.table, options.topic_template,
+                 SinkDescription(sink_flags, kafka_options),
                  pg::RedactConninfo(options.conninfo));
     if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",

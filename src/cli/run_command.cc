@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "cli/logging.h"
 #include "cli/secrets.h"
+#include "cli/sink_flags.h"
 #include "ops/cleanup.h"
 #include "ops/endpoints.h"
 #include "ops/http_server.h"
@@ -34,6 +35,7 @@ struct RunCommand {
   kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
   std::vector<std::string> kafka_properties;
   SecretFlags secrets;
+  SinkFlags sink_flags;
   FormatFlags format;
   std::string metrics = "127.0.0.1:9187";
   DurationFlag feedback_interval{"10s"};
@@ -48,16 +50,17 @@ struct RunCommand {
   bool unsafe_kafka = false;  // allowed, and in force: outboxd_unsafe_kafka_config
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka");
+    CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka or RabbitMQ");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
-        ->required();
+    Flag(cmd, "brokers", kafka_options.brokers,
+         "Kafka bootstrap servers HOST:PORT[,...] (required with --sink kafka)");
     Flag(cmd, "slot", options.slot, "Logical replication slot")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication")->capture_default_str();
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
+    AddSinkFlags(cmd, sink_flags);
     AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
     AddPgSecretFlags(cmd, secrets);
     AddKafkaSecretFlags(cmd, secrets);
@@ -108,6 +111,7 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, kafka_options));
     OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, kafka_options));
+    OUTBOXD_RETURN_IF_ERROR(CheckBrokersGiven(sink_flags, kafka_options));
     kafka_options.on_log = LogKafka;
     OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
     OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
@@ -127,6 +131,10 @@ struct RunCommand {
     options.slot_check_interval = slot_check_interval.value;
     options.feedback_interval = feedback_interval.value;
     options.shutdown_timeout = shutdown_timeout.value;
+    if (!sink_flags.kafka()) {
+      OUTBOXD_ASSIGN_OR_RETURN(options.make_sink, AmqpSinkFactory(sink_flags));
+      return absl::OkStatus();
+    }
     // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with
     // idempotence. A timed-out event would be dead-lettered and passed: run needs the
     // infinite message timeout.
@@ -192,10 +200,9 @@ struct RunCommand {
     // After the checks: a configuration error stays the only line (README Guarantees,
     // "clear failure").
     spdlog::info(
-        "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, brokers {}, "
-        "PostgreSQL {}",
+        "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, {}, PostgreSQL {}",
         OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
-        kafka_options.brokers, pg::RedactConninfo(options.conninfo));
+        SinkDescription(sink_flags, kafka_options), pg::RedactConninfo(options.conninfo));
     AdaptToTable();
 
     relay::RelayStats stats;

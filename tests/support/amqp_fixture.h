@@ -51,6 +51,8 @@ class AmqpNode {
   // The same node over TLS (amqps://), and the CA file that signed its certificate.
   const std::string& tls_url() const { return tls_url_; }
   const std::string& ca_file() const { return ca_file_; }
+  // A private node's directory, for scripts/rabbitmq kill|restart; "" for the shared one.
+  const std::string& dir() const { return private_dir_; }
   // rabbitmqctl against this node; a non-zero exit fails the test. Returns the output.
   std::string Ctl(const std::vector<std::string>& args) const;
 

@@ -1,0 +1,519 @@
+// amqp::Sink: the entries the relay produced until each is reported, the waiting list
+// (never sent, or to be sent again) published lowest sequence first, and the
+// reconnect, retry and timeout deadlines behind one timerfd, watched with the
+// connection's socket by one epoll descriptor (wake_fd()).
+#include "amqp/sink.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+
+namespace outboxd::amqp {
+namespace {
+
+// The sink headers (outbox/message_format.h) that become AMQP basic properties
+// rather than entries of the header table; created_at becomes the timestamp and
+// stays a header too, since the timestamp property holds whole seconds only.
+constexpr std::string_view kIdHeader = "id";
+constexpr std::string_view kTypeHeader = "type";
+constexpr std::string_view kContentTypeHeader = "content-type";
+constexpr std::string_view kCreatedAtHeader = "created_at";
+// The json format sets no content-type header: its value is the payload itself.
+constexpr std::string_view kJsonContentType = "application/json";
+
+// Doubling from `base` for each attempt, up to `cap`.
+absl::Duration Backoff(absl::Duration base, absl::Duration cap, int attempt) {
+  return std::min(cap, base * (int64_t{1} << std::min(attempt, 20)));
+}
+
+// created_at as the encoder writes it (ISO-8601 with offset, e.g.
+// 2026-12-03T12:00:00.123456+00:00); nullopt for anything else.
+std::optional<absl::Time> ParseCreatedAt(std::string_view text) {
+  absl::Time t;
+  std::string error;
+  if (absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", std::string(text), &t, &error)) return t;
+  return std::nullopt;
+}
+
+int ToPollMs(absl::Duration d) {
+  if (d <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), 1 << 30));
+}
+
+}  // namespace
+
+struct Sink::Impl {
+  // One produced message, owned until its report.
+  struct Entry {
+    uint64_t tag = 0;
+    std::string topic;
+    std::string key;
+    std::string value;
+    std::vector<std::pair<std::string, std::string>> headers;
+    absl::Time produced_at;
+    uint64_t bytes = 0;  // key, value, header names and values (as Kafka's sink counts)
+    int publishes = 0;
+  };
+  // A Publisher completion, kept until Step() serves it (its reason copied: the
+  // Publisher's view ends with the callback).
+  struct Done {
+    uint64_t seq = 0;
+    Outcome outcome = Outcome::kAcked;
+    std::string reason;
+  };
+
+  SinkOptions options;
+  sink::DeliveryHandler on_delivery;
+  absl::Duration delivery_timeout = absl::InfiniteDuration();
+  std::string where;  // the redacted URL
+  std::unique_ptr<Publisher> publisher;
+  bool connected = false;
+  bool ever_connected = false;
+  bool blocked = false;
+  absl::Time reconnect_at = absl::InfinitePast();
+  int reconnect_attempts = 0;
+  absl::Time retry_at = absl::InfinitePast();  // after a nack
+  int nack_attempts = 0;
+  absl::Status fatal;
+
+  std::map<uint64_t, Entry> entries;  // by sequence = produce order
+  std::set<uint64_t> waiting;         // to publish (again), lowest first
+  uint64_t next_seq = 1;
+  uint64_t bytes = 0;
+  std::vector<Done> done;
+  SinkCounters counters;
+
+  int epoll_fd = -1;
+  int timer_fd = -1;
+  int watched_fd = -1;
+  std::vector<Header> amqp_headers;  // scratch for ToAmqp
+
+  ~Impl() {
+    if (timer_fd >= 0) close(timer_fd);
+    if (epoll_fd >= 0) close(epoll_fd);
+  }
+
+  absl::Status OpenWakeFds();
+  CompletionHandler Handler() {
+    return [this](const Completion& c) {
+      done.push_back({.seq = c.tag, .outcome = c.outcome, .reason = std::string(c.reason)});
+    };
+  }
+  absl::Status Connect();
+  void TryReconnect();
+  OutgoingMessage ToAmqp(uint64_t seq, const Entry& e);
+  absl::Status PublishOne(uint64_t seq);
+  void PublishWaiting();
+  int Step();
+  int ServeDone();
+  int ExpireTimedOut();
+  void NoticeState();
+  void Report(std::map<uint64_t, Entry>::iterator it, const absl::Status& status);
+  void Remove(std::map<uint64_t, Entry>::iterator it);
+  void WatchSocket();
+  void ArmTimer();
+  void DrainTimer();
+  int Wait(int timeout_ms);
+};
+
+absl::Status Sink::Impl::OpenWakeFds() {
+  epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (epoll_fd < 0 || timer_fd < 0) {
+    return absl::InternalError(absl::StrCat("epoll/timerfd: ", std::strerror(errno)));
+  }
+  epoll_event ev{.events = EPOLLIN, .data = {.fd = timer_fd}};
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, timer_fd, &ev) != 0) {
+    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// A first connection or a fresh one after a loss (a new channel: the broker numbers
+// its confirms from 1 again, which the Publisher handles).
+absl::Status Sink::Impl::Connect() {
+  if (publisher == nullptr) {
+    OUTBOXD_ASSIGN_OR_RETURN(publisher, Publisher::Connect(options.publisher, Handler()));
+  } else {
+    OUTBOXD_RETURN_IF_ERROR(publisher->Reconnect());
+  }
+  connected = true;
+  watched_fd = -1;  // a new socket, perhaps with the old number: register it again
+  return absl::OkStatus();
+}
+
+void Sink::Impl::TryReconnect() {
+  absl::Status s = Connect();
+  if (s.ok()) {
+    reconnect_attempts = 0;
+    if (ever_connected) {
+      ++counters.reconnects;
+      spdlog::info("reconnected to RabbitMQ at {}; publishing {} waiting messages again, in order",
+                   where, waiting.size());
+    }
+    ever_connected = true;
+    return;
+  }
+  const absl::Duration wait =
+      Backoff(options.reconnect_base, options.reconnect_cap, reconnect_attempts++);
+  reconnect_at = absl::Now() + wait;
+  spdlog::warn("RabbitMQ not reachable ({}); {} messages wait; retrying in {} (attempt {})", s,
+               entries.size(), absl::FormatDuration(wait), reconnect_attempts);
+}
+
+OutgoingMessage Sink::Impl::ToAmqp(uint64_t seq, const Entry& e) {
+  OutgoingMessage m{.routing_key = e.topic, .body = e.value, .tag = seq};
+  m.properties.content_type = kJsonContentType;
+  amqp_headers.clear();
+  for (const auto& [name, value] : e.headers) {
+    if (name == kIdHeader) {
+      m.properties.message_id = value;
+    } else if (name == kTypeHeader) {
+      m.properties.type = value;
+    } else if (name == kContentTypeHeader) {
+      m.properties.content_type = value;
+    } else {
+      if (name == kCreatedAtHeader) m.properties.timestamp = ParseCreatedAt(value);
+      amqp_headers.push_back({name, value});
+    }
+  }
+  m.headers = amqp_headers;
+  return m;
+}
+
+// Publishes one waiting entry. Unavailable: the connection was lost (the Publisher
+// completed the unconfirmed ones as lost); ResourceExhausted: blocked; InvalidArgument:
+// AMQP cannot carry this message.
+absl::Status Sink::Impl::PublishOne(uint64_t seq) {
+  Entry& e = entries.at(seq);
+  absl::Status s = publisher->Produce(ToAmqp(seq, e));
+  if (!s.ok()) return s;
+  waiting.erase(seq);
+  if (e.publishes++ > 0) ++counters.republished;
+  return s;
+}
+
+void Sink::Impl::PublishWaiting() {
+  while (!waiting.empty() && connected && publisher->Health().ok() && !publisher->Blocked() &&
+         absl::Now() >= retry_at) {
+    const uint64_t seq = *waiting.begin();
+    absl::Status s = PublishOne(seq);
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      // Reported from Step(), like every outcome: never from inside Produce().
+      waiting.erase(seq);
+      done.push_back(
+          {.seq = seq, .outcome = Outcome::kRejected, .reason = std::string(s.message())});
+      continue;
+    }
+    if (!s.ok()) return;
+  }
+}
+
+void Sink::Impl::Remove(std::map<uint64_t, Entry>::iterator it) {
+  bytes -= it->second.bytes;
+  waiting.erase(it->first);
+  entries.erase(it);
+}
+
+void Sink::Impl::Report(std::map<uint64_t, Entry>::iterator it, const absl::Status& status) {
+  const Entry& e = it->second;
+  sink::DeliveryReport report{.tag = e.tag, .status = status, .topic = e.topic};
+  if (!status.ok()) {
+    report.key = e.key;
+    report.value = e.value;
+    for (const auto& [name, value] : e.headers) report.headers.push_back({name, value});
+  }
+  if (on_delivery) on_delivery(report);
+  Remove(it);
+}
+
+// Serves the Publisher's completions: acks and failures are reported, lost and
+// nacked messages go back to the waiting list.
+int Sink::Impl::ServeDone() {
+  int served = 0;
+  std::vector<Done> batch;
+  batch.swap(done);
+  for (Done& d : batch) {
+    auto it = entries.find(d.seq);
+    if (it == entries.end()) continue;  // reported already (timed out)
+    switch (d.outcome) {
+      case Outcome::kAcked:
+        nack_attempts = 0;
+        Report(it, absl::OkStatus());
+        ++served;
+        break;
+      case Outcome::kUnroutable: {
+        // "no queue bound for routing key X": the dead letter's reason, the fix in it.
+        absl::string_view reason = d.reason;
+        absl::ConsumePrefix(&reason, "unroutable: ");
+        Report(it, absl::NotFoundError(reason));
+        ++served;
+        break;
+      }
+      case Outcome::kRejected:
+        Report(it, absl::InvalidArgumentError(d.reason));
+        ++served;
+        break;
+      case Outcome::kNacked: {
+        ++counters.nacked;
+        waiting.insert(d.seq);
+        const absl::Duration wait = Backoff(options.nack_base, options.nack_cap, nack_attempts++);
+        retry_at = absl::Now() + wait;
+        spdlog::warn(
+            "RabbitMQ refused a message for now (basic.nack, routing key {}); "
+            "publishing it again in {}",
+            it->second.topic, absl::FormatDuration(wait));
+        break;
+      }
+      case Outcome::kConnectionLost:
+        waiting.insert(d.seq);
+        break;
+    }
+  }
+  return served;
+}
+
+// With a finite delivery timeout (the polling relay's attempts), a message not
+// confirmed in time is reported failed; a confirm that comes later is ignored.
+int Sink::Impl::ExpireTimedOut() {
+  if (delivery_timeout == absl::InfiniteDuration()) return 0;
+  int served = 0;
+  const absl::Time now = absl::Now();
+  while (!entries.empty() && entries.begin()->second.produced_at + delivery_timeout <= now) {
+    Report(entries.begin(),
+           absl::UnavailableError(absl::StrCat("not confirmed by RabbitMQ at ", where, " within ",
+                                               absl::FormatDuration(delivery_timeout))));
+    ++served;
+  }
+  return served;
+}
+
+// Logs the changes the relay cannot see: a lost connection (its messages wait) and
+// the broker's flow control.
+void Sink::Impl::NoticeState() {
+  if (connected && !publisher->Health().ok()) {
+    connected = false;
+    blocked = false;
+    reconnect_at = absl::Now();
+    spdlog::warn(
+        "RabbitMQ connection lost ({}); {} unconfirmed messages will be published again, "
+        "in order, once reconnected",
+        publisher->Health(), waiting.size());
+  }
+  const bool now_blocked = connected && publisher->Blocked();
+  if (now_blocked && !blocked) {
+    spdlog::warn(
+        "RabbitMQ blocked the connection ({}): publishing and reading paused until the "
+        "broker's alarm clears",
+        publisher->BlockedReason());
+  } else if (!now_blocked && blocked && connected) {
+    spdlog::info("RabbitMQ unblocked the connection: publishing resumes");
+  }
+  blocked = now_blocked;
+}
+
+int Sink::Impl::Step() {
+  if (connected) publisher->Poll(absl::ZeroDuration());
+  int served = ServeDone();
+  NoticeState();
+  if (!connected && fatal.ok() && absl::Now() >= reconnect_at) TryReconnect();
+  if (connected) PublishWaiting();
+  served += ServeDone();
+  NoticeState();
+  served += ExpireTimedOut();
+  WatchSocket();
+  ArmTimer();
+  return served;
+}
+
+void Sink::Impl::WatchSocket() {
+  const int fd = connected ? publisher->socket_fd() : -1;
+  if (fd == watched_fd) return;
+  // A lost connection's socket left the epoll set when it was closed.
+  if (fd >= 0) {
+    epoll_event ev{.events = EPOLLIN, .data = {.fd = fd}};
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) {
+      epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev);
+    }
+  }
+  watched_fd = fd;
+}
+
+// The timer fires at the sink's next deadline, so a select() on wake_fd() wakes for
+// it; at once when rabbitmq-c holds frames already read from the socket.
+void Sink::Impl::ArmTimer() {
+  const absl::Time now = absl::Now();
+  absl::Time next = absl::InfiniteFuture();
+  if (!connected && fatal.ok()) next = std::min(next, reconnect_at);
+  // Blocked, the socket wakes us (connection.unblocked): no timer, or it would spin.
+  if (connected && !publisher->Blocked() && !waiting.empty()) next = std::min(next, retry_at);
+  if (delivery_timeout != absl::InfiniteDuration() && !entries.empty()) {
+    next = std::min(next, entries.begin()->second.produced_at + delivery_timeout);
+  }
+  if (connected && publisher->HasBufferedFrames()) next = now;
+  itimerspec spec{};
+  if (next != absl::InfiniteFuture()) {
+    // A zero it_value disarms: the earliest is one nanosecond from now.
+    spec.it_value = absl::ToTimespec(std::max(next - now, absl::Nanoseconds(1)));
+  }
+  timerfd_settime(timer_fd, 0, &spec, nullptr);
+}
+
+void Sink::Impl::DrainTimer() {
+  uint64_t expirations;
+  while (read(timer_fd, &expirations, sizeof(expirations)) > 0) {
+  }
+}
+
+int Sink::Impl::Wait(int timeout_ms) {
+  pollfd p{.fd = epoll_fd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, timeout_ms);
+}
+
+Sink::Sink(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Sink::~Sink() {
+  if (impl_ != nullptr) Close(absl::ZeroDuration());
+}
+
+absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
+                                                   const sink::SinkSettings& settings) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->on_delivery = settings.on_delivery;
+  impl->delivery_timeout = settings.delivery_timeout;
+  OUTBOXD_ASSIGN_OR_RETURN(impl->where, RedactedUrl(options.publisher.url));
+  OUTBOXD_RETURN_IF_ERROR(impl->OpenWakeFds());
+  absl::Status connected = impl->Connect();
+  if (connected.ok()) {
+    impl->ever_connected = true;
+  } else if (connected.code() == absl::StatusCode::kUnavailable) {
+    // Like a Kafka producer with its brokers down: messages wait, the sink retries.
+    spdlog::warn("{}; retrying", connected);
+    impl->reconnect_at = absl::Now() + options.reconnect_base;
+    impl->reconnect_attempts = 1;
+  } else {
+    return connected;
+  }
+  impl->WatchSocket();
+  impl->ArmTimer();
+  return std::unique_ptr<Sink>(new Sink(std::move(impl)));
+}
+
+sink::SinkFactory Sink::Factory(SinkOptions options) {
+  return [options = std::move(options)](
+             const sink::SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<sink::Sink>> {
+    OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, Create(options, settings));
+    return std::unique_ptr<sink::Sink>(std::move(s));
+  };
+}
+
+absl::Status Sink::Produce(const sink::OutgoingMessage& message) {
+  Impl& m = *impl_;
+  if (!m.fatal.ok()) return m.fatal;
+  if (m.connected && m.publisher->Blocked()) {
+    return absl::ResourceExhaustedError(absl::StrCat("RabbitMQ blocked the connection (",
+                                                     std::string(m.publisher->BlockedReason()),
+                                                     "); wait until its alarm clears"));
+  }
+  Impl::Entry e{.tag = message.tag,
+                .topic = std::string(message.topic),
+                .key = std::string(message.key),
+                .value = std::string(message.value),
+                .produced_at = absl::Now()};
+  e.bytes = message.key.size() + message.value.size();
+  for (const sink::Header& h : message.headers) {
+    e.headers.emplace_back(h.name, h.value);
+    e.bytes += h.name.size() + h.value.size();
+  }
+  const uint64_t seq = m.next_seq++;
+  auto [it, added] = m.entries.emplace(seq, std::move(e));
+  m.bytes += it->second.bytes;
+  m.waiting.insert(seq);
+  // Nothing waits before it: publish now, so a message AMQP cannot carry is refused
+  // here, as the interface asks. Otherwise it waits its turn behind the others.
+  if (m.waiting.size() == 1 && m.connected && m.publisher->Health().ok() &&
+      absl::Now() >= m.retry_at) {
+    absl::Status s = m.PublishOne(seq);
+    if (s.code() == absl::StatusCode::kInvalidArgument ||
+        s.code() == absl::StatusCode::kResourceExhausted) {
+      m.Remove(it);
+      return s;
+    }
+    if (s.ok()) return s;
+    // Unavailable: lost meanwhile; it waits with the others for the reconnect.
+  }
+  m.ArmTimer();  // it waits: wake the caller when it can go
+  return absl::OkStatus();
+}
+
+int Sink::Poll(int timeout_ms) {
+  impl_->DrainTimer();
+  int served = impl_->Step();
+  if (served > 0 || timeout_ms <= 0) return served;
+  if (impl_->Wait(timeout_ms) <= 0) return served;
+  impl_->DrainTimer();
+  return served + impl_->Step();
+}
+
+absl::Status Sink::Flush(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!impl_->entries.empty()) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(impl_->entries.size(), " messages still unconfirmed by RabbitMQ at ",
+                       impl_->where, " after ", absl::FormatDuration(timeout)));
+    }
+    Poll(ToPollMs(std::min(left, absl::Milliseconds(100))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Sink::Health() const { return impl_->fatal; }
+
+int Sink::InFlight() const { return static_cast<int>(impl_->entries.size()); }
+
+uint64_t Sink::InFlightBytes() const { return impl_->bytes; }
+
+int Sink::wake_fd() const { return impl_->epoll_fd; }
+
+int Sink::Close(absl::Duration flush_timeout) {
+  if (impl_ == nullptr) return 0;
+  if (flush_timeout > absl::ZeroDuration()) Flush(flush_timeout).IgnoreError();
+  impl_->on_delivery = nullptr;
+  const int dropped = static_cast<int>(impl_->entries.size());
+  impl_->entries.clear();
+  impl_->waiting.clear();
+  // connection.close, bounded by the connect timeout; what was unconfirmed completes
+  // as lost into `done`, which goes with impl_.
+  if (impl_->publisher != nullptr) impl_->publisher->Close();
+  impl_.reset();
+  return dropped;
+}
+
+void Sink::RaiseFatalErrorForTesting(std::string_view reason) {
+  impl_->fatal = absl::AbortedError(std::string(reason));
+}
+
+const SinkCounters& Sink::counters() const { return impl_->counters; }
+
+}  // namespace outboxd::amqp
