@@ -15,8 +15,7 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "kafka/publisher.h"
-#include "ops/setup.h"
-#include "support/pg_fixture.h"
+#include "support/set_up_database.h"
 
 namespace outboxd::inbox {
 namespace {
@@ -59,9 +58,7 @@ class Broker {
 class ConsumerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    db_ = test::TestDatabase::Create();
-    pg::Connection admin = db_->Connect();
-    ASSERT_TRUE(ops::Setup(admin, {.slot = db_->name()}).ok());
+    db_ = test::CreateSetUpDatabase();
     db_->Exec("CREATE TABLE efeitos (message_id uuid, pedido text)");
   }
 

@@ -9,8 +9,8 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "ops/setup.h"
-#include "support/pg_fixture.h"
+#include "support/set_up_database.h"
+#include "support/wait_until.h"
 
 namespace outboxd::inbox {
 namespace {
@@ -20,9 +20,7 @@ constexpr char kId[] = "0b1f6a52-6d8c-4a39-9c1e-3f1d2a7c9e10";
 class InboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    db_ = test::TestDatabase::Create();
-    pg::Connection admin = db_->Connect();
-    ASSERT_TRUE(ops::Setup(admin, {.slot = db_->name()}).ok());
+    db_ = test::CreateSetUpDatabase();
     db_->Exec("CREATE TABLE efeitos (message_id uuid, valor text)");
   }
 
@@ -41,6 +39,17 @@ class InboxTest : public ::testing::Test {
     };
   }
 
+  // The first delivery ran the effect, the second was recognised: one run, one row.
+  void ExpectProcessedThenDuplicate(const absl::StatusOr<Outcome>& first,
+                                    const absl::StatusOr<Outcome>& second, int runs) {
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ(*first, Outcome::kProcessed);
+    EXPECT_EQ(*second, Outcome::kDuplicate);
+    EXPECT_EQ(runs, 1);
+    EXPECT_EQ(Count("efeitos"), 1);
+  }
+
   std::unique_ptr<test::TestDatabase> db_;
 };
 
@@ -49,12 +58,7 @@ TEST_F(InboxTest, DuplicateDeliveryIsDiscardedAndTheEffectHappensOnce) {
   int runs = 0;
   absl::StatusOr<Outcome> first = Process(conn, Msg(), Effect(&runs));
   absl::StatusOr<Outcome> second = Process(conn, Msg(), Effect(&runs));
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*first, Outcome::kProcessed);
-  EXPECT_EQ(*second, Outcome::kDuplicate);
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(Count("efeitos"), 1);
+  ExpectProcessedThenDuplicate(first, second, runs);
   EXPECT_EQ(db_->Scalar("SELECT message_id FROM inbox"), kId);
   EXPECT_EQ(PQtransactionStatus(conn.get()), PQTRANS_IDLE);
 }
@@ -136,25 +140,28 @@ TEST_F(InboxTest, RefusesAConnectionAlreadyInATransaction) {
 TEST_F(InboxTest, ConcurrentDeliveriesOfOneIdRunTheEffectOnce) {
   pg::Connection first_conn = db_->Connect();
   pg::Connection second_conn = db_->Connect();
+  const std::string second_pid =
+      std::string(second_conn.Exec("SELECT pg_backend_pid()")->Get(0, 0));
   std::atomic<int> runs{0};
   std::atomic<bool> first_inside{false};
   Handler slow = [&](pg::Connection& c, const Message& m) {
-    ++runs;
-    first_inside = true;
-    absl::SleepFor(absl::Milliseconds(500));  // the second delivery arrives meanwhile
+    if (++runs == 1) {
+      first_inside = true;
+      // The second delivery arrives meanwhile and waits on this one's mark.
+      EXPECT_TRUE(test::WaitUntil(absl::Seconds(30), [&] {
+        return db_->Scalar("SELECT wait_event_type FROM pg_stat_activity WHERE pid = " +
+                           second_pid) == "Lock";
+      })) << "the second delivery never waited on the first's mark";
+    }
     return c.ExecParams("INSERT INTO efeitos VALUES ($1, 'x')", {m.id}).status();
   };
   absl::StatusOr<Outcome> first;
   std::thread t([&] { first = Process(first_conn, Msg(), slow); });
-  while (!first_inside) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(test::WaitUntil(
+      absl::Seconds(30), [&] { return first_inside.load(); }, absl::Milliseconds(5)));
   absl::StatusOr<Outcome> second = Process(second_conn, Msg(), slow);
   t.join();
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*first, Outcome::kProcessed);
-  EXPECT_EQ(*second, Outcome::kDuplicate);
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(Count("efeitos"), 1);
+  ExpectProcessedThenDuplicate(first, second, runs);
 }
 
 }  // namespace

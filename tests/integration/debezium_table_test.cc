@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "support/doc_commands.h"
 
 namespace outboxd::test {
 namespace {
@@ -19,9 +20,6 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 
-constexpr char kDebeziumTable[] =
-    "CREATE TABLE dbz_outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, "
-    "aggregateid text NOT NULL, type text NOT NULL, payload jsonb)";
 const std::vector<std::string> kColumnFlags = {"--table",     "dbz_outbox",    "--aggregate-column",
                                                "aggregateid", "--type-column", "type"};
 constexpr char kNote[] = "table dbz_outbox has no column \"criado_em\" (--created-at-column)";
@@ -50,7 +48,7 @@ class DebeziumTableTest : public ::testing::Test {
   // the harness's slot instead.
   DebeziumTableTest() : h_({"OrderCreated"}) {
     h_.db().Exec("SELECT pg_drop_replication_slot('" + h_.slot() + "'); DROP PUBLICATION outboxd");
-    h_.db().Exec(kDebeziumTable);
+    h_.db().Exec(DebeziumTableDdl());
   }
 
   int Outboxd(std::vector<std::string> args, std::string* log) {

@@ -16,6 +16,7 @@
 #include "integration/relay_harness.h"
 #include "support/metrics_text.h"
 #include "support/private_cluster.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -29,12 +30,12 @@ TEST(RelayFaults, KillNineAtRandomMomentsLosesNothing) {
   std::mt19937 rng(std::random_device{}());
   const int kKills = 5;
   for (int k = 0; k < kKills; ++k) {
-    absl::SleepFor(absl::Milliseconds(300 + rng() % 1200));
+    ASSERT_TRUE(load.WaitForMore(50 + rng() % 250));  // a random moment of the load
     h.relay().Signal(SIGKILL);
     ASSERT_EQ(h.relay().Wait(absl::Seconds(10)), 128 + SIGKILL);
     h.StartRelay();
   }
-  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(load.WaitForMore(100));
   load.Stop();
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
   std::printf("kill -9 x%d under load: %zu events, %d transactions, %zu duplicates\n", kKills,
@@ -48,7 +49,7 @@ TEST(RelayFaults, PostgresCrashAndWalsenderKillReconnectAndLoseNothing) {
   h.StartRelay();
   ASSERT_EQ(h.HealthStatus(h.relay()), 200) << h.relay().Log();
   Load load(h.db().conninfo());
-  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(load.WaitForMore(200));
 
   // The walsender killed by an administrator.
   {
@@ -58,32 +59,26 @@ TEST(RelayFaults, PostgresCrashAndWalsenderKillReconnectAndLoseNothing) {
         {h.slot()});
     ASSERT_TRUE(r.ok()) << r.status();
   }
-  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_reconnects_total", 1, absl::Seconds(30)))
+      << h.relay().Log();
+  ASSERT_TRUE(load.WaitForMore(200));
 
   // PostgreSQL crashes (immediate restart: recovery, the slot back at its last
   // checkpointed position) while events are being written.
   ASSERT_TRUE(cluster.RestartImmediate());
-  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(load.WaitForMore(200));  // reconnected to the recovered server
 
   // PostgreSQL away for a while: /healthz says so.
   ASSERT_TRUE(cluster.Stop());
-  absl::Time t0 = absl::Now();
-  int health = 200;
-  while (health == 200 && absl::Now() - t0 < absl::Seconds(10)) {
-    health = h.HealthStatus(h.relay());
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_EQ(health, 503) << "healthz while PostgreSQL is down";
+  EXPECT_TRUE(WaitUntil(absl::Seconds(30), [&] { return h.HealthStatus(h.relay()) == 503; }))
+      << "healthz while PostgreSQL is down";
   ASSERT_TRUE(cluster.Start());
-  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE(load.WaitForMore(400));
   load.Stop();
 
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  t0 = absl::Now();
-  while (h.HealthStatus(h.relay()) != 200 && absl::Now() - t0 < absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_EQ(h.HealthStatus(h.relay()), 200) << h.relay().Log();
+  EXPECT_TRUE(WaitUntil(absl::Seconds(30), [&] { return h.HealthStatus(h.relay()) == 200; }))
+      << h.relay().Log();
   std::string log = h.relay().Log();
   EXPECT_NE(log.find("reconnecting in"), std::string::npos) << log;
   std::printf("walsender killed, crash restart, 2 s down: %zu events, %zu duplicates\n",
@@ -111,8 +106,8 @@ TEST(RelayFaults, StandbyTakesOverWithinSecondsWhenTheActiveRelayDies) {
                 "SELECT 'b' || n % 5, 'pedido.confirmado', '{}' FROM generate_series(1, 50) n")
           .ok());
   ASSERT_TRUE(h.collector().WaitForCount(100, absl::Seconds(30))) << standby->Log();
+  // How fast is for scripts/bench to say; here, that it took over at all.
   absl::Duration takeover = absl::Now() - killed;
-  EXPECT_LT(takeover, absl::Seconds(10));
   std::printf("standby took over and delivered in %s\n", absl::FormatDuration(takeover).c_str());
   ExpectEverythingDelivered(h, absl::Seconds(10));
   h.set_relay(std::move(standby));
@@ -127,13 +122,13 @@ TEST(RelayFaults, SlowBrokerAndTransientProduceErrorsLoseNothing) {
   h.StartRelay({"--kafka", "max.in.flight.requests.per.connection=1"});
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(300).ok());
   Load load(h.db().conninfo());
-  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE(load.WaitForMore(400));
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
   // NOT_LEADER_FOR_PARTITION and NOT_ENOUGH_REPLICAS: retriable, must be retried.
   // (Not REQUEST_TIMED_OUT: the mock loses the retried batch outright.)
   h.cluster().PushProduceErrors(6, 3);
   h.cluster().PushProduceErrors(19, 3);
-  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE(load.WaitForMore(400));
   load.Stop();
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
   std::printf("slow broker + transient errors: %zu events, %zu duplicates\n", h.OutboxRows().size(),
@@ -151,7 +146,7 @@ TEST(RelayFaults, FatalProducerErrorRecreatesTheProducerAndLosesNothing) {
   Load load(h.db().conninfo());
   ASSERT_TRUE(h.relay().WaitForLog("recreating the producer", absl::Seconds(30)))
       << h.relay().Log();
-  absl::SleepFor(absl::Seconds(2));  // load goes on across the new producer
+  ASSERT_TRUE(load.WaitForMore(400));  // load goes on across the new producer
   load.Stop();
   size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
   EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
@@ -213,17 +208,15 @@ TEST(RelayFaults, ShutdownWithTheBrokersDownEndsWithinTheTimeoutAndTheRestartSen
 
   ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
   for (int i = 0; i < 3; ++i) InsertEvent(conn);
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (MetricValue(h.Metrics(h.relay()), "outboxd_events_in_flight") != 3.0 &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_EQ(MetricValue(h.Metrics(h.relay()), "outboxd_events_in_flight"), 3.0)
-      << h.relay().Log();
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_in_flight", 3, absl::Seconds(30)));
+  ASSERT_EQ(MetricValue(h.Metrics(h.relay()), "outboxd_events_in_flight"), 3.0) << h.relay().Log();
 
   h.relay().Signal(SIGTERM);
-  std::optional<int> code = h.relay().Wait(absl::Seconds(3 + 2));
-  ASSERT_TRUE(code.has_value()) << "still running 2 s after --shutdown-timeout 3s\n"
+  // The one bound on time kept in ctest: it is the documented contract (README: the
+  // timeout plus about a second). 4 s of slack for a loaded machine still tells it
+  // from the 5 s flush that used to follow.
+  std::optional<int> code = h.relay().Wait(absl::Seconds(3 + 4));
+  ASSERT_TRUE(code.has_value()) << "still running 4 s after --shutdown-timeout 3s\n"
                                 << h.relay().Log();
   EXPECT_EQ(*code, 0) << h.relay().Log();
   const std::string log = h.relay().Log();
@@ -269,8 +262,7 @@ TEST(RelayFaults, RunStartedBeforePostgresWaitsForItButAWrongPasswordExitsTwoAtO
   std::optional<int> code = wrong->Wait(absl::Seconds(30));
   ASSERT_TRUE(code.has_value()) << wrong->Log();
   EXPECT_EQ(*code, 2) << wrong->Log();
-  EXPECT_NE(wrong->Log().find("password authentication failed"), std::string::npos)
-      << wrong->Log();
+  EXPECT_NE(wrong->Log().find("password authentication failed"), std::string::npos) << wrong->Log();
   EXPECT_EQ(wrong->Log().find("not available yet"), std::string::npos) << wrong->Log();
 
   ASSERT_TRUE(cluster.Stop());
@@ -279,7 +271,7 @@ TEST(RelayFaults, RunStartedBeforePostgresWaitsForItButAWrongPasswordExitsTwoAtO
   ASSERT_TRUE(h.relay().WaitForLog("(attempt 3)", absl::Seconds(30))) << h.relay().Log();
   EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
   ASSERT_TRUE(cluster.Start());
-  ASSERT_TRUE(h.relay().WaitForLog("streaming slot", absl::Seconds(60))) << h.relay().Log();
+  ASSERT_TRUE(WaitForStreaming(h.relay(), absl::Seconds(60))) << h.relay().Log();
   auto conn = h.db().Connect();
   InsertEvent(conn);
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();

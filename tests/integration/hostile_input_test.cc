@@ -69,7 +69,8 @@ TEST(HostileInput, ANewlineInAnAggregateIdCannotForgeALogLine) {
   h.StartRelay();
   InsertEvent(h, "a\nFORGED line", "42");             // a JSON scalar: a poison event
   InsertEvent(h, "a\r\nFORGED crlf", R"({"n": 1})");  // follows no poison: published
-  ASSERT_TRUE(h.relay().WaitForLog("dead-lettered", absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 1, absl::Seconds(30)))
+      << h.relay().Log();
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter WHERE aggregate_id = "
                           "E'a\\nFORGED line'"),

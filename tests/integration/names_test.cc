@@ -49,11 +49,12 @@ TEST(Names, ASchemaWithADotWorksForSetupRunAndStatus) {
             "my.sch|outbox");
   EXPECT_EQ(h.db().Scalar("SELECT to_regclass('\"my.sch\".outbox_dead_letter') IS NOT NULL"), "t");
 
-  std::vector<std::string> run = {BinPath("outboxd"), "run",       "--pg",
-                                  h.db().conninfo(),  "--brokers", h.cluster().bootstraps()};
+  std::vector<std::string> run = {BinPath("outboxd"), "run",        "--pg",
+                                  h.db().conninfo(),  "--brokers",  h.cluster().bootstraps(),
+                                  "--metrics",        "127.0.0.1:0"};
   run.insert(run.end(), names.begin(), names.end());
   auto relay = ChildProcess::Start(run);
-  ASSERT_TRUE(relay->WaitForLog("streaming slot", absl::Seconds(30))) << relay->Log();
+  ASSERT_TRUE(WaitForStreaming(*relay)) << relay->Log();
   h.db().Exec(
       "INSERT INTO \"my.sch\".outbox (aggregate_id, tipo, payload) "
       "VALUES ('dot-1', 'pedido.confirmado', '{\"dotted\": true}')");

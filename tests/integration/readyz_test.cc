@@ -12,35 +12,23 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Polls `path` until it answers `status` or the deadline passes; returns the last answer.
-std::pair<int, std::string> WaitForStatus(ChildProcess& relay, const std::string& path, int status,
-                                          absl::Duration deadline) {
-  absl::Time until = absl::Now() + deadline;
-  std::pair<int, std::string> answer = HttpGetFromLog(relay, path);
-  while (answer.first != status && absl::Now() < until) {
-    absl::SleepFor(absl::Milliseconds(100));
-    answer = HttpGetFromLog(relay, path);
-  }
-  return answer;
-}
-
 TEST(Readyz, IsReadyForTheStreamingRelayAndItsStandby) {
   RelayHarness h({"pedido.confirmado"});
   h.StartRelay();
   std::unique_ptr<ChildProcess> standby = h.SpawnRelay();
   ASSERT_TRUE(standby->WaitForLog("standing by", absl::Seconds(30))) << standby->Log();
 
-  auto active_ready = WaitForStatus(h.relay(), "/readyz", 200, absl::Seconds(30));
+  auto active_ready = WaitForHttpStatus(h.relay(), "/readyz", 200, absl::Seconds(30));
   EXPECT_EQ(active_ready.first, 200) << active_ready.second;
-  auto standby_ready = WaitForStatus(*standby, "/readyz", 200, absl::Seconds(30));
+  auto standby_ready = WaitForHttpStatus(*standby, "/readyz", 200, absl::Seconds(30));
   EXPECT_EQ(standby_ready.first, 200) << standby_ready.second << standby->Log();
   EXPECT_THAT(standby_ready.second, HasSubstr("standing by"));
   EXPECT_EQ(HttpGetFromLog(*standby, "/healthz").first, 503);  // unchanged: not streaming
 
   // The active relay goes: the standby takes the slot and is ready as the streamer.
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
-  ASSERT_TRUE(standby->WaitForLog("streaming slot", absl::Seconds(30))) << standby->Log();
-  auto took_over = WaitForStatus(*standby, "/healthz", 200, absl::Seconds(30));
+  ASSERT_TRUE(WaitForStreaming(*standby)) << standby->Log();
+  auto took_over = WaitForHttpStatus(*standby, "/healthz", 200, absl::Seconds(30));
   EXPECT_EQ(took_over.first, 200) << took_over.second;
   EXPECT_EQ(HttpGetFromLog(*standby, "/readyz").second, "ok\n");
   h.set_relay(std::move(standby));

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "support/metrics_text.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 
@@ -48,7 +50,15 @@ int RelayHarness::RunOutboxd(std::vector<std::string> args, std::string* output)
 
 void RelayHarness::StartRelay(std::vector<std::string> extra_args, const std::string& wait_for) {
   relay_ = SpawnRelay(std::move(extra_args));
-  ASSERT_TRUE(relay_->WaitForLog(wait_for, absl::Seconds(30))) << relay_->Log();
+  if (wait_for.empty()) {
+    ASSERT_TRUE(WaitForStreaming(*relay_)) << relay_->Log();
+  } else {
+    ASSERT_TRUE(relay_->WaitForLog(wait_for, absl::Seconds(30))) << relay_->Log();
+  }
+}
+
+bool WaitForStreaming(ChildProcess& relay, absl::Duration timeout) {
+  return WaitForMetric(relay, "outboxd_connected", 1, timeout);
 }
 
 std::unique_ptr<ChildProcess> RelayHarness::SpawnRelay(std::vector<std::string> extra_args) {
@@ -59,33 +69,13 @@ std::unique_ptr<ChildProcess> RelayHarness::SpawnRelay(std::vector<std::string> 
   return ChildProcess::Start(args);
 }
 
-namespace {
-
-// GET http://127.0.0.1:<the relay's metrics port><path> with curl: {status, body}.
-std::pair<int, std::string> HttpGet(ChildProcess& relay, const std::string& path) {
-  const std::string marker = "metrics on http://127.0.0.1:";
-  std::string log = relay.Log();
-  size_t at = log.find(marker);
-  if (at == std::string::npos) return {-1, ""};
-  int port = std::atoi(log.c_str() + at + marker.size());
-  std::string command =
-      "curl -s -w '\\n%{http_code}' --max-time 2 http://127.0.0.1:" + std::to_string(port) + path;
-  FILE* p = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  pclose(p);
-  size_t nl = out.rfind('\n');
-  if (nl == std::string::npos) return {-1, ""};
-  return {std::atoi(out.c_str() + nl + 1), out.substr(0, nl)};
+int RelayHarness::HealthStatus(ChildProcess& relay) {
+  return HttpGetFromLog(relay, "/healthz").first;
 }
 
-}  // namespace
-
-int RelayHarness::HealthStatus(ChildProcess& relay) { return HttpGet(relay, "/healthz").first; }
-
-std::string RelayHarness::Metrics(ChildProcess& relay) { return HttpGet(relay, "/metrics").second; }
+std::string RelayHarness::Metrics(ChildProcess& relay) {
+  return HttpGetFromLog(relay, "/metrics").second;
+}
 
 int RelayHarness::StopRelay() {
   relay_->Signal(SIGTERM);
@@ -141,6 +131,27 @@ int64_t RelayHarness::SlotLagBytes() {
   return lag;
 }
 
+bool RelayHarness::WaitForQueryRounds(const std::string& pattern, int rounds,
+                                      absl::Duration timeout) {
+  std::string since = db_->Scalar("SELECT clock_timestamp()::text");
+  for (int i = 0; i < rounds; ++i) {
+    const bool ran = WaitUntil(
+        timeout,
+        [&] {
+          const std::string started = db_->Scalar(
+              "SELECT coalesce(max(query_start)::text, '') FROM pg_stat_activity WHERE datname = "
+              "current_database() AND pid <> pg_backend_pid() AND query LIKE '" +
+              pattern + "' AND query_start > '" + since + "'");
+          if (started.empty()) return false;
+          since = started;
+          return true;
+        },
+        absl::Milliseconds(20));
+    if (!ran) return false;
+  }
+  return true;
+}
+
 bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -157,6 +168,12 @@ Load::Load(std::string conninfo) : conninfo_(std::move(conninfo)) {
 void Load::Stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+}
+
+bool Load::WaitForMore(int n, absl::Duration timeout) {
+  const int target = transactions_ + n;
+  return WaitUntil(
+      timeout, [&] { return transactions_ >= target; }, absl::Milliseconds(10));
 }
 
 void Load::Run() {

@@ -29,6 +29,9 @@ struct OutboxRow {
   std::string created_at;  // criado_em rendered in UTC, ISO DateStyle
 };
 
+// Waits until `relay` (run with --metrics 127.0.0.1:0) streams: outboxd_connected 1.
+bool WaitForStreaming(ChildProcess& relay, absl::Duration timeout = absl::Seconds(30));
+
 class RelayHarness {
  public:
   // Creates the database, runs `outboxd setup` (twice when asked) and the cluster.
@@ -45,9 +48,9 @@ class RelayHarness {
   // Runs `outboxd <args...>` to completion; returns its exit code.
   int RunOutboxd(std::vector<std::string> args, std::string* output = nullptr);
   // Starts `outboxd run` against this database and cluster and waits until it
-  // streams (or, with wait_for = "standing by", until it stands by).
-  void StartRelay(std::vector<std::string> extra_args = {},
-                  const std::string& wait_for = "streaming slot");
+  // streams (outboxd_connected is 1), or, given `wait_for`, until its log says that
+  // (a state no metric shows: "standing by", "created slot").
+  void StartRelay(std::vector<std::string> extra_args = {}, const std::string& wait_for = "");
   // Another `outboxd run` on the same slot (a standby), not owned by the harness.
   std::unique_ptr<ChildProcess> SpawnRelay(std::vector<std::string> extra_args = {});
   ChildProcess& relay() { return *relay_; }
@@ -65,6 +68,12 @@ class RelayHarness {
   // pg_current_wal_lsn() - confirmed_flush_lsn, read in one query (may be < 0 when the
   // slot was confirmed at the very head).
   int64_t SlotLagBytes();
+  // Waits until a session of this database (other than the harness's) has started a
+  // query LIKE `pattern` `rounds` times from now, each after the one before, as seen
+  // in pg_stat_activity: the positive sign that a periodic job went round (the
+  // position recorder's horizon, cleanup's DELETE) when a test must show that it
+  // did NOT do something meanwhile.
+  bool WaitForQueryRounds(const std::string& pattern, int rounds, absl::Duration timeout);
   // Waits until the slot's confirmed_flush_lsn >= lsn.
   bool WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout);
 
@@ -86,6 +95,9 @@ class Load {
   ~Load() { Stop(); }
   void Stop();
   int transactions() const { return transactions_; }
+  // Waits until `n` more transactions have committed: the load has run on through
+  // whatever the test just did (a kill, a crash, a restart).
+  bool WaitForMore(int n, absl::Duration timeout = absl::Seconds(60));
 
  private:
   void Run();

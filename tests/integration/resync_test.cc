@@ -6,10 +6,8 @@
 // run from README.md's own command blocks, so the README cannot drift from the binary.
 #include <atomic>
 #include <csignal>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -17,7 +15,9 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "support/doc_commands.h"
 #include "support/private_cluster.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -29,43 +29,33 @@ void MustExec(pg::Connection& conn, const std::string& sql) {
   ASSERT_TRUE(r.ok()) << sql << ": " << r.status();
 }
 
-// The `outboxd` lines of README.md's ```sh block whose first line starts with `marker`,
-// as argument lists (without "outboxd"): the procedure a user copies, run as written.
-// The comment after '#' is dropped, "$PG" becomes `pg` and the `...` after --brokers
-// becomes `brokers`.
-std::vector<std::vector<std::string>> ReadmeCommands(const std::string& marker,
-                                                     const std::string& pg,
-                                                     const std::string& brokers) {
-  std::ifstream in(std::string(OUTBOXD_SOURCE_DIR) + "/README.md");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string readme = text.str();
-  const size_t at = readme.find("```sh\n" + marker);
-  EXPECT_NE(at, std::string::npos) << "README.md has no ```sh block starting with " << marker;
-  std::vector<std::vector<std::string>> commands;
-  if (at == std::string::npos) return commands;
-  std::istringstream block(readme.substr(at + 6, readme.find("```", at + 6) - at - 6));
-  for (std::string line; std::getline(block, line);) {
-    std::istringstream words(line.substr(0, line.find('#')));
-    std::vector<std::string> args;
-    for (std::string word; words >> word;) {
-      if (word == "\"$PG\"") word = pg;
-      if (word == "..." && !args.empty() && args.back() == "--brokers") word = brokers;
-      args.push_back(word);
-    }
-    if (args.empty() || args.front() != "outboxd") continue;
-    args.erase(args.begin());
-    commands.push_back(std::move(args));
+// README.md's ```sh block starting with `marker` is a two-step procedure, `outboxd
+// setup` then `outboxd run`: runs the setup as written (on the test's slot), expects
+// `setup_says` in its output, and returns the run line for StartReadmeRelay.
+std::vector<std::string> SetupFromReadme(RelayHarness& h, const std::string& marker,
+                                         const std::string& setup_says) {
+  const auto commands =
+      DocCommands("README.md", marker, h.db().conninfo(), h.cluster().bootstraps());
+  EXPECT_EQ(commands.size(), 2u);
+  if (commands.size() != 2 || commands[0][0] != "setup" || commands[1][0] != "run") {
+    ADD_FAILURE() << "README.md's " << marker << " block is not `outboxd setup` then `outboxd run`";
+    return {};
   }
-  return commands;
+  std::vector<std::string> setup = commands[0];
+  setup.insert(setup.end(), {"--slot", h.slot()});
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd(setup, &out), 0) << out;
+  EXPECT_NE(out.find(setup_says), std::string::npos) << out;
+  return commands[1];
 }
 
 // Starts README's `outboxd run ...` line as the harness's relay, on the test's slot.
 void StartReadmeRelay(RelayHarness& h, std::vector<std::string> run) {
+  ASSERT_FALSE(run.empty());
   run.insert(run.begin(), BinPath("outboxd"));
   run.insert(run.end(), {"--slot", h.slot(), "--metrics", "127.0.0.1:0"});
   h.set_relay(ChildProcess::Start(run));
-  ASSERT_TRUE(h.relay().WaitForLog("streaming slot", absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(WaitForStreaming(h.relay())) << h.relay().Log();
 }
 
 // `n` single-row transactions of `label` over 7 aggregates; `published`: as a polling
@@ -97,6 +87,11 @@ class Writer {
     stop_ = true;
     thread_.join();
     return rows_;
+  }
+  int rows() const { return rows_; }
+  bool WaitForRows(int n, absl::Duration timeout) {
+    return WaitUntil(
+        timeout, [&] { return rows_ >= n; }, absl::Milliseconds(10));
   }
 
  private:
@@ -161,26 +156,18 @@ TEST(Resync, MigrationFromPollingPublishesPendingRowsThenStreamsWithNoGapOrOverl
   InsertRows(conn, "pending", 300);
 
   // README "Migrating from a polling relay", as written.
-  const auto commands = ReadmeCommands("# migrating from a polling relay", h.db().conninfo(),
-                                       h.cluster().bootstraps());
-  ASSERT_EQ(commands.size(), 2u);
-  ASSERT_EQ(commands[0][0], "setup");
-  ASSERT_EQ(commands[1][0], "run");
-  std::vector<std::string> setup = commands[0];
-  setup.insert(setup.end(), {"--slot", h.slot()});
-  std::string out;
-  ASSERT_EQ(h.RunOutboxd(setup, &out), 0) << out;
-  EXPECT_NE(out.find("backfill of the 300 pending rows"), std::string::npos) << out;
+  std::vector<std::string> run =
+      SetupFromReadme(h, "# migrating from a polling relay", "backfill of the 300 pending rows");
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
                           h.slot() + "'"),
             "0");
 
+  // Rows inserted before the relay takes its snapshot and after it streams.
   Writer writer(h.db().conninfo());
-  absl::SleepFor(absl::Milliseconds(300));
-  StartReadmeRelay(h, commands[1]);
-  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(writer.WaitForRows(25, absl::Seconds(60)));
+  StartReadmeRelay(h, run);
+  ASSERT_TRUE(writer.WaitForRows(writer.rows() + 25, absl::Seconds(60)));
   int written = writer.Stop();
-  ASSERT_GT(written, 50);
   EXPECT_NE(h.relay().Log().find("backfill done"), std::string::npos) << h.relay().Log();
 
   std::set<std::string> expected = Ids(h, "publicado_em IS NULL");
@@ -209,8 +196,7 @@ TEST(Resync, BackfillInterruptedByKillNineStartsOverAndLosesNothing) {
   auto conn = h.db().Connect();
   InsertRows(conn, "pending", 3000);
   std::string out;
-  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0)
-      << out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0) << out;
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(50).ok());
   h.StartRelay({"--max-in-flight", "100"}, "created slot");
   ASSERT_TRUE(h.collector().WaitForCount(100, absl::Seconds(30))) << h.relay().Log();
@@ -242,14 +228,11 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   InsertRows(conn, "acked", 30);
   ASSERT_TRUE(h.collector().WaitForCount(30, absl::Seconds(30)));
   // The relay records its position every second: wait until it covers all 30.
-  absl::Time deadline = absl::Now() + absl::Seconds(15);
   std::string out;
-  while (absl::Now() < deadline) {
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {
     h.RunOutboxd({"status", "--json", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out);
-    if (out.find("\"unacked\":0,") != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  ASSERT_NE(out.find("\"unacked\":0,"), std::string::npos) << out;
+    return out.find("\"unacked\":0,") != std::string::npos;
+  })) << out;
   ASSERT_EQ(h.StopRelay(), 0);
 
   // Away: events land in WAL segments that a checkpoint then removes.
@@ -265,16 +248,8 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   ASSERT_EQ(refused->Wait(absl::Seconds(30)), 2) << refused->Log();
 
   // README "Slot trouble", as written.
-  const auto commands = ReadmeCommands("# stop every outboxd run on that slot", h.db().conninfo(),
-                                       h.cluster().bootstraps());
-  ASSERT_EQ(commands.size(), 2u);
-  ASSERT_EQ(commands[0][0], "setup");
-  ASSERT_EQ(commands[1][0], "run");
-  std::vector<std::string> setup = commands[0];
-  setup.insert(setup.end(), {"--slot", h.slot()});
-  ASSERT_EQ(h.RunOutboxd(setup, &out), 0) << out;
-  EXPECT_NE(out.find("dropped replication slot"), std::string::npos) << out;
-  StartReadmeRelay(h, commands[1]);
+  StartReadmeRelay(
+      h, SetupFromReadme(h, "# stop every outboxd run on that slot", "dropped replication slot"));
   InsertRows(conn, "after", 10);
   std::set<std::string> expected = Ids(h, "true");
   ASSERT_EQ(expected.size(), 60u);
@@ -323,15 +298,8 @@ TEST(Resync, RecordedPositionAdvancesWhileTheRelayCatchesUpThroughOtherTablesWal
   for (int i = 0; i < kEvents / 2; ++i) EventThenOtherWal(conn, i);
   // The relay has taken a horizon after the first half was committed (its control
   // connection ran the horizon query since).
-  const std::string half_done = h.db().Scalar("SELECT clock_timestamp()::text");
-  bool took_horizon = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
-       !took_horizon && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
-    took_horizon = h.db().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid <> "
-                                 "pg_backend_pid() AND query LIKE 'SELECT pg_snapshot_xmin%' "
-                                 "AND query_start > '" + half_done + "'") != "0";
-  }
-  ASSERT_TRUE(took_horizon) << h.relay().Log();
+  ASSERT_TRUE(h.WaitForQueryRounds("SELECT pg_snapshot_xmin%", 1, absl::Seconds(30)))
+      << h.relay().Log();
   for (int i = kEvents / 2; i < kEvents; ++i) EventThenOtherWal(conn, i);
 
   std::vector<int64_t> xmins;

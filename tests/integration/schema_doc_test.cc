@@ -2,33 +2,17 @@
 // blocks are run as written in one database, `outboxd setup` runs in another, and the
 // two catalogs must describe the same columns, defaults, identities, indexes,
 // constraints and publication: the page cannot drift from the code that creates them.
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "support/child_process.h"
+#include "support/doc_commands.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::test {
 namespace {
-
-// The ```sql blocks of docs/schema.md that start with "-- schema".
-std::vector<std::string> SchemaBlocks() {
-  std::ifstream in(std::string(OUTBOXD_SOURCE_DIR) + "/docs/schema.md");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string doc = text.str();
-  std::vector<std::string> blocks;
-  for (size_t at = doc.find("```sql\n-- schema"); at != std::string::npos;
-       at = doc.find("```sql\n-- schema", at + 1)) {
-    const size_t start = at + 7;
-    blocks.push_back(doc.substr(start, doc.find("```", start) - start));
-  }
-  return blocks;
-}
 
 // One sorted line per column, index, constraint and published table in schema public.
 constexpr char kCatalog[] = R"sql(
@@ -63,7 +47,7 @@ TEST(SchemaDoc, TheDocumentedDdlCreatesExactlyWhatSetupCreates) {
   ASSERT_EQ(child->Wait(absl::Seconds(60)), 0) << child->Log();
 
   auto by_doc = TestDatabase::Create();
-  const std::vector<std::string> blocks = SchemaBlocks();
+  const std::vector<std::string> blocks = DocBlocks("docs/schema.md", "sql", "-- schema");
   ASSERT_EQ(blocks.size(), 5u) << "outbox, dead letter, relay state, inbox, publication";
   pg::Connection conn = by_doc->Connect();
   for (const std::string& sql : blocks) {

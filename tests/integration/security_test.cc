@@ -28,6 +28,7 @@
 #include "pg/connection.h"
 #include "simdjson.h"
 #include "support/child_process.h"
+#include "support/doc_commands.h"
 #include "support/kafka_collector.h"
 #include "support/private_cluster.h"
 
@@ -49,21 +50,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// The ```sql blocks of docs/security.md whose first line starts with `marker`.
-std::vector<std::string> GuideSql(const std::string& marker) {
-  const std::string doc = ReadFile(std::string(OUTBOXD_SOURCE_DIR) + "/docs/security.md");
-  std::vector<std::string> blocks;
-  for (size_t at = doc.find("```sql\n"); at != std::string::npos;
-       at = doc.find("```sql\n", at + 1)) {
-    const size_t start = at + 7;
-    const size_t end = doc.find("```", start);
-    if (doc.compare(start, marker.size(), marker) == 0) {
-      blocks.push_back(doc.substr(start, end - start));
-    }
-  }
-  return blocks;
 }
 
 // The contents of /proc/<pid>/<what> (NUL separators kept).
@@ -108,7 +94,8 @@ class SecurityTest : public ::testing::Test {
       ASSERT_TRUE(admin.Exec("CREATE DATABASE app").ok());
     }
     pg::Connection admin = Socket("postgres", "app");
-    std::vector<std::string> roles = GuideSql("-- least-privilege step 1");
+    std::vector<std::string> roles =
+        DocBlocks("docs/security.md", "sql", "-- least-privilege step 1");
     ASSERT_EQ(roles.size(), 1u);
     absl::StatusOr<pg::Result> created = admin.Exec(roles[0]);
     ASSERT_TRUE(created.ok()) << created.status();
@@ -143,7 +130,8 @@ class SecurityTest : public ::testing::Test {
               0)
         << output;
     EXPECT_THAT(output, Not(HasSubstr(kOwnerPassword)));
-    std::vector<std::string> grants = GuideSql("-- least-privilege step 3");
+    std::vector<std::string> grants =
+        DocBlocks("docs/security.md", "sql", "-- least-privilege step 3");
     ASSERT_EQ(grants.size(), 1u);
     pg::Connection owner = Socket("outboxd_owner", "app");
     absl::StatusOr<pg::Result> granted = owner.Exec(grants[0]);
@@ -276,10 +264,11 @@ TEST_F(SecurityTest, AWrongPasswordOrADownServerIsNamedWithoutThePassword) {
 
   // The right password inline in --pg is redacted from every line too. (A one-shot
   // command: `run` waits for a server that is down instead of exiting.)
-  EXPECT_EQ(Outboxd({"status", "--pg", Tcp("outboxd_relay") + " port=1 password=" + kCleanupPassword,
-                     "--log-level", "trace"},
-                    &output),
-            2);
+  EXPECT_EQ(
+      Outboxd({"status", "--pg", Tcp("outboxd_relay") + " port=1 password=" + kCleanupPassword,
+               "--log-level", "trace"},
+              &output),
+      2);
   EXPECT_THAT(output, HasSubstr("cannot connect to PostgreSQL at 127.0.0.1:1"));
   ExpectNoSecret(output, "the output with the server down");
 

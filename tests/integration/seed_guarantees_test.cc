@@ -18,7 +18,8 @@
 #include "inbox/consumer.h"
 #include "integration/relay_harness.h"
 #include "kafka/publisher.h"
-#include "ops/setup.h"
+#include "support/metrics_text.h"
+#include "support/set_up_database.h"
 
 namespace outboxd::test {
 namespace {
@@ -29,9 +30,8 @@ const std::vector<std::string> kTopics = {examples::kOrderConfirmed};
 
 // A database with the outbox and the example's pedidos table, no relay.
 std::unique_ptr<TestDatabase> OrdersDatabase() {
-  auto db = TestDatabase::Create();
+  auto db = CreateSetUpDatabase();
   pg::Connection admin = db->Connect();
-  EXPECT_TRUE(ops::Setup(admin, {.slot = db->name()}).ok());
   EXPECT_TRUE(examples::EnsureOrdersTable(admin).ok());
   return db;
 }
@@ -104,6 +104,21 @@ TEST(SeedGuarantee, ErrorAfterEnqueueRollsBackTheOrderAndTheEvent) {
   EXPECT_TRUE(ok->has_value());
 }
 
+constexpr absl::Duration kFeedbackInterval = absl::Seconds(1);
+
+// The highest confirmed_flush_lsn the slot shows over `window`. A check that the slot
+// does NOT advance past a point has no state to wait for: a relay that is right sends
+// nothing new. So it watches for a few feedback intervals, the time a wrong relay
+// would take to report the position.
+pg::Lsn HighestConfirmedOver(RelayHarness& h, absl::Duration window) {
+  pg::Lsn highest = 0;
+  for (const absl::Time until = absl::Now() + window; absl::Now() < until;
+       absl::SleepFor(absl::Milliseconds(200))) {
+    highest = std::max(highest, h.ConfirmedFlushLsn());
+  }
+  return highest;
+}
+
 // "broker fora do ar nao perde o evento e a recuperacao publica uma vez", with the
 // CDC relay: while every broker is down the slot's confirmed LSN stays before the
 // order's transaction; when they return, the event arrives exactly once.
@@ -111,7 +126,7 @@ TEST(SeedGuarantee, BrokerOutageLosesNoEventAndTheRecoveryPublishesItOnce) {
   RelayHarness h(kTopics);
   pg::Connection app = h.db().Connect();
   ASSERT_TRUE(examples::EnsureOrdersTable(app).ok());
-  h.StartRelay();
+  h.StartRelay({"--feedback-interval", "1s"});  // kFeedbackInterval
   AddOrder(app, "pedido-1", "pendente");
   ASSERT_TRUE(ConfirmOrder(app, "pedido-1").ok());
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
@@ -120,21 +135,19 @@ TEST(SeedGuarantee, BrokerOutageLosesNoEventAndTheRecoveryPublishesItOnce) {
   AddOrder(app, "pedido-2", "pendente");
   absl::StatusOr<std::optional<std::string>> event = ConfirmOrder(app, "pedido-2");
   ASSERT_TRUE(event.ok() && event->has_value()) << event.status();
+  // The relay holds the event, unacknowledged.
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_in_flight", 1, absl::Seconds(30)))
+      << h.relay().Log();
   // Other databases on the shared cluster write WAL too, and an idle relay may confirm
   // it; what must hold is that the slot never reaches the unacknowledged commit.
-  pg::Lsn confirmed_during_outage = 0;
-  const absl::Time until = absl::Now() + absl::Seconds(4);
-  while (absl::Now() < until) {
-    confirmed_during_outage = std::max(confirmed_during_outage, h.ConfirmedFlushLsn());
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  const pg::Lsn confirmed_during_outage = HighestConfirmedOver(h, 3 * kFeedbackInterval);
   EXPECT_EQ(h.collector().Count(), 1u);
   ASSERT_TRUE(h.relay().Running()) << h.relay().Log();
 
   ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
   ASSERT_TRUE(h.collector().WaitForCount(2, absl::Seconds(60))) << h.relay().Log();
   EXPECT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(15)));
-  absl::SleepFor(absl::Seconds(1));  // a second copy would show up now
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));  // a second copy included
   int copies = 0;
   pg::Lsn commit = 0;
   for (const CollectedMessage& m : h.collector().Messages()) {

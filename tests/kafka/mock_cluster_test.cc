@@ -17,9 +17,12 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "kafka/publisher.h"
+#include "support/tcp.h"
 
 namespace outboxd::kafka {
 namespace {
+
+using test::Accepts;
 
 // Partition count per existing topic, from a metadata request for all topics (which
 // creates nothing).
@@ -38,21 +41,6 @@ std::map<std::string, int> Topics(const std::string& bootstraps) {
   for (int i = 0; i < md->topic_cnt; ++i) topics[md->topics[i].topic] = md->topics[i].partition_cnt;
   rd_kafka_metadata_destroy(md);
   return topics;
-}
-
-// Whether a TCP connection to HOST:PORT is accepted.
-bool Accepts(const std::string& host_port) {
-  std::vector<std::string> parts = absl::StrSplit(host_port, ':');
-  int port = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, parts[0].c_str(), &addr.sin_addr);
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
 }
 
 std::vector<std::string> Brokers(const MockCluster& cluster) {

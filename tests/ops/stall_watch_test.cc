@@ -3,38 +3,56 @@
 #include "ops/stall_watch.h"
 
 #include <memory>
-#include <sstream>
+#include <mutex>
 #include <string>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
+#include "support/wait_until.h"
 
 namespace outboxd::ops {
 namespace {
 
 using ::testing::HasSubstr;
 
+// A string the watch's own thread may log into while the test reads it.
+class StringSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string Take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(text_, "");
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    text_.append(line.data(), line.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
 // Routes the default logger into a string for the test's duration.
 class CapturedLog {
  public:
   CapturedLog() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>(
-        "captured", std::make_shared<spdlog::sinks::ostream_sink_st>(out_));
+    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
     logger->set_pattern("%l %v");
     spdlog::set_default_logger(logger);
   }
   ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string Take() {
-    std::string text = out_.str();
-    out_.str("");
-    return text;
-  }
+  std::string Take() { return sink_->Take(); }
 
  private:
-  std::ostringstream out_;
+  std::shared_ptr<StringSink> sink_ = std::make_shared<StringSink>();
   std::shared_ptr<spdlog::logger> previous_;
 };
 
@@ -74,12 +92,17 @@ TEST(StallWatch, ItsThreadReportsAStallWithoutAnyoneCallingIt) {
   CapturedLog log;
   HealthState health;
   health.SetInFlight(3, absl::Now() - absl::Seconds(10));
-  {
-    StallWatch watch(health, absl::Seconds(1), absl::Milliseconds(10));
-    watch.Start();
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_THAT(log.Take(), HasSubstr("stalled: no broker acknowledgement for 10s with 3 events"));
+  StallWatch watch(health, absl::Seconds(1), absl::Milliseconds(10));
+  watch.Start();
+  std::string seen;
+  EXPECT_TRUE(test::WaitUntil(
+      absl::Seconds(30),
+      [&] {
+        seen += log.Take();
+        return absl::StrContains(seen, "stalled: no broker acknowledgement for 10s with 3 events");
+      },
+      absl::Milliseconds(10)))
+      << seen;
 }
 
 }  // namespace

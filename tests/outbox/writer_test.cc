@@ -6,8 +6,7 @@
 #include <libpq-fe.h>
 
 #include "gtest/gtest.h"
-#include "ops/setup.h"
-#include "support/pg_fixture.h"
+#include "support/set_up_database.h"
 
 namespace outboxd::outbox {
 namespace {
@@ -18,11 +17,7 @@ const NewEvent kEvent{.aggregate_id = "pedido-77",
 
 class WriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    db_ = test::TestDatabase::Create();
-    pg::Connection admin = db_->Connect();
-    ASSERT_TRUE(ops::Setup(admin, {.slot = db_->name()}).ok());
-  }
+  void SetUp() override { db_ = test::CreateSetUpDatabase(); }
   int64_t Events() { return std::stoll(db_->Scalar("SELECT count(*) FROM outbox")); }
   void MustExec(pg::Connection& conn, std::string_view sql) {
     auto r = conn.Exec(sql);

@@ -10,6 +10,15 @@
 namespace outboxd::relay {
 namespace {
 
+// A transaction of one event, begun at `lsn` and committed (its end at `commit`).
+AckTracker::TxId OneEventTransaction(AckTracker& t, pg::Lsn lsn, pg::Lsn commit,
+                                     int64_t commit_time_us = 0) {
+  const AckTracker::TxId tx = t.Begin(lsn, commit_time_us);
+  t.AddEvent(tx);
+  t.Commit(commit);
+  return tx;
+}
+
 TEST(AckTracker, StartsAtTheSlotPosition) {
   AckTracker t(500);
   EXPECT_EQ(t.watermark(), 500u);
@@ -48,15 +57,9 @@ TEST(AckTracker, NeverConfirmsInsideAnOpenTransaction) {
 
 TEST(AckTracker, OutOfOrderAcksAcrossPartitionsWaitForTheOldestTransaction) {
   AckTracker t(0);
-  auto a = t.Begin(10, 0);
-  t.AddEvent(a);
-  t.Commit(11);
-  auto b = t.Begin(20, 0);
-  t.AddEvent(b);
-  t.Commit(21);
-  auto c = t.Begin(30, 0);
-  t.AddEvent(c);
-  t.Commit(31);
+  auto a = OneEventTransaction(t, 10, 11);
+  auto b = OneEventTransaction(t, 20, 21);
+  auto c = OneEventTransaction(t, 30, 31);
   t.Ack(c);
   t.Ack(b);
   EXPECT_EQ(t.watermark(), 0u) << "a is still unacknowledged";
@@ -68,9 +71,7 @@ TEST(AckTracker, OutOfOrderAcksAcrossPartitionsWaitForTheOldestTransaction) {
 
 TEST(AckTracker, EmptyTransactionCompletesAtCommitBehindEarlierOnes) {
   AckTracker t(0);
-  auto a = t.Begin(10, 0);
-  t.AddEvent(a);
-  t.Commit(11);
+  auto a = OneEventTransaction(t, 10, 11);
   t.Begin(20, 0);
   t.Commit(21);  // no outbox rows (e.g. PostgreSQL < 15 sends empty transactions)
   EXPECT_EQ(t.watermark(), 0u);
@@ -82,9 +83,7 @@ TEST(AckTracker, EmptyTransactionCompletesAtCommitBehindEarlierOnes) {
 // transaction is published again but the watermark never moves backwards.
 TEST(AckTracker, ReplayedTransactionNeverMovesTheWatermarkBack) {
   AckTracker t(1000);
-  auto tx = t.Begin(500, 0);
-  t.AddEvent(tx);
-  t.Commit(510);
+  auto tx = OneEventTransaction(t, 500, 510);
   t.Ack(tx);
   EXPECT_EQ(t.watermark(), 1000u);
   t.ConfirmIdlePosition(900);
@@ -93,9 +92,7 @@ TEST(AckTracker, ReplayedTransactionNeverMovesTheWatermarkBack) {
 
 TEST(AckTracker, IdlePositionIsConfirmedOnlyWhenNothingIsInFlight) {
   AckTracker t(0);
-  auto tx = t.Begin(10, 0);
-  t.AddEvent(tx);
-  t.Commit(11);
+  auto tx = OneEventTransaction(t, 10, 11);
   t.ConfirmIdlePosition(5000);
   EXPECT_EQ(t.watermark(), 0u);
   t.Ack(tx);
@@ -105,12 +102,8 @@ TEST(AckTracker, IdlePositionIsConfirmedOnlyWhenNothingIsInFlight) {
 
 TEST(AckTracker, FailedEventHoldsTheWatermarkUntilResolved) {
   AckTracker t(0);
-  auto a = t.Begin(10, 0);
-  t.AddEvent(a);
-  t.Commit(11);
-  auto b = t.Begin(20, 0);
-  t.AddEvent(b);
-  t.Commit(21);
+  auto a = OneEventTransaction(t, 10, 11);
+  auto b = OneEventTransaction(t, 20, 21);
   t.MarkFailed(a);
   t.Ack(b);
   EXPECT_TRUE(t.has_failed());
@@ -126,9 +119,7 @@ TEST(AckTracker, KnowsTheCommitTimeOfATransactionUntilItsLastEventIsAcked) {
   t.AddEvent(first);
   t.AddEvent(first);
   t.Commit(160);
-  auto second = t.Begin(170, 2'000'000);
-  t.AddEvent(second);
-  t.Commit(180);
+  auto second = OneEventTransaction(t, 170, 180, 2'000'000);
   EXPECT_EQ(t.commit_time(first), 1'000'000);
   EXPECT_EQ(t.commit_time(second), 2'000'000);
   t.Ack(first);
@@ -142,9 +133,7 @@ TEST(AckTracker, KnowsTheCommitTimeOfATransactionUntilItsLastEventIsAcked) {
 
 TEST(AckTracker, StaleAndDuplicateAcksAreIgnored) {
   AckTracker t(0);
-  auto a = t.Begin(10, 0);
-  t.AddEvent(a);
-  t.Commit(11);
+  auto a = OneEventTransaction(t, 10, 11);
   t.Ack(a);
   t.Ack(a);
   t.Ack(a + 7);
@@ -154,9 +143,7 @@ TEST(AckTracker, StaleAndDuplicateAcksAreIgnored) {
 
 TEST(AckTracker, ResetForgetsInFlightTransactionsAndIgnoresTheirLateReports) {
   AckTracker t(100);
-  auto a = t.Begin(150, 0);
-  t.AddEvent(a);
-  t.Commit(160);
+  auto a = OneEventTransaction(t, 150, 160);
   auto b = t.Begin(170, 0);  // the session died inside this one
   t.AddEvent(b);
   t.Reset(120);
@@ -179,12 +166,8 @@ TEST(AckTracker, ResetForgetsInFlightTransactionsAndIgnoresTheirLateReports) {
 TEST(AckTracker, OldestUnackedCommitTimeIsTheFirstIncompleteTransaction) {
   AckTracker t(0);
   EXPECT_FALSE(t.oldest_unacked_commit_time().has_value());
-  auto a = t.Begin(10, 111);
-  t.AddEvent(a);
-  t.Commit(11);
-  auto b = t.Begin(20, 222);
-  t.AddEvent(b);
-  t.Commit(21);
+  auto a = OneEventTransaction(t, 10, 11, 111);
+  OneEventTransaction(t, 20, 21, 222);
   EXPECT_EQ(t.oldest_unacked_commit_time(), 111);
   t.Ack(a);
   EXPECT_EQ(t.oldest_unacked_commit_time(), 222);

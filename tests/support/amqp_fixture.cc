@@ -15,15 +15,10 @@
 #include <random>
 #include <sstream>
 
+#include "support/fatal.h"
+
 namespace outboxd::test {
 namespace {
-
-[[noreturn]] void Fatal(const std::string& message) {
-  ADD_FAILURE() << message;
-  std::fprintf(stderr, "FATAL: %s\n", message.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
 
 std::string Quote(const std::string& arg) {
   std::string out = "'";

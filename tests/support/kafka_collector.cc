@@ -125,6 +125,38 @@ bool KafkaCollector::WaitForCount(size_t n, absl::Duration timeout) {
                            [&] { return messages_.size() >= n; });
 }
 
+bool KafkaCollector::WaitUntilCaughtUp(absl::Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
+  const rd_kafka_metadata_t* md = nullptr;
+  if (rd_kafka_metadata(consumer_.get(), 1, nullptr, &md, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return false;
+  }
+  std::unique_ptr<const rd_kafka_metadata_t, decltype(&rd_kafka_metadata_destroy)> owned(
+      md, &rd_kafka_metadata_destroy);
+  std::map<PartitionKey, int64_t> high_of;
+  for (int t = 0; t < md->topic_cnt; ++t) {
+    const std::string name = md->topics[t].topic;
+    if (std::find(wanted_.begin(), wanted_.end(), name) == wanted_.end()) continue;
+    for (int p = 0; p < md->topics[t].partition_cnt; ++p) {
+      const int32_t partition = md->topics[t].partitions[p].id;
+      int64_t low = 0, high = 0;
+      if (rd_kafka_query_watermark_offsets(consumer_.get(), name.c_str(), partition, &low, &high,
+                                           5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return false;
+      }
+      if (high > 0) high_of[{name, partition}] = high;
+    }
+  }
+  std::unique_lock lock(mu_);
+  return arrived_.wait_until(lock, deadline, [&] {
+    for (const auto& [key, high] : high_of) {
+      auto it = read_to_.find(key);
+      if (it == read_to_.end() || it->second < high) return false;
+    }
+    return true;
+  });
+}
+
 std::vector<CollectedMessage> KafkaCollector::Messages() const {
   std::lock_guard lock(mu_);
   return messages_;
@@ -215,7 +247,10 @@ void KafkaCollector::Collect(rd_kafka_message_t* const* batch, size_t count) {
   if (kept.empty()) return;
   {
     std::lock_guard lock(mu_);
-    for (CollectedMessage& m : kept) messages_.push_back(std::move(m));
+    for (CollectedMessage& m : kept) {
+      read_to_[{m.topic, m.partition}] = m.offset + 1;
+      messages_.push_back(std::move(m));
+    }
     skipped_ += skipped;
   }
   arrived_.notify_all();

@@ -74,6 +74,12 @@ class KafkaCollector {
   // True once at least n messages were collected; false if the timeout passed first.
   bool WaitForCount(size_t n, absl::Duration timeout);
 
+  // True once the collector has read every message the brokers held when it was
+  // called (each partition's high watermark): after the producers stopped, what it
+  // holds is all they sent, duplicates included, without sleeping "until a duplicate
+  // would have shown up".
+  bool WaitUntilCaughtUp(absl::Duration timeout);
+
   // Snapshot, in consumption order (per partition: offset order).
   std::vector<CollectedMessage> Messages() const;
   size_t Count() const;
@@ -108,9 +114,10 @@ class KafkaCollector {
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::condition_variable arrived_;
-  std::vector<CollectedMessage> messages_;  // guarded by mu_
-  bool all_assigned_ = false;               // guarded by mu_
-  int64_t skipped_ = 0;                     // guarded by mu_
+  std::vector<CollectedMessage> messages_;   // guarded by mu_
+  bool all_assigned_ = false;                // guarded by mu_
+  std::map<PartitionKey, int64_t> read_to_;  // next offset per partition, guarded by mu_
+  int64_t skipped_ = 0;                      // guarded by mu_
   std::thread thread_;
 };
 

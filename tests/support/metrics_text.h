@@ -1,16 +1,23 @@
 // Reading a child process's /metrics and /healthz in tests: the port comes from its
 // "metrics on http://127.0.0.1:PORT/metrics" log line, the request is made with curl,
-// and MetricValue() picks one series out of the Prometheus text.
+// and MetricValue() picks one series out of the Prometheus text. WaitForMetric() is
+// how a test waits for a state the relay exports (streaming, a reconnect, a dead
+// letter) rather than for the wording of a log line.
+//
+//   ASSERT_TRUE(WaitForMetric(*relay, "outboxd_connected", 1, absl::Seconds(30)));
 #ifndef OUTBOXD_TESTS_SUPPORT_METRICS_TEXT_H_
 #define OUTBOXD_TESTS_SUPPORT_METRICS_TEXT_H_
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/time/time.h"
 #include "support/child_process.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 
@@ -49,6 +56,48 @@ inline std::optional<double> MetricValue(const std::string& text, const std::str
     at = end + 1;
   }
   return std::nullopt;
+}
+
+// The N of /healthz's "no broker acknowledgement for Ns ...": how long the relay itself
+// says nothing was acknowledged; -1 when the text does not say it.
+inline int StalledForSeconds(const std::string& healthz_body) {
+  const std::string marker = "no broker acknowledgement for ";
+  const size_t at = healthz_body.find(marker);
+  return at == std::string::npos ? -1 : std::atoi(healthz_body.c_str() + at + marker.size());
+}
+
+// Polls the child's `path` (/healthz, /readyz) until it answers `status` or `timeout`
+// passes; returns the last answer, {status, body}.
+inline std::pair<int, std::string> WaitForHttpStatus(ChildProcess& child, const std::string& path,
+                                                     int status, absl::Duration timeout) {
+  std::pair<int, std::string> answer;
+  WaitUntil(timeout, [&] {
+    answer = HttpGetFromLog(child, path);
+    return answer.first == status;
+  });
+  return answer;
+}
+
+// `series` on the child's /metrics now, or nullopt (no port logged yet, no answer, no
+// such series).
+inline std::optional<double> ScrapeMetric(ChildProcess& child, const std::string& series) {
+  const auto [status, body] = HttpGetFromLog(child, "/metrics");
+  if (status != 200) return std::nullopt;
+  return MetricValue(body, series);
+}
+
+// Waits until the child's /metrics shows `series` at `at_least` or more; false at
+// once if the child has exited.
+inline bool WaitForMetric(ChildProcess& child, const std::string& series, double at_least,
+                          absl::Duration timeout) {
+  bool exited = false;
+  const bool reached = WaitUntil(timeout, [&] {
+    exited = !child.Running();
+    return exited ||
+           ScrapeMetric(child, series).value_or(-std::numeric_limits<double>::infinity()) >=
+               at_least;
+  });
+  return reached && !exited;
 }
 
 }  // namespace outboxd::test

@@ -12,15 +12,10 @@
 #include <random>
 #include <thread>
 
+#include "support/fatal.h"
+
 namespace outboxd::test {
 namespace {
-
-[[noreturn]] void Fatal(const std::string& message) {
-  ADD_FAILURE() << message;
-  std::fprintf(stderr, "FATAL: %s\n", message.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
 
 std::string UniqueName() {
   static std::atomic<int> counter{0};

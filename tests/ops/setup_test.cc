@@ -1,5 +1,6 @@
-// `outboxd setup` on a real PostgreSQL: creates the default schema (src/ops/setup.cc), the publication
-// and the slot; is idempotent; and refuses, in one line, what cannot work.
+// `outboxd setup` on a real PostgreSQL: creates the default schema (src/ops/setup.cc),
+// the publication and the slot; is idempotent; and refuses, in one line, what cannot
+// work.
 #include "ops/setup.h"
 
 #include <gmock/gmock.h>
@@ -40,10 +41,10 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
   SetupReport report;
   absl::Status status = ops::Setup(conn, {.slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(report.created, ElementsAre("table outbox", "index outbox_pendentes",
-                                          "table outbox_dead_letter", "table outbox_relay_state",
-                                          "table inbox",
-                                          "publication outboxd", "replication slot " + db->name()));
+  EXPECT_THAT(report.created,
+              ElementsAre("table outbox", "index outbox_pendentes", "table outbox_dead_letter",
+                          "table outbox_relay_state", "table inbox", "publication outboxd",
+                          "replication slot " + db->name()));
 
   absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
   ASSERT_TRUE(slot.ok()) << slot.status();
@@ -117,8 +118,7 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(report.created,
               ElementsAre("table app.eventos", "index eventos_pendentes",
-                          "table eventos_dead_letter", "table eventos_relay_state",
-                          "table inbox",
+                          "table eventos_dead_letter", "table eventos_relay_state", "table inbox",
                           "publication pub_eventos", "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
@@ -196,28 +196,6 @@ TEST(Setup, RoleWithoutReplicationCannotCreateTheSlot) {
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(Message(status),
             "role " + role + " lacks REPLICATION: ALTER ROLE " + role + " REPLICATION");
-}
-
-TEST(QuerySlot, ReportsAMissingSlotAndTheLagOfAnExistingOne) {
-  auto db = test::TestDatabase::Create();
-  pg::Connection conn = db->Connect();
-  absl::StatusOr<pg::SlotInfo> missing = pg::QuerySlot(conn, db->name());
-  ASSERT_TRUE(missing.ok()) << missing.status();
-  EXPECT_FALSE(missing->exists);
-
-  ASSERT_TRUE(ops::Setup(conn, {.slot = db->name()}).ok());
-  db->Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('a', 't', '{}')");
-  absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
-  ASSERT_TRUE(slot.ok()) << slot.status();
-  EXPECT_GT(slot->lag_bytes, 0);
-  EXPECT_EQ(slot->wal_status, "reserved");
-  EXPECT_LE(slot->restart_lsn, slot->confirmed_flush_lsn);
-
-  // Works on a replication connection too (no extended protocol there).
-  pg::Connection repl = db->Connect(pg::ConnectionKind::kReplication);
-  absl::StatusOr<pg::SlotInfo> via_repl = pg::QuerySlot(repl, db->name());
-  ASSERT_TRUE(via_repl.ok()) << via_repl.status();
-  EXPECT_TRUE(via_repl->exists);
 }
 
 }  // namespace

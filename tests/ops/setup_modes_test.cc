@@ -1,7 +1,7 @@
 // `outboxd setup` beyond the default outbox table: the column flags (a Debezium outbox
 // table is checked, never altered, and gets only what is missing) and --poll-only
 // (the tables without publication or slot). wal_level = replica is in
-// private_cluster_test.cc and tests/poll/poll_only_setup_test.cc.
+// tests/pg/private_cluster_test.cc and tests/poll/poll_only_setup_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "ops/setup.h"
+#include "support/doc_commands.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::ops {
@@ -17,12 +18,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-// Debezium's outbox table (its outbox event router's documented layout): no
-// timestamp, no polling columns.
-constexpr char kDebeziumTable[] =
-    "CREATE TABLE dbz_outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, "
-    "aggregateid text NOT NULL, type text NOT NULL, payload jsonb)";
 
 const outbox::ColumnMapping kDebeziumColumns{.aggregate_id = "aggregateid", .type = "type"};
 
@@ -45,7 +40,7 @@ std::string TableFingerprint(test::TestDatabase& db, const std::string& table) {
 
 TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
   auto db = test::TestDatabase::Create();
-  db->Exec(kDebeziumTable);
+  db->Exec(test::DebeziumTableDdl());
   const std::string before = TableFingerprint(*db, "dbz_outbox");
   pg::Connection conn = db->Connect();
   SetupReport report;
@@ -84,7 +79,7 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
 // creates nothing.
 TEST(SetupColumns, AnExistingTableWithoutAMappedColumnIsRefusedAndNothingIsCreated) {
   auto db = test::TestDatabase::Create();
-  db->Exec(kDebeziumTable);
+  db->Exec(test::DebeziumTableDdl());
   pg::Connection conn = db->Connect();
   absl::Status status = ops::Setup(conn, {.table = "dbz_outbox", .slot = db->name()});
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -139,7 +134,7 @@ TEST(SetupPollOnly, CreatesTheTablesAndIndexButNoPublicationOrSlot) {
 // (never adding it itself) and creates nothing.
 TEST(SetupPollOnly, RefusesATableWithoutThePollingColumns) {
   auto db = test::TestDatabase::Create();
-  db->Exec(kDebeziumTable);
+  db->Exec(test::DebeziumTableDdl());
   pg::Connection conn = db->Connect();
   absl::Status status =
       ops::Setup(conn, {.table = "dbz_outbox", .columns = kDebeziumColumns, .poll_only = true});
