@@ -20,7 +20,7 @@ std::string EnvName(const std::string& name) {
 
 namespace {
 
-relay::StopSignal* g_stop = nullptr;
+StopSignal* g_stop = nullptr;
 
 void OnSignal(int) {
   if (g_stop != nullptr) g_stop->Notify();
@@ -168,7 +168,7 @@ absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options
   return true;
 }
 
-StopOnSignals::StopOnSignals(relay::StopSignal* stop) {
+StopOnSignals::StopOnSignals(StopSignal* stop) {
   g_stop = stop;
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

@@ -17,7 +17,7 @@
 #include "kafka/publisher.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
-#include "relay/stop_signal.h"
+#include "base/stop_signal.h"
 
 namespace outboxd::cli {
 
@@ -104,7 +104,7 @@ absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options
 // SIGTERM and SIGINT notify `stop` until the returned guard is destroyed.
 class StopOnSignals {
  public:
-  explicit StopOnSignals(relay::StopSignal* stop);
+  explicit StopOnSignals(StopSignal* stop);
   ~StopOnSignals();
 };
 

@@ -6,9 +6,9 @@
 #include "cli/common.h"
 #include "cli/logging.h"
 #include "cli/secrets.h"
-#include "ops/endpoints.h"
-#include "ops/http_server.h"
-#include "ops/stall_watch.h"
+#include "observe/endpoints.h"
+#include "observe/http_server.h"
+#include "observe/stall_watch.h"
 #include "pg/connection.h"
 #include "poll/notify_trigger.h"
 #include "poll/poll_relay.h"
@@ -83,14 +83,14 @@ struct PollCommand {
       if (absl::Status s = InstallTrigger(); !s.ok()) return Fail(s, true);
     }
 
-    relay::StopSignal stop;
+    StopSignal stop;
     StopOnSignals signals(&stop);
     poll::PollStats stats;
     stats.metrics.SetUnsafeKafkaConfig(*unsafe_kafka);
-    ops::HttpServer http;
+    observe::HttpServer http;
     if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, true);
 
-    ops::StallWatch stall_watch(stats.health, healthz_stall.value);
+    observe::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     poll::PollRelay relay(options, &stats);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
@@ -122,9 +122,9 @@ struct PollCommand {
     return absl::OkStatus();
   }
 
-  absl::Status ServeMetrics(ops::HttpServer& http, const poll::PollStats& stats) {
+  absl::Status ServeMetrics(observe::HttpServer& http, const poll::PollStats& stats) {
     if (metrics.empty()) return absl::OkStatus();
-    ops::AddMetricsEndpoints(
+    observe::AddMetricsEndpoints(
         http, stats.metrics, stats.health,
         {.stall_threshold = healthz_stall.value,
          .disconnected_reason = "no batch committed yet, or the last one failed (PostgreSQL "

@@ -10,15 +10,15 @@
 #include "cli/logging.h"
 #include "cli/secrets.h"
 #include "ops/cleanup.h"
-#include "ops/endpoints.h"
-#include "ops/http_server.h"
-#include "ops/query_sampler.h"
-#include "ops/stall_watch.h"
+#include "observe/endpoints.h"
+#include "observe/http_server.h"
+#include "observe/query_sampler.h"
+#include "observe/stall_watch.h"
 #include "pg/connection.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
 #include "relay/startup_retry.h"
-#include "relay/topic_template.h"
+#include "outbox/topic_template.h"
 
 namespace outboxd::cli {
 namespace {
@@ -110,7 +110,7 @@ struct RunCommand {
     OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, kafka_options));
     kafka_options.on_log = LogKafka;
     OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
-    OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
+    OUTBOXD_RETURN_IF_ERROR(outbox::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
     }
@@ -175,7 +175,7 @@ struct RunCommand {
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok()) return Fail(s, true);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
-    relay::StopSignal stop;
+    StopSignal stop;
     StopOnSignals signals(&stop);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     std::optional<pg::Connection> checked;
@@ -200,10 +200,10 @@ struct RunCommand {
 
     relay::RelayStats stats;
     stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
-    ops::HttpServer http;
-    std::optional<ops::QuerySampler> slot_lag;  // stopped before `stats` goes
+    observe::HttpServer http;
+    std::optional<observe::QuerySampler> slot_lag;  // stopped before `stats` goes
     if (!metrics.empty()) {
-      ops::AddMetricsEndpoints(
+      observe::AddMetricsEndpoints(
           http, stats.metrics, stats.health,
           {.stall_threshold = healthz_stall.value,
            .disconnected_reason = "not streaming from PostgreSQL (unreachable, reconnecting, "
@@ -225,7 +225,7 @@ struct RunCommand {
                                           .inbox_retention = inbox_retention.value},
                       cleanup_interval.value);
     }
-    ops::StallWatch stall_watch(stats.health, healthz_stall.value);
+    observe::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     relay::Relay relay(options, &stats, &stop);
     relay.AdoptControlConnection(std::move(*checked));

@@ -5,7 +5,7 @@
 #include "cli/secrets.h"
 #include "ops/setup.h"
 #include "pg/connection.h"
-#include "relay/preflight.h"
+#include "pg/server_checks.h"
 
 namespace outboxd::cli {
 namespace {
@@ -39,7 +39,7 @@ struct SetupCommand {
     // Before Setup creates anything: without REPLICATION it would create the tables
     // and the publication, then fail on the slot.
     absl::Status status =
-        options.poll_only ? absl::OkStatus() : relay::CheckReplicationPrivilege(*conn);
+        options.poll_only ? absl::OkStatus() : pg::CheckReplicationPrivilege(*conn);
     ops::SetupReport report;
     if (status.ok()) status = ops::Setup(*conn, options, &report);
     if (!status.ok()) return Fail(status, true);

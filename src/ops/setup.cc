@@ -17,9 +17,9 @@
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/server_checks.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
-#include "relay/preflight.h"
 
 namespace outboxd::ops {
 namespace {
@@ -279,7 +279,7 @@ absl::Status WithLeftovers(const absl::Status& status, const SetupReport& report
 
 // run's wal_level message, plus the set-up that needs no logical decoding.
 absl::Status CheckWalLevelForSetup(pg::Connection& conn) {
-  absl::Status status = relay::CheckWalLevel(conn);
+  absl::Status status = pg::CheckWalLevel(conn);
   if (status.code() != absl::StatusCode::kFailedPrecondition) return status;
   return absl::FailedPreconditionError(
       absl::StrCat(status.message(), ", or use outboxd setup --poll-only for the polling relay"));
@@ -296,7 +296,7 @@ absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupRepor
   if (options.poll_only) return EnsureSchema(conn, options, out);
   OUTBOXD_RETURN_IF_ERROR(CheckWalLevelForSetup(conn));
   // Without REPLICATION the slot would fail after the schema was committed.
-  OUTBOXD_RETURN_IF_ERROR(relay::CheckReplicationPrivilege(conn));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckReplicationPrivilege(conn));
   OUTBOXD_RETURN_IF_ERROR(CheckExistingSlot(conn, options));
   OUTBOXD_RETURN_IF_ERROR(EnsureSchema(conn, options, out));
   return WithLeftovers(EnsureSlot(conn, options, out), out);

@@ -72,7 +72,7 @@ absl::Status PollRelay::CheckNames() const {
 }
 
 absl::Status PollRelay::Connect() {
-  OUTBOXD_ASSIGN_OR_RETURN(topic_, relay::TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_ASSIGN_OR_RETURN(topic_, outbox::TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options_.conninfo));
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
   OUTBOXD_RETURN_IF_ERROR(
@@ -299,7 +299,7 @@ void PollRelay::CountAndLog(size_t published) {
   PublishInFlight(0);
 }
 
-absl::Status PollRelay::Run(relay::StopSignal* stop) {
+absl::Status PollRelay::Run(StopSignal* stop) {
   OUTBOXD_RETURN_IF_ERROR(Start());
   spdlog::info("polling table {} (batch {}, interval {}{})", options_.table, options_.batch,
                absl::FormatDuration(options_.interval),
@@ -320,7 +320,7 @@ absl::Status PollRelay::Run(relay::StopSignal* stop) {
   return absl::OkStatus();
 }
 
-void PollRelay::Sleep(absl::Duration timeout, relay::StopSignal* stop, bool wake_on_notify) {
+void PollRelay::Sleep(absl::Duration timeout, StopSignal* stop, bool wake_on_notify) {
   // A NOTIFY delivered with the last COMMIT is already queued in libpq: the socket
   // will not become readable for it, so look before sleeping.
   if (wake_on_notify && DrainNotifications()) return;

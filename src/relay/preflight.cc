@@ -13,6 +13,7 @@
 #include "outbox/dead_letter.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/server_checks.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 
@@ -214,29 +215,6 @@ absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
 
 }  // namespace
 
-absl::Status CheckWalLevel(pg::Connection& conn) {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result result, conn.Exec("SHOW wal_level"));
-  const std::string_view level = result.Get(0, 0);
-  if (level == "logical") return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("wal_level is ", std::string(level),
-                   "; set wal_level = logical in postgresql.conf and restart PostgreSQL"));
-}
-
-absl::Status CheckReplicationPrivilege(pg::Connection& conn) {
-  // Amazon RDS grants replication through membership of rds_replication instead of
-  // the REPLICATION attribute.
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result result,
-      conn.Exec("SELECT r.rolsuper OR r.rolreplication OR EXISTS (SELECT 1 FROM pg_roles g "
-                "WHERE g.rolname = 'rds_replication' AND pg_has_role(r.oid, g.oid, 'member')) "
-                "FROM pg_roles r WHERE r.rolname = current_user"));
-  if (result.rows() == 1 && result.Get(0, 0) == "t") return absl::OkStatus();
-  const std::string user = conn.user();
-  return absl::PermissionDeniedError(absl::StrCat("role ", user, " lacks REPLICATION: ALTER ROLE ",
-                                                  pg::SqlIdentifier(user), " REPLICATION"));
-}
-
 absl::Status CheckNames(const RelayOptions& options) {
   OUTBOXD_RETURN_IF_ERROR(outbox::CheckNames(options.table, options.columns));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.publication, "--publication"));
@@ -246,8 +224,8 @@ absl::Status CheckNames(const RelayOptions& options) {
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
                        PreflightFindings* findings) {
   OUTBOXD_RETURN_IF_ERROR(CheckNames(options));
-  OUTBOXD_RETURN_IF_ERROR(CheckWalLevel(conn));
-  OUTBOXD_RETURN_IF_ERROR(CheckReplicationPrivilege(conn));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckWalLevel(conn));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckReplicationPrivilege(conn));
   OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));
   OUTBOXD_ASSIGN_OR_RETURN(bool created_at_missing, CreatedAtMissing(conn, options, table));
   outbox::ColumnMapping present = options.columns;

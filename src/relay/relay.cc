@@ -71,7 +71,7 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
 Relay::~Relay() = default;
 
 absl::Status Relay::Run() {
-  OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_ASSIGN_OR_RETURN(topic_, outbox::TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_RETURN_IF_ERROR(CreateSink());
   Backoff backoff(options_.reconnect_base, options_.reconnect_cap);
   // Streamed, or found the slot held by another relay: either way the configuration
@@ -80,7 +80,7 @@ absl::Status Relay::Run() {
   bool standing_by = false;
   while (!stop_->requested()) {
     absl::Status status = Connect();
-    // /readyz counts a standby as ready (ops/health.h).
+    // /readyz counts a standby as ready (observe/health.h).
     stats_->health.SetStandingBy(pg::SqlStateOf(status) == "55006");
     if (status.ok()) {
       reached_slot = true;
@@ -731,7 +731,7 @@ void Relay::PublishStats() {
   stats_->bytes_in_flight_peak = bytes_in_flight_peak_;
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
   stats_->oldest_unacked_commit_us = oldest.value_or(0);
-  ops::Metrics& m = stats_->metrics;
+  observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);
   m.SetConfirmedLsn(tracker_.watermark());

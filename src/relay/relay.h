@@ -25,8 +25,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "ops/health.h"
-#include "ops/metrics.h"
+#include "observe/health.h"
+#include "observe/metrics.h"
 #include "outbox/dead_letter.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
@@ -37,8 +37,8 @@
 #include "relay/ack_tracker.h"
 #include "relay/position_recorder.h"
 #include "relay/slot_watch.h"
-#include "relay/stop_signal.h"
-#include "relay/topic_template.h"
+#include "base/stop_signal.h"
+#include "outbox/topic_template.h"
 #include "sink/sink.h"
 
 namespace outboxd::relay {
@@ -96,8 +96,8 @@ struct RelayStats {
   std::atomic<uint64_t> bytes_in_flight_peak{0};
   // The same figures for /metrics (plus events by topic and the commit-to-ack
   // latency), and /healthz's inputs.
-  ops::Metrics metrics{ops::RelayMode::kCdc};
-  ops::HealthState health;
+  observe::Metrics metrics{observe::RelayMode::kCdc};
+  observe::HealthState health;
 };
 
 class Relay {
@@ -185,7 +185,7 @@ class Relay {
   RelayOptions options_;
   RelayStats* stats_;
   StopSignal* stop_;
-  TopicTemplate topic_;
+  outbox::TopicTemplate topic_;
   std::string table_name_;    // unqualified, for {table}
   std::string table_schema_;  // empty: any schema
 

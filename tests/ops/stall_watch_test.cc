@@ -1,6 +1,6 @@
 // StallWatch: one warning when events in flight go unacknowledged past the
 // threshold, one line when it recovers, nothing in between (logs are not flooded).
-#include "ops/stall_watch.h"
+#include "observe/stall_watch.h"
 
 #include <memory>
 #include <sstream>
@@ -12,7 +12,7 @@
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 using ::testing::HasSubstr;
@@ -83,4 +83,4 @@ TEST(StallWatch, ItsThreadReportsAStallWithoutAnyoneCallingIt) {
 }
 
 }  // namespace
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
