@@ -307,7 +307,9 @@ absl::Status PollRelay::Run(StopSignal* stop) {
   while (!stop->requested()) {
     absl::StatusOr<int> reserved = RunOnce();
     if (reserved.ok()) {
-      if (*reserved == 0) Sleep(options_.interval, stop, options_.notify);
+      if (*reserved == 0) {
+        Sleep(options_.interval, stop, options_.notify ? Wake::kOnStopOrNotify : Wake::kOnStop);
+      }
       continue;
     }
     if (IsConfigurationError(reserved.status())) return reserved.status();
@@ -315,12 +317,13 @@ absl::Status PollRelay::Run(StopSignal* stop) {
                  absl::FormatDuration(kRetryDelay), reserved.status());
     conn_.reset();  // reconnects (and LISTENs again) in the next RunOnce
     stats_->metrics.Reconnected();
-    Sleep(kRetryDelay, stop, false);
+    Sleep(kRetryDelay, stop, Wake::kOnStop);
   }
   return absl::OkStatus();
 }
 
-void PollRelay::Sleep(absl::Duration timeout, StopSignal* stop, bool wake_on_notify) {
+void PollRelay::Sleep(absl::Duration timeout, StopSignal* stop, Wake wake) {
+  const bool wake_on_notify = wake == Wake::kOnStopOrNotify;
   // A NOTIFY delivered with the last COMMIT is already queued in libpq: the socket
   // will not become readable for it, so look before sleeping.
   if (wake_on_notify && DrainNotifications()) return;

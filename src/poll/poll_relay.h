@@ -126,7 +126,11 @@ class PollRelay {
   void PublishInFlight(int in_flight);
   // The oldest pending row's age, read at most every few seconds (one index probe).
   void SampleOldestPending();
-  void Sleep(absl::Duration timeout, StopSignal* stop, bool wake_on_notify);
+  // What ends a sleep before its timeout: the stop signal, and (with --notify, after
+  // an empty batch) a NOTIFY on the channel; never a NOTIFY while the connection is
+  // being replaced.
+  enum class Wake { kOnStop, kOnStopOrNotify };
+  void Sleep(absl::Duration timeout, StopSignal* stop, Wake wake);
   bool DrainNotifications();
 
   PollOptions options_;
