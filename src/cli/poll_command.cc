@@ -36,8 +36,8 @@ struct PollCommand {
     Flag(cmd, "brokers", kafka_options.brokers, "Kafka bootstrap servers HOST:PORT[,...]")
         ->required();
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
-    Flag(cmd, "interval", interval.text, "Sleep after an empty batch")->capture_default_str();
-    Flag(cmd, "publish-timeout", publish_timeout.text,
+    Flag(cmd, "interval", interval, "Sleep after an empty batch")->capture_default_str();
+    Flag(cmd, "publish-timeout", publish_timeout,
          "Wait this long for a batch's acks; unacknowledged events count as failed")
         ->capture_default_str();
     Switch(cmd, "notify", options.notify, "LISTEN and wake from the sleep on NOTIFY");
@@ -57,30 +57,27 @@ struct PollCommand {
     AddColumnFlags(cmd, options.columns);
     // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
     // flight or failing this long without any acknowledgement.
-    Flag(cmd, "healthz-stall", healthz_stall.text, "")->group("");
+    Flag(cmd, "healthz-stall", healthz_stall, "")->group("");
     return cmd;
   }
 
   int Run() {
     for (absl::Status s :
-         {ResolveDuration(interval, "interval"),
-          ResolveDuration(publish_timeout, "publish-timeout"),
-          ResolveDuration(healthz_stall, "healthz-stall"),
-          ParseKafkaProperties(kafka_properties, kafka_options),
+         {ParseKafkaProperties(kafka_properties, kafka_options),
           ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, kafka_options),
           ResolveFormat(format, options.format)}) {
-      if (!s.ok()) return Fail(s, true);
+      if (!s.ok()) return Fail(s, Phase::kStarting);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
     absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
         kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
-    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
+    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), Phase::kStarting);
     kafka_options.on_log = LogKafka;
     options.make_sink = kafka::Publisher::Factory(kafka_options);
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
-      if (absl::Status s = InstallTrigger(); !s.ok()) return Fail(s, true);
+      if (absl::Status s = InstallTrigger(); !s.ok()) return Fail(s, Phase::kStarting);
     }
 
     StopSignal stop;
@@ -88,7 +85,7 @@ struct PollCommand {
     poll::PollStats stats;
     stats.metrics.SetUnsafeKafkaConfig(*unsafe_kafka);
     observe::HttpServer http;
-    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, true);
+    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, Phase::kStarting);
 
     observe::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
@@ -96,7 +93,7 @@ struct PollCommand {
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     if (absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
         !s.ok()) {
-      if (!stop.requested()) return Fail(s, true);
+      if (!stop.requested()) return Fail(s, Phase::kStarting);
       spdlog::info("stopped before PostgreSQL was available");
       return kExitOk;
     }
@@ -104,7 +101,7 @@ struct PollCommand {
     spdlog::info("starting outboxd {} poll: table {}, topic {}, brokers {}, PostgreSQL {}",
                  OUTBOXD_VERSION, options.table, options.topic_template, kafka_options.brokers,
                  pg::RedactConninfo(options.conninfo));
-    if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
+    if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, Phase::kRunning);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",
                  stats.events_published.load(), stats.events_failed.load());
     return kExitOk;
