@@ -67,6 +67,14 @@ absl::StatusOr<ResolvedTable> ResolveTable(pg::Connection& conn, const RelayOpti
   return table;
 }
 
+// The first row whose first field is `value`, or -1.
+int RowWith(const pg::Result& result, const std::string& value) {
+  for (int row = 0; row < result.rows(); ++row) {
+    if (result.Get(row, 0) == value) return row;
+  }
+  return -1;
+}
+
 // The mapped columns with the flag that renames each (as EventMapper names them).
 struct MappedColumn {
   const std::string& name;
@@ -121,9 +129,8 @@ absl::Status CheckColumns(pg::Connection& conn, const outbox::ColumnMapping& col
                       "WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
                       {table.oid}));
   for (const MappedColumn& column : MappedColumns(columns)) {
-    int row = 0;
-    while (row < found.rows() && found.Get(row, 0) != column.name) ++row;
-    if (row == found.rows()) {
+    const int row = RowWith(found, column.name);
+    if (row < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("table ", table.display, " has no column \"", column.name,
                        "\"; add it or name the right column with ", column.flag));
@@ -151,9 +158,7 @@ absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& opt
                       "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
                       {options.publication, table.schema, table.name}));
   for (const MappedColumn& column : MappedColumns(columns)) {
-    int row = 0;
-    while (row < published.rows() && published.Get(row, 0) != column.name) ++row;
-    if (row == published.rows()) {
+    if (RowWith(published, column.name) < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("publication ", options.publication, " leaves column \"", column.name,
                        "\" of table ", table.display, " out of its column list: ALTER PUBLICATION ",
