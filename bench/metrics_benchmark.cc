@@ -5,15 +5,15 @@
 
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
-#include "ops/health.h"
-#include "ops/metrics.h"
+#include "observe/health.h"
+#include "observe/metrics.h"
 
 namespace {
 
 const std::array<std::string, 2> kTopics = {"pedido.confirmado", "pedido.cancelado"};
 
 void BM_MetricsAcknowledged(benchmark::State& state) {
-  outboxd::ops::Metrics metrics(outboxd::ops::RelayMode::kCdc);
+  outboxd::observe::Metrics metrics(outboxd::observe::RelayMode::kCdc);
   size_t i = 0;
   for (auto _ : state) {
     metrics.Acknowledged(kTopics[i++ & 1], 0.0015);
@@ -29,8 +29,8 @@ BENCHMARK(BM_MetricsAcknowledged);
 
 // Everything Relay::RecordAck does besides the AckTracker lookup.
 void BM_RecordAckMetricsPath(benchmark::State& state) {
-  outboxd::ops::Metrics metrics(outboxd::ops::RelayMode::kCdc);
-  outboxd::ops::HealthState health;
+  outboxd::observe::Metrics metrics(outboxd::observe::RelayMode::kCdc);
+  outboxd::observe::HealthState health;
   const int64_t commit_us = absl::ToUnixMicros(absl::Now());
   size_t i = 0;
   for (auto _ : state) {

@@ -23,12 +23,12 @@ struct CleanupCommand {
     Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
     AddPgSecretFlags(cmd, secrets);
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
-    Flag(cmd, "retention", retention.text,
+    Flag(cmd, "retention", retention,
          "Delete acknowledged outbox rows older than this (never an unacknowledged one)")
         ->capture_default_str();
     Flag(cmd, "batch", options.batch, "Rows per DELETE (each its own short transaction)")
         ->capture_default_str();
-    Flag(cmd, "inbox-retention", inbox_retention.text,
+    Flag(cmd, "inbox-retention", inbox_retention,
          "Delete inbox rows older than this (longer than the broker can redeliver)")
         ->capture_default_str();
     Flag(cmd, "inbox-table", options.inbox_table, "Inbox table, beside the outbox (empty: skip)")
@@ -39,17 +39,13 @@ struct CleanupCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
-    for (auto [flag, name] : {std::pair{&retention, "retention"},
-                              std::pair{&inbox_retention, "inbox-retention"}}) {
-      if (absl::Status s = ResolveDuration(*flag, name); !s.ok()) return Fail(s, true);
-    }
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.retention = retention.value;
     options.inbox_retention = inbox_retention.value;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
-    if (!conn.ok()) return Fail(conn.status(), true);
+    if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::CleanupResult> done = ops::Cleanup(*conn, options);
-    if (!done.ok()) return Fail(done.status(), true);
+    if (!done.ok()) return Fail(done.status(), Phase::kStarting);
     if (!done->outbox_kept.empty()) spdlog::warn("{}", done->outbox_kept);
     spdlog::info(
         "cleanup: deleted {} acknowledged outbox rows older than {} and {} inbox rows older "

@@ -1,10 +1,13 @@
 #include "cli/common.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <csignal>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/annotate.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -20,7 +23,7 @@ std::string EnvName(const std::string& name) {
 
 namespace {
 
-relay::StopSignal* g_stop = nullptr;
+StopSignal* g_stop = nullptr;
 
 void OnSignal(int) {
   if (g_stop != nullptr) g_stop->Notify();
@@ -28,10 +31,10 @@ void OnSignal(int) {
 
 }  // namespace
 
-int Fail(const absl::Status& status, bool starting) {
+int Fail(const absl::Status& status, Phase phase) {
   spdlog::error("{}", status.message());
   if (IsConfigurationError(status) ||
-      (starting && status.code() == absl::StatusCode::kUnavailable)) {
+      (phase == Phase::kStarting && status.code() == absl::StatusCode::kUnavailable)) {
     return kExitConfig;
   }
   return kExitFailure;
@@ -112,13 +115,30 @@ absl::Status ResolveFormat(const FormatFlags& flags, outbox::MessageFormat& form
   return absl::OkStatus();
 }
 
-absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name) {
-  absl::StatusOr<absl::Duration> parsed = ParseDuration(flag.text);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", parsed.status().message()));
-  }
-  flag.value = *parsed;
-  return absl::OkStatus();
+DurationFlag::DurationFlag(std::string default_text) : text(std::move(default_text)) {
+  if (text.empty()) return;
+  absl::StatusOr<absl::Duration> parsed = ParseDuration(text);
+  assert(parsed.ok() && "a duration flag's default must parse");
+  value = parsed.value_or(absl::ZeroDuration());
+}
+
+CLI::Option* Flag(CLI::App* app, const std::string& name, DurationFlag& flag,
+                  const std::string& help) {
+  // Unnamed, so --help and the reference show the flag as before (TEXT). CLI11 runs
+  // it on the command line's, the environment's and the --config file's value alike
+  // and reports a failure as "--name: <message>".
+  CLI::Validator parse(
+      [&flag](std::string& text) -> std::string {
+        absl::StatusOr<absl::Duration> parsed = ParseDuration(text);
+        if (!parsed.ok()) {
+          const absl::string_view message = parsed.status().message();
+          return std::string(message.data(), message.size());
+        }
+        flag.value = *parsed;
+        return "";
+      },
+      "");
+  return Flag(app, name, flag.text, help)->check(parse);
 }
 
 absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
@@ -146,10 +166,9 @@ absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options
   absl::StatusOr<std::vector<kafka::UnsafeSetting>> checked =
       kafka::UnsafeSettings(options, timeout);
   if (!checked.ok()) {
-    return absl::Status(checked.status().code(),
-                        absl::StrCat(checked.status().message(),
-                                     "; fix that --kafka setting (names and values as in "
-                                     "librdkafka's CONFIGURATION.md)"));
+    return Annotate(checked.status(), "",
+                    "; fix that --kafka setting (names and values as in librdkafka's "
+                    "CONFIGURATION.md)");
   }
   const std::vector<kafka::UnsafeSetting>& unsafe = *checked;
   if (unsafe.empty()) return false;
@@ -168,7 +187,7 @@ absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options
   return true;
 }
 
-StopOnSignals::StopOnSignals(relay::StopSignal* stop) {
+StopOnSignals::StopOnSignals(StopSignal* stop) {
   g_stop = stop;
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

@@ -2,7 +2,7 @@
 // codes, durations, --kafka properties, the stop signal.
 //
 //   Flag(cmd, "pg", pg, "PostgreSQL conninfo")->required();   // --pg or OUTBOXD_PG
-//   if (!status.ok()) return Fail(status, /*starting=*/true);
+//   if (!status.ok()) return Fail(status, Phase::kStarting);
 #ifndef OUTBOXD_CLI_COMMON_H_
 #define OUTBOXD_CLI_COMMON_H_
 
@@ -17,7 +17,7 @@
 #include "kafka/publisher.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
-#include "relay/stop_signal.h"
+#include "base/stop_signal.h"
 
 namespace outboxd::cli {
 
@@ -25,9 +25,13 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitConfig = 2;
 
+// When a command failed: before it did any work, an unreachable server is something
+// only a person can fix (exit 2); once it ran, it is an outage (exit 1).
+enum class Phase { kStarting, kRunning };
+
 // Logs the error and returns the exit code: 2 for configuration and environment
-// errors (and, while `starting`, an unreachable server), 1 otherwise.
-int Fail(const absl::Status& status, bool starting);
+// errors (and, while kStarting, an unreachable server), 1 otherwise.
+int Fail(const absl::Status& status, Phase phase);
 
 // A command-line parse error as one log line with the fix, e.g.
 //   "--brokers is required (or set OUTBOXD_BROKERS); see outboxd run --help"
@@ -76,12 +80,18 @@ void AddFormatFlags(CLI::App* cmd, FormatFlags& flags);
 // header name given twice.
 absl::Status ResolveFormat(const FormatFlags& flags, outbox::MessageFormat& format);
 
-// A duration flag: the text as given ("500ms"), parsed by ResolveDuration.
+// A duration flag ("500ms", "7d"): the text as given, and its value, which CLI11
+// fills as it reads the flag (its Flag overload below), so `value` is always the
+// default or what was given. A bad duration is a parse error (exit 2):
+//   "--since: bad duration "1x": write a whole number and a unit, e.g. 500ms, ...".
+// An empty default means "not given" (value zero).
 struct DurationFlag {
+  explicit DurationFlag(std::string default_text);
   std::string text;
   absl::Duration value;
 };
-absl::Status ResolveDuration(DurationFlag& flag, absl::string_view name);
+CLI::Option* Flag(CLI::App* app, const std::string& name, DurationFlag& flag,
+                  const std::string& help);
 
 // --kafka KEY=VALUE pairs into the publisher's property list.
 absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
@@ -104,7 +114,7 @@ absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options
 // SIGTERM and SIGINT notify `stop` until the returned guard is destroyed.
 class StopOnSignals {
  public:
-  explicit StopOnSignals(relay::StopSignal* stop);
+  explicit StopOnSignals(StopSignal* stop);
   ~StopOnSignals();
 };
 

@@ -10,7 +10,7 @@
 //   retention = "3d"
 //
 //   AddConfigFlags(app);                                  // after the subcommands
-//   if (absl::Status s = LoadConfigFile(app, args); !s.ok()) return Fail(s, true);
+//   if (absl::Status s = LoadConfigFile(app, args); !s.ok()) return Fail(s, Phase::kStarting);
 //   app.parse(argc, argv);
 //
 // CLI11 reads its own config files before the environment (file > env) and checks

@@ -63,12 +63,12 @@ struct DeadLetterCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     absl::StatusOr<pg::TableName> outbox_table = outbox::ParseOutboxTable(table);
-    if (!outbox_table.ok()) return Fail(outbox_table.status(), true);
+    if (!outbox_table.ok()) return Fail(outbox_table.status(), Phase::kStarting);
     replay.table_name = outbox_table->name;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
-    if (!conn.ok()) return Fail(conn.status(), true);
+    if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     outbox::DeadLetterStore store(table);
     if (!aggregate.empty()) replay.aggregate = aggregate;
     return list->parsed() ? List(*conn, store) : Replay(*conn, store);
@@ -76,7 +76,7 @@ struct DeadLetterCommand {
 
   int List(pg::Connection& conn, const outbox::DeadLetterStore& store) {
     absl::StatusOr<std::vector<outbox::DeadLetter>> letters = store.List(conn, replay.aggregate);
-    if (!letters.ok()) return Fail(letters.status(), true);
+    if (!letters.ok()) return Fail(letters.status(), Phase::kStarting);
     std::printf("%-6s %-20s %-16s %-20s %-36s %s\n", "seq", "dead_at", "aggregate", "type", "id",
                 "error");
     for (const outbox::DeadLetter& l : *letters) {
@@ -91,23 +91,25 @@ struct DeadLetterCommand {
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
     for (absl::Status s : {ParseKafkaProperties(kafka_properties, kafka_options),
                            ResolveFormat(format, replay.format)}) {
-      if (!s.ok()) return Fail(s, true);
+      if (!s.ok()) return Fail(s, Phase::kStarting);
     }
-    if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok()) return Fail(s, true);
-    if (absl::Status s = CheckBrokersGiven(sink_flags, kafka_options); !s.ok()) return Fail(s, true);
+    if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok())
+      return Fail(s, Phase::kStarting);
+    if (absl::Status s = CheckBrokersGiven(sink_flags, kafka_options); !s.ok())
+      return Fail(s, Phase::kStarting);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
-    absl::StatusOr<bool> unsafe_kafka =
-        CheckKafkaDurability(kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
-    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
+    absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
+        kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
+    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), Phase::kStarting);
     kafka_options.on_log = LogKafka;
     replay.make_sink = kafka::Publisher::Factory(kafka_options);
     if (!sink_flags.kafka()) {
       absl::StatusOr<sink::SinkFactory> amqp = AmqpSinkFactory(sink_flags);
-      if (!amqp.ok()) return Fail(amqp.status(), true);
+      if (!amqp.ok()) return Fail(amqp.status(), Phase::kStarting);
       replay.make_sink = *std::move(amqp);
     }
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
-    if (!report.ok()) return Fail(report.status(), false);
+    if (!report.ok()) return Fail(report.status(), Phase::kRunning);
     for (const std::string& failure : report->failures)
       spdlog::error("not replayed: {}", LogSafe(failure));
     spdlog::info("replayed {} dead letter(s); {} aggregate(s) still blocked", report->replayed,

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   }
   if (absl::Status s = LoadConfigFile(app, args); !s.ok()) {
     ApplyLogFlags(log_flags);
-    return Fail(s, true);
+    return Fail(s, Phase::kStarting);
   }
   try {
     app.parse(argc, argv);

@@ -7,9 +7,9 @@
 #include "cli/logging.h"
 #include "cli/secrets.h"
 #include "cli/sink_flags.h"
-#include "ops/endpoints.h"
-#include "ops/http_server.h"
-#include "ops/stall_watch.h"
+#include "observe/endpoints.h"
+#include "observe/http_server.h"
+#include "observe/stall_watch.h"
 #include "pg/connection.h"
 #include "poll/notify_trigger.h"
 #include "poll/poll_relay.h"
@@ -38,8 +38,8 @@ struct PollCommand {
     Flag(cmd, "brokers", kafka_options.brokers,
          "Kafka bootstrap servers HOST:PORT[,...] (required with --sink kafka)");
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
-    Flag(cmd, "interval", interval.text, "Sleep after an empty batch")->capture_default_str();
-    Flag(cmd, "publish-timeout", publish_timeout.text,
+    Flag(cmd, "interval", interval, "Sleep after an empty batch")->capture_default_str();
+    Flag(cmd, "publish-timeout", publish_timeout,
          "Wait this long for a batch's acks; unacknowledged events count as failed")
         ->capture_default_str();
     Switch(cmd, "notify", options.notify, "LISTEN and wake from the sleep on NOTIFY");
@@ -60,51 +60,48 @@ struct PollCommand {
     AddColumnFlags(cmd, options.columns);
     // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
     // flight or failing this long without any acknowledgement.
-    Flag(cmd, "healthz-stall", healthz_stall.text, "")->group("");
+    Flag(cmd, "healthz-stall", healthz_stall, "")->group("");
     return cmd;
   }
 
   int Run() {
     for (absl::Status s :
-         {ResolveDuration(interval, "interval"),
-          ResolveDuration(publish_timeout, "publish-timeout"),
-          ResolveDuration(healthz_stall, "healthz-stall"),
-          ParseKafkaProperties(kafka_properties, kafka_options),
+         {ParseKafkaProperties(kafka_properties, kafka_options),
           ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, kafka_options),
           CheckBrokersGiven(sink_flags, kafka_options), ResolveFormat(format, options.format)}) {
-      if (!s.ok()) return Fail(s, true);
+      if (!s.ok()) return Fail(s, Phase::kStarting);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
     absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
         kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
-    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), true);
+    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), Phase::kStarting);
     kafka_options.on_log = LogKafka;
     options.make_sink = kafka::Publisher::Factory(kafka_options);
     if (!sink_flags.kafka()) {
       absl::StatusOr<sink::SinkFactory> amqp = AmqpSinkFactory(sink_flags);
-      if (!amqp.ok()) return Fail(amqp.status(), true);
+      if (!amqp.ok()) return Fail(amqp.status(), Phase::kStarting);
       options.make_sink = *std::move(amqp);
     }
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
-      if (absl::Status s = InstallTrigger(); !s.ok()) return Fail(s, true);
+      if (absl::Status s = InstallTrigger(); !s.ok()) return Fail(s, Phase::kStarting);
     }
 
-    relay::StopSignal stop;
+    StopSignal stop;
     StopOnSignals signals(&stop);
     poll::PollStats stats;
     stats.metrics.SetUnsafeKafkaConfig(*unsafe_kafka);
-    ops::HttpServer http;
-    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, true);
+    observe::HttpServer http;
+    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, Phase::kStarting);
 
-    ops::StallWatch stall_watch(stats.health, healthz_stall.value);
+    observe::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     poll::PollRelay relay(options, &stats);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     if (absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
         !s.ok()) {
-      if (!stop.requested()) return Fail(s, true);
+      if (!stop.requested()) return Fail(s, Phase::kStarting);
       spdlog::info("stopped before PostgreSQL was available");
       return kExitOk;
     }
@@ -113,7 +110,7 @@ struct PollCommand {
                  OUTBOXD_VERSION, options.table, options.topic_template,
                  SinkDescription(sink_flags, kafka_options),
                  pg::RedactConninfo(options.conninfo));
-    if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, false);
+    if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, Phase::kRunning);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",
                  stats.events_published.load(), stats.events_failed.load());
     return kExitOk;
@@ -131,9 +128,9 @@ struct PollCommand {
     return absl::OkStatus();
   }
 
-  absl::Status ServeMetrics(ops::HttpServer& http, const poll::PollStats& stats) {
+  absl::Status ServeMetrics(observe::HttpServer& http, const poll::PollStats& stats) {
     if (metrics.empty()) return absl::OkStatus();
-    ops::AddMetricsEndpoints(
+    observe::AddMetricsEndpoints(
         http, stats.metrics, stats.health,
         {.stall_threshold = healthz_stall.value,
          .disconnected_reason = "no batch committed yet, or the last one failed (PostgreSQL "

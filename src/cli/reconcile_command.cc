@@ -28,7 +28,7 @@ struct ReconcileCommand {
          "SQL returning the aggregate ids that should have an event ($1 = window start)")
         ->required();
     Flag(cmd, "type", options.type, "Event type each of them should have")->required();
-    Flag(cmd, "since", since.text, "Window: events created within this duration")
+    Flag(cmd, "since", since, "Window: events created within this duration")
         ->capture_default_str();
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "aggregate-column", options.columns.aggregate_id, "Column with the aggregate id")
@@ -41,13 +41,12 @@ struct ReconcileCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
-    if (absl::Status s = ResolveDuration(since, "since"); !s.ok()) return Fail(s, true);
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.since = since.value;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
-    if (!conn.ok()) return Fail(conn.status(), true);
+    if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::ReconcileReport> report = ops::Reconcile(*conn, options);
-    if (!report.ok()) return Fail(report.status(), true);
+    if (!report.ok()) return Fail(report.status(), Phase::kStarting);
     for (const std::string& id : report->missing) std::cout << id << "\n";
     std::cout.flush();
     if (report->missing.empty()) {

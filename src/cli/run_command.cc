@@ -11,15 +11,15 @@
 #include "cli/secrets.h"
 #include "cli/sink_flags.h"
 #include "ops/cleanup.h"
-#include "ops/endpoints.h"
-#include "ops/http_server.h"
-#include "ops/query_sampler.h"
-#include "ops/stall_watch.h"
+#include "observe/endpoints.h"
+#include "observe/http_server.h"
+#include "observe/query_sampler.h"
+#include "observe/stall_watch.h"
 #include "pg/connection.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
 #include "relay/startup_retry.h"
-#include "relay/topic_template.h"
+#include "outbox/topic_template.h"
 
 namespace outboxd::cli {
 namespace {
@@ -75,19 +75,19 @@ struct RunCommand {
          "Pause reading above this many bytes (key+value+headers) of unacked events, e.g. 64MiB")
         ->transform(CLI::AsSizeValue(false))
         ->default_str("64MiB");
-    Flag(cmd, "feedback-interval", feedback_interval.text, "Status update interval")
+    Flag(cmd, "feedback-interval", feedback_interval, "Status update interval")
         ->capture_default_str();
-    Flag(cmd, "shutdown-timeout", shutdown_timeout.text, "Wait for in-flight acks on SIGTERM")
+    Flag(cmd, "shutdown-timeout", shutdown_timeout, "Wait for in-flight acks on SIGTERM")
         ->capture_default_str();
-    Flag(cmd, "cleanup-interval", cleanup_interval.text,
+    Flag(cmd, "cleanup-interval", cleanup_interval,
          "Run outboxd cleanup this often (0s: never)")
         ->capture_default_str();
-    Flag(cmd, "retention", retention.text, "Cleanup: acknowledged outbox rows older than this")
+    Flag(cmd, "retention", retention, "Cleanup: acknowledged outbox rows older than this")
         ->capture_default_str();
-    Flag(cmd, "inbox-retention", inbox_retention.text, "Cleanup: inbox rows older than this")
+    Flag(cmd, "inbox-retention", inbox_retention, "Cleanup: inbox rows older than this")
         ->capture_default_str();
     // Hidden (group ""): for tests, which need seconds, not the defaults.
-    Flag(cmd, "slot-check-interval", slot_check_interval.text,
+    Flag(cmd, "slot-check-interval", slot_check_interval,
          "How often the slot's wal_status is read while streaming")
         ->group("");
     // Test-only: provokes the fatal idempotent-producer error path for real.
@@ -96,25 +96,18 @@ struct RunCommand {
         ->group("");
     // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
     // flight this long without any acknowledgement.
-    Flag(cmd, "healthz-stall", healthz_stall.text, "")->group("");
+    Flag(cmd, "healthz-stall", healthz_stall, "")->group("");
     return cmd;
   }
 
   // Flag values that parsed but cannot work; checked before anything connects.
   absl::Status CheckFlags() {
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(feedback_interval, "feedback-interval"));
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(shutdown_timeout, "shutdown-timeout"));
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(cleanup_interval, "cleanup-interval"));
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(retention, "retention"));
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(inbox_retention, "inbox-retention"));
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(slot_check_interval, "slot-check-interval"));
-    OUTBOXD_RETURN_IF_ERROR(ResolveDuration(healthz_stall, "healthz-stall"));
     OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, kafka_options));
     OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, kafka_options));
     OUTBOXD_RETURN_IF_ERROR(CheckBrokersGiven(sink_flags, kafka_options));
     kafka_options.on_log = LogKafka;
     OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
-    OUTBOXD_RETURN_IF_ERROR(relay::TopicTemplate::Parse(options.topic_template).status());
+    OUTBOXD_RETURN_IF_ERROR(outbox::TopicTemplate::Parse(options.topic_template).status());
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
     }
@@ -181,9 +174,10 @@ struct RunCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok()) return Fail(s, true);
-    if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, true);
-    relay::StopSignal stop;
+    if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok())
+      return Fail(s, Phase::kStarting);
+    if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, Phase::kStarting);
+    StopSignal stop;
     StopOnSignals signals(&stop);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     std::optional<pg::Connection> checked;
@@ -196,7 +190,7 @@ struct RunCommand {
       spdlog::info("stopped before PostgreSQL was available");
       return kExitOk;
     }
-    if (!reached.ok()) return Fail(reached, true);
+    if (!reached.ok()) return Fail(reached, Phase::kStarting);
     // After the checks: a configuration error stays the only line (README Guarantees,
     // "clear failure").
     spdlog::info(
@@ -207,15 +201,15 @@ struct RunCommand {
 
     relay::RelayStats stats;
     stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
-    ops::HttpServer http;
-    std::optional<ops::QuerySampler> slot_lag;  // stopped before `stats` goes
+    observe::HttpServer http;
+    std::optional<observe::QuerySampler> slot_lag;  // stopped before `stats` goes
     if (!metrics.empty()) {
-      ops::AddMetricsEndpoints(
+      observe::AddMetricsEndpoints(
           http, stats.metrics, stats.health,
           {.stall_threshold = healthz_stall.value,
            .disconnected_reason = "not streaming from PostgreSQL (unreachable, reconnecting, "
                                   "or another relay holds the slot)"});
-      if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, true);
+      if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, Phase::kStarting);
       // Its own connection and thread: a slow server never holds up the relay's loop.
       slot_lag.emplace(options.conninfo, kSlotLagQuery, std::vector<std::string>{options.slot},
                        kSlotLagInterval, [&stats](std::optional<double> bytes) {
@@ -232,12 +226,15 @@ struct RunCommand {
                                           .inbox_retention = inbox_retention.value},
                       cleanup_interval.value);
     }
-    ops::StallWatch stall_watch(stats.health, healthz_stall.value);
+    observe::StallWatch stall_watch(stats.health, healthz_stall.value);
     stall_watch.Start();
     relay::Relay relay(options, &stats, &stop);
     relay.AdoptControlConnection(std::move(*checked));
     absl::Status status = relay.Run();
-    if (!status.ok()) return Fail(status, !stats.streaming && stats.confirmed_lsn == 0);
+    if (!status.ok()) {
+      const bool started = stats.streaming || stats.confirmed_lsn != 0;
+      return Fail(status, started ? Phase::kRunning : Phase::kStarting);
+    }
     // Exit 0 either way: the stop was asked for and nothing is lost, but "cleanly" only
     // when nothing is left to send again.
     if (const uint64_t abandoned = stats.events_abandoned; abandoned > 0) {

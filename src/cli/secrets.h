@@ -7,7 +7,7 @@
 //   SecretFlags secrets;
 //   AddPgSecretFlags(cmd, secrets);                 // in Register
 //   AddKafkaSecretFlags(cmd, secrets);              // ... if the command has --brokers
-//   if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
+//   if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
 //   if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok()) ...
 #ifndef OUTBOXD_CLI_SECRETS_H_
 #define OUTBOXD_CLI_SECRETS_H_

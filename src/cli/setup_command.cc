@@ -5,7 +5,7 @@
 #include "cli/secrets.h"
 #include "ops/setup.h"
 #include "pg/connection.h"
-#include "relay/preflight.h"
+#include "pg/server_checks.h"
 
 namespace outboxd::cli {
 namespace {
@@ -33,16 +33,16 @@ struct SetupCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
-    if (!conn.ok()) return Fail(conn.status(), true);
+    if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     // Before Setup creates anything: without REPLICATION it would create the tables
     // and the publication, then fail on the slot.
     absl::Status status =
-        options.poll_only ? absl::OkStatus() : relay::CheckReplicationPrivilege(*conn);
+        options.poll_only ? absl::OkStatus() : pg::CheckReplicationPrivilege(*conn);
     ops::SetupReport report;
     if (status.ok()) status = ops::Setup(*conn, options, &report);
-    if (!status.ok()) return Fail(status, true);
+    if (!status.ok()) return Fail(status, Phase::kStarting);
     for (const std::string& what : report.created) spdlog::info("setup: {}", what);
     for (const std::string& note : report.notes) spdlog::warn("setup: {}", note);
     if (options.poll_only) {

@@ -39,7 +39,7 @@ struct StatusCommand {
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "cdc", "poll"}));
     Switch(cmd, "json", json, "Print one JSON object instead of the table");
-    Flag(cmd, "max-age", max_age.text,
+    Flag(cmd, "max-age", max_age,
          "Exit 1 when the oldest unacknowledged event is older than this");
     Flag(cmd, "created-at-column", options.created_at_column, "Column with the creation time")
         ->capture_default_str();
@@ -47,19 +47,16 @@ struct StatusCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, true);
-    if (!max_age.text.empty()) {
-      if (absl::Status s = ResolveDuration(max_age, "max-age"); !s.ok()) return Fail(s, true);
-    }
+    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.mode = mode == "cdc"    ? ops::StatusMode::kCdc
                    : mode == "poll" ? ops::StatusMode::kPoll
                                     : ops::StatusMode::kAuto;
     // A slot from the config file is not counted by CLI11; it differs from the default.
     options.slot_given = slot_flag->count() > 0 || options.slot != ops::StatusOptions().slot;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
-    if (!conn.ok()) return Fail(conn.status(), true);
+    if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::OutboxStatus> status = ops::QueryStatus(*conn, options);
-    if (!status.ok()) return Fail(status.status(), true);
+    if (!status.ok()) return Fail(status.status(), Phase::kStarting);
     std::cout << (json ? ops::FormatStatusJson(*status) : ops::FormatStatusTable(*status));
     std::cout.flush();
     if (!status->age_unknown.empty()) {

@@ -6,21 +6,13 @@
 
 #include <cctype>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "base/annotate.h"
 #include "base/status_macros.h"
 #include "pg/table_name.h"
 
 namespace outboxd::inbox {
 namespace {
-
-// Keeps the code and the SQLSTATE payload under a message with context.
-absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
-  absl::Status out(status.code(), absl::StrCat(std::string(prefix), status.message()));
-  status.ForEachPayload(
-      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
-}
 
 // Ends the transaction without masking the error that made us end it. Nothing to do
 // when PostgreSQL already ended it (a failed COMMIT).
@@ -36,7 +28,7 @@ absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message,
   const std::string sql = absl::StrCat("INSERT INTO ", table.quoted, " (", id_column,
                                        ") VALUES ($1) ON CONFLICT DO NOTHING");
   absl::StatusOr<pg::Result> inserted = conn.ExecParams(sql, {message.id});
-  if (!inserted.ok()) return Prefixed(inserted.status(), "cannot mark the message in the inbox: ");
+  if (!inserted.ok()) return Annotate(inserted.status(), "cannot mark the message in the inbox: ");
   return inserted->AffectedRows() == 1;
 }
 
@@ -44,7 +36,7 @@ absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message,
 // the transaction itself would commit one without the other.
 absl::Status RunHandler(pg::Connection& conn, const Message& message, const Handler& handler) {
   absl::Status status = handler(conn, message);
-  if (!status.ok()) return Prefixed(status, "handler failed: ");
+  if (!status.ok()) return Annotate(status, "handler failed: ");
   if (PQtransactionStatus(conn.get()) != PQTRANS_INTRANS) {
     return absl::FailedPreconditionError(
         "handler failed: it ended or broke the inbox transaction (it must not COMMIT, ROLLBACK "
@@ -59,7 +51,7 @@ absl::StatusOr<Outcome> ProcessInTransaction(pg::Connection& conn, const Message
   if (!first_time) return Outcome::kDuplicate;
   OUTBOXD_RETURN_IF_ERROR(RunHandler(conn, message, handler));
   absl::StatusOr<pg::Result> committed = conn.Exec("COMMIT");
-  if (!committed.ok()) return Prefixed(committed.status(), "COMMIT failed: ");
+  if (!committed.ok()) return Annotate(committed.status(), "COMMIT failed: ");
   return Outcome::kProcessed;
 }
 

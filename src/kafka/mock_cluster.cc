@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kafka/internal/rdkafka_util.h"
 
 namespace outboxd::kafka {
 namespace {
@@ -34,16 +35,11 @@ constexpr int16_t kApiKeyProduce = 0;  // RD_KAFKAP_Produce
 
 absl::Status MockStatus(rd_kafka_resp_err_t err, absl::string_view what) {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
-  const std::string message = absl::StrCat(what, ": ", rd_kafka_err2str(err));
-  switch (err) {
-    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_BROKER:
-      return absl::NotFoundError(message);
-    case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS:
-      return absl::AlreadyExistsError(message);
-    default:
-      return absl::InvalidArgumentError(message);
-  }
+  // The mock answers "broker not available" for a broker id it does not have: to the
+  // caller that is a broker not found, not an outage.
+  if (err == RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE) err = RD_KAFKA_RESP_ERR__UNKNOWN_BROKER;
+  return internal::ErrorStatus(err, absl::StrCat(what, ": ", rd_kafka_err2str(err)),
+                               absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -110,43 +110,17 @@ absl::Status ValidateTopicName(std::string_view topic) {
   return absl::OkStatus();
 }
 
-// Maps a delivery-report error to a status code the relay can act on:
-//   Aborted          fatal producer error: recreate the producer, resume from the
-//                    confirmed position;
-//   InvalidArgument  this message can never be delivered (dead-letter it);
-//   NotFound / PermissionDenied  topic missing or forbidden;
-//   Cancelled        purged at shutdown;
-//   Unavailable      anything else.
+// A delivery report's error (internal::ErrorStatus): Aborted means recreate the
+// producer and resume from the confirmed position, InvalidArgument dead-letter the
+// message, Cancelled purged at shutdown; a code it does not name is Unavailable.
 absl::Status DeliveryStatus(rd_kafka_resp_err_t err, absl::string_view topic) {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
-  const std::string message =
+  return internal::ErrorStatus(
+      err,
       absl::StrCat("Kafka delivery to topic \"", topic, "\" failed: ", rd_kafka_err2str(err), " (",
-                   rd_kafka_err2name(err), ")");
-  switch (err) {
-    case RD_KAFKA_RESP_ERR__FATAL:
-      return absl::AbortedError(message);
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-      return absl::InvalidArgumentError(message);
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-      return absl::NotFoundError(message);
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-      return absl::PermissionDeniedError(message);
-    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
-    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
-      return absl::CancelledError(message);
-    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
-      return absl::DeadlineExceededError(message);
-    default:
-      return absl::UnavailableError(message);
-  }
+                   rd_kafka_err2name(err), ")"),
+      absl::StatusCode::kUnavailable);
 }
-
 
 }  // namespace
 
@@ -440,16 +414,10 @@ absl::Status Publisher::Produce(const OutgoingMessage& message) {
     impl_->in_flight_bytes += bytes;
     return absl::OkStatus();
   }
-  const std::string detail = absl::StrCat("Kafka produce to topic \"", AsAbsl(message.topic),
-                                          "\": ", rd_kafka_err2str(err));
-  switch (err) {
-    case RD_KAFKA_RESP_ERR__QUEUE_FULL:
-      return absl::ResourceExhaustedError(detail);
-    case RD_KAFKA_RESP_ERR__FATAL:
-      return absl::AbortedError(detail);
-    default:
-      return absl::InvalidArgumentError(detail);
-  }
+  return internal::ErrorStatus(err,
+                               absl::StrCat("Kafka produce to topic \"", AsAbsl(message.topic),
+                                            "\": ", rd_kafka_err2str(err)),
+                               absl::StatusCode::kInvalidArgument);
 }
 
 int Publisher::Poll(int timeout_ms) {

@@ -14,7 +14,7 @@
 #include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "outbox/broker_message.h"
-#include "relay/topic_template.h"
+#include "outbox/topic_template.h"
 
 namespace outboxd::ops {
 namespace {
@@ -91,9 +91,9 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
   // Before anything is published: a letter republished and then not deleted would be
   // published again by the next replay.
   OUTBOXD_RETURN_IF_ERROR(store.CheckReplayPrivileges(conn));
-  std::optional<relay::TopicTemplate> topic;
+  std::optional<outbox::TopicTemplate> topic;
   if (!options.topic_template.empty()) {
-    OUTBOXD_ASSIGN_OR_RETURN(topic, relay::TopicTemplate::Parse(options.topic_template));
+    OUTBOXD_ASSIGN_OR_RETURN(topic, outbox::TopicTemplate::Parse(options.topic_template));
   }
   std::vector<Attempt>* round_in_flight = nullptr;
   OUTBOXD_ASSIGN_OR_RETURN(

@@ -9,9 +9,9 @@
 #include <cctype>
 #include <optional>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/annotate.h"
 #include "base/status_macros.h"
 #include "outbox/names.h"
 #include "pg/table_name.h"
@@ -53,10 +53,7 @@ absl::Status Annotated(const absl::Status& status, std::string_view what) {
   const absl::StatusCode code = status.code() == absl::StatusCode::kUnimplemented
                                     ? absl::StatusCode::kInvalidArgument
                                     : status.code();
-  absl::Status out(code, absl::StrCat(std::string(what), ": ", status.message()));
-  status.ForEachPayload(
-      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  return Annotate(status, absl::StrCat(std::string(what), ": "), "", code);
 }
 
 absl::Status CheckOptions(const ReconcileOptions& options) {

@@ -11,28 +11,21 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "base/annotate.h"
 #include "base/status_macros.h"
 #include "ops/internal/outbox_table.h"
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/server_checks.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
-#include "relay/preflight.h"
 
 namespace outboxd::ops {
 namespace {
 
 using pg::TableName;
-
-// Keeps the code and the SQLSTATE payload, prefixes the message with context.
-absl::Status Annotate(const absl::Status& status, const std::string& context) {
-  absl::Status out(status.code(), absl::StrCat(context, ": ", status.message()));
-  status.ForEachPayload(
-      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
-}
 
 // Runs `sql` if `relation` is missing and records it in `report` as `what`.
 absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
@@ -40,7 +33,7 @@ absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
   OUTBOXD_ASSIGN_OR_RETURN(bool exists, relation.Exists(conn));
   if (exists) return absl::OkStatus();
   absl::StatusOr<pg::Result> created = conn.Exec(sql);
-  if (!created.ok()) return Annotate(created.status(), absl::StrCat("cannot create ", what));
+  if (!created.ok()) return Annotate(created.status(), absl::StrCat("cannot create ", what, ": "));
   report.created.push_back(what);
   return absl::OkStatus();
 }
@@ -117,7 +110,8 @@ absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options
       conn.Exec(absl::StrCat("CREATE PUBLICATION ", publication, " FOR TABLE ", outbox.quoted,
                              " WITH (publish = 'insert')"));
   if (!created.ok()) {
-    return Annotate(created.status(), "cannot create publication " + options.publication);
+    return Annotate(created.status(),
+                    absl::StrCat("cannot create publication ", options.publication, ": "));
   }
   report.created.push_back("publication " + options.publication);
   return absl::OkStatus();
@@ -197,7 +191,8 @@ absl::Status CreateSlot(pg::Connection& conn, const SetupOptions& options, Setup
       return CheckSlot(conn, options, slot);
     }
     if (state == "42501") return PermissionError(conn);
-    return Annotate(created.status(), "cannot create replication slot " + options.slot);
+    return Annotate(created.status(),
+                    absl::StrCat("cannot create replication slot ", options.slot, ": "));
   }
   OUTBOXD_ASSIGN_OR_RETURN(int64_t pending, PendingBeforeSlot(conn, options, *created));
   if (pending == 0) {
@@ -270,16 +265,14 @@ absl::Status WithLeftovers(const absl::Status& status, const SetupReport& report
   std::string kept;
   for (const std::string& what : report.created)
     absl::StrAppend(&kept, kept.empty() ? "" : ", ", what);
-  absl::Status out(status.code(), absl::StrCat(status.message(), " (setup created and keeps ", kept,
-                                               "; setup run again reuses them)"));
-  status.ForEachPayload(
-      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  return Annotate(
+      status, "",
+      absl::StrCat(" (setup created and keeps ", kept, "; setup run again reuses them)"));
 }
 
 // run's wal_level message, plus the set-up that needs no logical decoding.
 absl::Status CheckWalLevelForSetup(pg::Connection& conn) {
-  absl::Status status = relay::CheckWalLevel(conn);
+  absl::Status status = pg::CheckWalLevel(conn);
   if (status.code() != absl::StatusCode::kFailedPrecondition) return status;
   return absl::FailedPreconditionError(
       absl::StrCat(status.message(), ", or use outboxd setup --poll-only for the polling relay"));
@@ -296,7 +289,7 @@ absl::Status Setup(pg::Connection& conn, const SetupOptions& options, SetupRepor
   if (options.poll_only) return EnsureSchema(conn, options, out);
   OUTBOXD_RETURN_IF_ERROR(CheckWalLevelForSetup(conn));
   // Without REPLICATION the slot would fail after the schema was committed.
-  OUTBOXD_RETURN_IF_ERROR(relay::CheckReplicationPrivilege(conn));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckReplicationPrivilege(conn));
   OUTBOXD_RETURN_IF_ERROR(CheckExistingSlot(conn, options));
   OUTBOXD_RETURN_IF_ERROR(EnsureSchema(conn, options, out));
   return WithLeftovers(EnsureSlot(conn, options, out), out);

@@ -8,7 +8,7 @@
 namespace outboxd::outbox {
 
 DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
-    : name_(outbox_table, "_dead_letter") {}
+    : name_(pg::TableName::SiblingOf(outbox_table, "_dead_letter")) {}
 
 std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   // Text columns: a poison event may be exactly what does not fit the outbox's types.

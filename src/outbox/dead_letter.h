@@ -69,8 +69,8 @@ class DeadLetterStore {
   absl::Status CheckReplayPrivileges(pg::Connection& conn) const;
 
  private:
-  std::string Quoted(pg::Connection&) const { return name_.Quoted(); }
-  pg::SiblingName name_;
+  std::string Quoted(pg::Connection&) const { return name_.quoted; }
+  pg::TableName name_;
 };
 
 }  // namespace outboxd::outbox

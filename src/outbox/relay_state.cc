@@ -7,7 +7,7 @@
 namespace outboxd::outbox {
 
 RelayStateStore::RelayStateStore(const std::string& outbox_table)
-    : name_(outbox_table, "_relay_state") {}
+    : name_(pg::TableName::SiblingOf(outbox_table, "_relay_state")) {}
 
 std::string RelayStateStore::CreateSql(pg::Connection& conn) const {
   return absl::StrCat("CREATE TABLE IF NOT EXISTS ", Quoted(conn), R"sql( (

@@ -103,8 +103,8 @@ class RelayStateStore {
                                              const std::string& published_at_column) const;
 
  private:
-  std::string Quoted(pg::Connection&) const { return name_.Quoted(); }
-  pg::SiblingName name_;
+  std::string Quoted(pg::Connection&) const { return name_.quoted; }
+  pg::TableName name_;
 };
 
 }  // namespace outboxd::outbox

@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "base/annotate.h"
 #include "base/status_macros.h"
 #include "outbox/payload_check.h"
 #include "pg/table_name.h"
@@ -66,15 +66,10 @@ absl::StatusOr<std::string> InsertSql(pg::Connection& conn, const WriterOptions&
 
 // Keeps the code and the SQLSTATE payload; says how to fix a missing table/column.
 absl::Status InsertError(const absl::Status& status, const WriterOptions& options) {
-  std::string message =
-      absl::StrCat("cannot add the event to ", options.table, ": ", status.message());
-  if (status.code() == absl::StatusCode::kNotFound) {
-    absl::StrAppend(&message, " (run `outboxd setup`, or set WriterOptions to the table's names)");
-  }
-  absl::Status out(status.code(), message);
-  status.ForEachPayload(
-      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  return Annotate(status, absl::StrCat("cannot add the event to ", options.table, ": "),
+                  status.code() == absl::StatusCode::kNotFound
+                      ? " (run `outboxd setup`, or set WriterOptions to the table's names)"
+                      : "");
 }
 
 }  // namespace

@@ -49,9 +49,10 @@ absl::StatusOr<Settings> ParseUserSettings(const std::string& conninfo) {
   std::unique_ptr<char, decltype(&PQfreemem)> error_owner(error, &PQfreemem);
   if (options == nullptr) {
     std::string detail(error ? Strip(error) : "out of memory");
-    // libpq may quote a fragment of the string, which could be part of a password.
-    if (RedactConninfo(conninfo).size() < conninfo.size() - 2 ||
-        absl::StrContains(conninfo, "password")) {
+    // libpq may quote a fragment of the string, which could be part of a password
+    // (password=, sslpassword=, a URI's user:password@).
+    if (absl::StrContains(conninfo, "password") ||
+        (IsUri(conninfo) && absl::StrContains(conninfo, '@'))) {
       detail = "syntax error";
     }
     return absl::InvalidArgumentError(

@@ -1,100 +1,124 @@
-// RedactConninfo: drops passwords from key=value conninfo strings and URIs so a
-// conninfo can be logged or echoed in an error.
-#include <algorithm>
-#include <cctype>
+// RedactConninfo: a conninfo as libpq itself reads it (PQconninfoParse, for key=value
+// strings and URIs alike: quoting, escapes, percent-encoding, a password in the URI's
+// user info or its query string), written back without the secrets so it can be
+// logged or echoed in an error. What libpq cannot parse is never echoed.
+#include <libpq-fe.h>
+
+#include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "pg/connection.h"
 
 namespace outboxd::pg {
 namespace {
 
-bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+using Setting = std::pair<std::string, std::string>;
 
 // libpq's secret keywords: the server password and the client key's passphrase.
 bool IsSecretKey(std::string_view key) { return key == "password" || key == "sslpassword"; }
 
-std::string Join(const std::vector<std::string_view>& parts, char separator) {
+bool IsUri(std::string_view conninfo) {
+  return conninfo.starts_with("postgresql://") || conninfo.starts_with("postgres://");
+}
+
+// A key=value value: bare when libpq reads it back the same, else single-quoted
+// with \ before a quote or a backslash.
+std::string KeywordValue(std::string_view value) {
+  if (!value.empty() && value.find_first_of(" \t\n\r\f\v'\\") == std::string_view::npos) {
+    return std::string(value);
+  }
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+// RFC 3986 percent-encoding of everything but the unreserved characters.
+std::string PercentEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
-  for (std::string_view part : parts) {
-    if (!out.empty()) out += separator;
-    out.append(part);
+  for (unsigned char c : text) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
   }
   return out;
 }
 
-// Index just past a conninfo value starting at i: 'quoted' (with \ escapes) or bare.
-size_t SkipValue(std::string_view s, size_t i) {
-  const bool quoted = i < s.size() && s[i] == '\'';
-  if (quoted) ++i;
-  while (i < s.size()) {
-    if (s[i] == '\\' && i + 1 < s.size()) {
-      i += 2;
-      continue;
-    }
-    if (quoted ? s[i] == '\'' : IsSpace(s[i])) break;
-    ++i;
-  }
-  return quoted && i < s.size() ? i + 1 : i;
+// One host of a URI's host list: [IPv6] in brackets, anything else percent-encoded
+// (a Unix-domain socket directory "/tmp" is %2Ftmp).
+std::string UriHost(const std::string& host) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]");
+  return PercentEncode(host);
 }
 
-std::string RedactKeyValue(std::string_view s) {
-  std::vector<std::string_view> kept;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && IsSpace(s[i])) ++i;
-    if (i >= s.size()) break;
-    const size_t start = i;
-    while (i < s.size() && s[i] != '=' && !IsSpace(s[i])) ++i;
-    const std::string_view key = s.substr(start, i - start);
-    while (i < s.size() && IsSpace(s[i])) ++i;
-    if (i < s.size() && s[i] == '=') {
-      ++i;
-      while (i < s.size() && IsSpace(s[i])) ++i;
-      i = SkipValue(s, i);
+// postgresql://[user@][host[:port][,host[:port]...]][/dbname][?key=value&...]. libpq
+// lists a URI's hosts and ports comma-separated, one port (maybe empty) per host.
+std::string AsUri(std::string_view scheme, const std::vector<Setting>& settings) {
+  std::string user, host, port, dbname;
+  std::vector<std::string> query;
+  for (const auto& [key, value] : settings) {
+    std::string* part = key == "user"     ? &user
+                        : key == "host"   ? &host
+                        : key == "port"   ? &port
+                        : key == "dbname" ? &dbname
+                                          : nullptr;
+    if (part != nullptr) {
+      *part = value;
+    } else {
+      query.push_back(absl::StrCat(key, "=", PercentEncode(value)));
     }
-    if (!IsSecretKey(key)) kept.push_back(s.substr(start, i - start));
   }
-  return Join(kept, ' ');
-}
-
-// postgresql://[user[:password]@][host][/dbname][?param=value&...]
-std::string RedactUri(std::string_view s) {
-  const size_t scheme_end = s.find("://") + 3;
-  const size_t authority_end = std::min(s.find_first_of("/?", scheme_end), s.size());
-  std::string_view authority = s.substr(scheme_end, authority_end - scheme_end);
-  std::string out(s.substr(0, scheme_end));
-  const size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    std::string_view userinfo = authority.substr(0, at);
-    out.append(userinfo.substr(0, userinfo.find(':')));
-    authority.remove_prefix(at);
+  std::string out(scheme);
+  if (!user.empty()) absl::StrAppend(&out, PercentEncode(user), "@");
+  const std::vector<std::string> hosts = absl::StrSplit(host, ',');
+  const std::vector<std::string> ports = absl::StrSplit(port, ',');
+  for (size_t i = 0; i < hosts.size() || i < ports.size(); ++i) {
+    if (i > 0) out += ',';
+    if (i < hosts.size()) out += UriHost(hosts[i]);
+    if (i < ports.size() && !ports[i].empty()) absl::StrAppend(&out, ":", ports[i]);
   }
-  out.append(authority);
-  std::string_view rest = s.substr(authority_end);
-  const size_t query = rest.find('?');
-  out.append(rest.substr(0, query));
-  if (query == std::string_view::npos) return out;
-  std::vector<std::string_view> params;
-  std::string_view query_text = rest.substr(query + 1);
-  while (!query_text.empty()) {
-    const size_t amp = query_text.find('&');
-    std::string_view param = query_text.substr(0, amp);
-    if (!IsSecretKey(param.substr(0, param.find('=')))) params.push_back(param);
-    query_text.remove_prefix(amp == std::string_view::npos ? query_text.size() : amp + 1);
-  }
-  if (!params.empty()) out += "?" + Join(params, '&');
+  if (!dbname.empty()) absl::StrAppend(&out, "/", PercentEncode(dbname));
+  if (!query.empty()) absl::StrAppend(&out, "?", absl::StrJoin(query, "&"));
   return out;
 }
 
 }  // namespace
 
 std::string RedactConninfo(std::string_view conninfo) {
-  if (conninfo.starts_with("postgresql://") || conninfo.starts_with("postgres://")) {
-    return RedactUri(conninfo);
+  // libpq's rule for dbname expansion: without "=" and not a URI, it is a database
+  // name, which sets nothing else.
+  if (!IsUri(conninfo) && conninfo.find('=') == std::string_view::npos) {
+    return std::string(conninfo);
   }
-  return RedactKeyValue(conninfo);
+  const std::string text(conninfo);
+  char* error = nullptr;
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
+      PQconninfoParse(text.c_str(), &error), &PQconninfoFree);
+  PQfreemem(error);
+  if (options == nullptr) return "[unparsable connection string]";
+  std::vector<Setting> kept;  // in libpq's keyword order
+  for (const PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    if (o->val != nullptr && !IsSecretKey(o->keyword)) kept.emplace_back(o->keyword, o->val);
+  }
+  if (IsUri(conninfo)) return AsUri(conninfo.substr(0, conninfo.find("://") + 3), kept);
+  std::vector<std::string> pairs;
+  for (const auto& [key, value] : kept)
+    pairs.push_back(absl::StrCat(key, "=", KeywordValue(value)));
+  return absl::StrJoin(pairs, " ");
 }
 
 }  // namespace outboxd::pg

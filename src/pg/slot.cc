@@ -23,17 +23,23 @@ absl::StatusOr<Lsn> LsnField(const Result& result, int col) {
 
 }  // namespace
 
+std::string SlotQuery(std::string_view slot_literal) {
+  return absl::StrCat(
+      "SELECT active, coalesce(active_pid, 0), coalesce(database, ''), "
+      "coalesce(plugin, ''), slot_type, confirmed_flush_lsn, restart_lsn, "
+      "coalesce(wal_status, ''), "
+      "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint, "
+      "safe_wal_size FROM pg_replication_slots WHERE slot_name = ",
+      std::string(slot_literal));
+}
+
 absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot) {
   OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, conn.QuoteLiteral(slot));
-  OUTBOXD_ASSIGN_OR_RETURN(
-      Result result,
-      conn.Exec(absl::StrCat(
-          "SELECT active, coalesce(active_pid, 0), coalesce(database, ''), "
-          "coalesce(plugin, ''), slot_type, confirmed_flush_lsn, restart_lsn, "
-          "coalesce(wal_status, ''), "
-          "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint, "
-          "safe_wal_size FROM pg_replication_slots WHERE slot_name = ",
-          slot_literal)));
+  OUTBOXD_ASSIGN_OR_RETURN(Result result, conn.Exec(SlotQuery(slot_literal)));
+  return ParseSlotRow(result);
+}
+
+absl::StatusOr<SlotInfo> ParseSlotRow(const Result& result) {
   SlotInfo info;
   if (result.rows() == 0) return info;
   info.exists = true;

@@ -37,6 +37,11 @@ struct SlotInfo {
 };
 
 absl::StatusOr<SlotInfo> QuerySlot(Connection& conn, std::string_view slot);
+// QuerySlot in two halves, for a caller that sends the query itself
+// (relay/slot_watch.cc, over libpq's asynchronous API so the stream never waits):
+// the SQL for a slot name already quoted as a literal, and its answer.
+std::string SlotQuery(std::string_view slot_literal);
+absl::StatusOr<SlotInfo> ParseSlotRow(const Result& result);
 
 // Why an existing slot cannot serve outboxd on this connection's database ("is a
 // physical slot", "uses plugin X, not pgoutput", "belongs to database D"), or "" when

@@ -85,7 +85,8 @@ TableName TableName::Sibling(const std::string& sibling) const {
 }
 
 absl::StatusOr<bool> TableName::Exists(Connection& conn) const {
-  OUTBOXD_ASSIGN_OR_RETURN(Result r, conn.ExecParams("SELECT to_regclass($1) IS NOT NULL", {quoted}));
+  OUTBOXD_ASSIGN_OR_RETURN(Result r,
+                           conn.ExecParams("SELECT to_regclass($1) IS NOT NULL", {quoted}));
   return r.Get(0, 0) == "t";
 }
 
@@ -102,12 +103,11 @@ std::string TableName::Display() const {
   return schema.empty() ? display : absl::StrCat(SqlIdentifier(schema), ".", display);
 }
 
-SiblingName::SiblingName(const std::string& qualified_table, const std::string& suffix) {
-  absl::StatusOr<TableName> table = TableName::Parse(qualified_table);
-  if (table.ok()) schema = table->schema;
-  name = absl::StrCat(table.ok() ? table->name : qualified_table, suffix);
+TableName TableName::SiblingOf(std::string_view outbox_table, std::string_view suffix) {
+  absl::StatusOr<TableName> table = Parse(outbox_table);
+  const std::string schema = table.ok() ? table->schema : "";
+  const std::string name = table.ok() ? table->name : std::string(outbox_table);
+  return TableName{schema, name, ""}.Sibling(absl::StrCat(name, std::string(suffix)));
 }
-
-std::string SiblingName::Quoted() const { return Qualified(schema, name); }
 
 }  // namespace outboxd::pg

@@ -33,22 +33,15 @@ struct TableName {
   static absl::StatusOr<TableName> Parse(std::string_view text, std::string_view what = "--table");
   // `name` in the same schema as this table (a name already checked).
   TableName Sibling(const std::string& name) const;
+  // "app.outbox" + "_dead_letter" -> app.outbox_dead_letter: a table outboxd keeps
+  // beside the outbox (dead letters, relay state). The outbox name was checked where
+  // it came in (Parse); one that does not parse is kept whole as the name, which
+  // still quotes safely and makes the server report the table missing.
+  static TableName SiblingOf(std::string_view outbox_table, std::string_view suffix);
   absl::StatusOr<bool> Exists(Connection& conn) const;
   absl::StatusOr<bool> HasColumn(Connection& conn, const std::string& column) const;
   // For messages: schema.name, each part quoted only where SQL needs it.
   std::string Display() const;
-};
-
-// "app.outbox" + "_dead_letter" -> {"app", "outbox_dead_letter"}: the name of a
-// table outboxd keeps beside the outbox. The outbox name was checked where it came
-// in (TableName::Parse); one that does not parse is kept whole as the name, which
-// still quotes safely and makes the server report the table missing.
-struct SiblingName {
-  SiblingName(const std::string& qualified_table, const std::string& suffix);
-  std::string schema;  // "" for the search_path default
-  std::string name;
-  // "schema"."name" or "name".
-  std::string Quoted() const;
 };
 
 }  // namespace outboxd::pg

@@ -18,6 +18,7 @@
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/annotate.h"
 #include "base/status_macros.h"
 #include "pgoutput/internal/byte_reader.h"
 
@@ -54,8 +55,7 @@ std::string DescribeByte(uint8_t byte) {
 
 ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD absl::Status AnnotateError(const absl::Status& status,
                                                                        const char* message) {
-  return absl::Status(status.code(),
-                      absl::StrCat("pgoutput ", message, " message: ", status.message()));
+  return Annotate(status, absl::StrCat("pgoutput ", message, " message: "));
 }
 
 // TupleData (inside Insert, Update, Delete):

@@ -1,6 +1,7 @@
 #include "poll/notify_trigger.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/annotate.h"
 #include "base/status_macros.h"
 #include "pg/identifier.h"
 #include "pg/table_name.h"
@@ -32,8 +33,8 @@ absl::Status InstallNotifyTrigger(pg::Connection& conn, const std::string& table
   // Several statements in one Exec run as one implicit transaction: both or neither.
   absl::StatusOr<pg::Result> result = conn.Exec(sql);
   if (result.ok()) return absl::OkStatus();
-  return absl::Status(result.status().code(), absl::StrCat("cannot install the NOTIFY trigger on ",
-                                                           table, ": ", result.status().message()));
+  return Annotate(result.status(),
+                  absl::StrCat("cannot install the NOTIFY trigger on ", table, ": "));
 }
 
 absl::StatusOr<bool> HasNotifyTrigger(pg::Connection& conn, const std::string& table) {

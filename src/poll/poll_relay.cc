@@ -73,7 +73,7 @@ absl::Status PollRelay::CheckNames() const {
 }
 
 absl::Status PollRelay::Connect() {
-  OUTBOXD_ASSIGN_OR_RETURN(topic_, relay::TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_ASSIGN_OR_RETURN(topic_, outbox::TopicTemplate::Parse(options_.topic_template));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(options_.conninfo));
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
   OUTBOXD_RETURN_IF_ERROR(
@@ -297,7 +297,7 @@ void PollRelay::CountAndLog(size_t published) {
   PublishInFlight(0);
 }
 
-absl::Status PollRelay::Run(relay::StopSignal* stop) {
+absl::Status PollRelay::Run(StopSignal* stop) {
   OUTBOXD_RETURN_IF_ERROR(Start());
   spdlog::info("polling table {} (batch {}, interval {}{})", options_.table, options_.batch,
                absl::FormatDuration(options_.interval),
@@ -305,7 +305,9 @@ absl::Status PollRelay::Run(relay::StopSignal* stop) {
   while (!stop->requested()) {
     absl::StatusOr<int> reserved = RunOnce();
     if (reserved.ok()) {
-      if (*reserved == 0) Sleep(options_.interval, stop, options_.notify);
+      if (*reserved == 0) {
+        Sleep(options_.interval, stop, options_.notify ? Wake::kOnStopOrNotify : Wake::kOnStop);
+      }
       continue;
     }
     if (IsConfigurationError(reserved.status())) return reserved.status();
@@ -313,12 +315,13 @@ absl::Status PollRelay::Run(relay::StopSignal* stop) {
                  absl::FormatDuration(kRetryDelay), reserved.status());
     conn_.reset();  // reconnects (and LISTENs again) in the next RunOnce
     stats_->metrics.Reconnected();
-    Sleep(kRetryDelay, stop, false);
+    Sleep(kRetryDelay, stop, Wake::kOnStop);
   }
   return absl::OkStatus();
 }
 
-void PollRelay::Sleep(absl::Duration timeout, relay::StopSignal* stop, bool wake_on_notify) {
+void PollRelay::Sleep(absl::Duration timeout, StopSignal* stop, Wake wake) {
+  const bool wake_on_notify = wake == Wake::kOnStopOrNotify;
   // A NOTIFY delivered with the last COMMIT is already queued in libpq: the socket
   // will not become readable for it, so look before sleeping.
   if (wake_on_notify && DrainNotifications()) return;

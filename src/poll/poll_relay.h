@@ -31,15 +31,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "ops/health.h"
-#include "ops/metrics.h"
+#include "observe/health.h"
+#include "observe/metrics.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
 #include "pg/connection.h"
 #include "poll/columns.h"
 #include "poll/internal/outbox_queries.h"
-#include "relay/stop_signal.h"
-#include "relay/topic_template.h"
+#include "base/stop_signal.h"
+#include "outbox/topic_template.h"
 #include "sink/sink.h"
 
 namespace outboxd::poll {
@@ -77,8 +77,8 @@ struct PollStats {
   std::atomic<bool> healthy{false};  // the last batch reached COMMIT
   // The same figures for /metrics (plus events by topic, the created-to-ack latency
   // and the oldest pending row's age), and /healthz's inputs.
-  ops::Metrics metrics{ops::RelayMode::kPoll};
-  ops::HealthState health;
+  observe::Metrics metrics{observe::RelayMode::kPoll};
+  observe::HealthState health;
 };
 
 class PollRelay {
@@ -100,7 +100,7 @@ class PollRelay {
   // Runs batches until `stop` is notified; the batch in progress is finished first.
   // Transient errors (PostgreSQL restart, network) are logged and retried after a
   // pause with a new connection; configuration errors are returned.
-  absl::Status Run(relay::StopSignal* stop);
+  absl::Status Run(StopSignal* stop);
 
  private:
   // One reserved row and what became of it.
@@ -126,12 +126,16 @@ class PollRelay {
   void PublishInFlight(int in_flight);
   // The oldest pending row's age, read at most every few seconds (one index probe).
   void SampleOldestPending();
-  void Sleep(absl::Duration timeout, relay::StopSignal* stop, bool wake_on_notify);
+  // What ends a sleep before its timeout: the stop signal, and (with --notify, after
+  // an empty batch) a NOTIFY on the channel; never a NOTIFY while the connection is
+  // being replaced.
+  enum class Wake { kOnStop, kOnStopOrNotify };
+  void Sleep(absl::Duration timeout, StopSignal* stop, Wake wake);
   bool DrainNotifications();
 
   PollOptions options_;
   PollStats* stats_;
-  relay::TopicTemplate topic_;
+  outbox::TopicTemplate topic_;
   std::string table_name_;  // unqualified, for {table}
   internal::OutboxQueries queries_;
   std::optional<pg::Connection> conn_;

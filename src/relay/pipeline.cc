@@ -66,7 +66,7 @@ Pipeline::Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats
 Pipeline::~Pipeline() = default;
 
 absl::Status Pipeline::Start() {
-  OUTBOXD_ASSIGN_OR_RETURN(topic_, TopicTemplate::Parse(options_.topic_template));
+  OUTBOXD_ASSIGN_OR_RETURN(topic_, outbox::TopicTemplate::Parse(options_.topic_template));
   return RecreateSink();
 }
 
@@ -476,7 +476,7 @@ void Pipeline::CloseSink() {
 void Pipeline::PublishStats() {
   stats_->confirmed_lsn = tracker_.watermark();
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
-  ops::Metrics& m = stats_->metrics;
+  observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);
   m.SetConfirmedLsn(tracker_.watermark());

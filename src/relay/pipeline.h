@@ -30,16 +30,16 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/stop_signal.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
+#include "outbox/topic_template.h"
 #include "pg/lsn.h"
 #include "pgoutput/decoder.h"
 #include "relay/ack_tracker.h"
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/relay_options.h"
-#include "relay/stop_signal.h"
-#include "relay/topic_template.h"
 #include "sink/sink.h"
 
 namespace outboxd::relay {
@@ -143,7 +143,7 @@ class Pipeline {
   RelayStats* stats_;
   StopSignal* stop_;
   Clock clock_;
-  TopicTemplate topic_;
+  outbox::TopicTemplate topic_;
   std::string table_name_;    // unqualified, for {table}
   std::string table_schema_;  // empty: any schema
 

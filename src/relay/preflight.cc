@@ -13,6 +13,7 @@
 #include "outbox/dead_letter.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/server_checks.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 
@@ -64,6 +65,14 @@ absl::StatusOr<ResolvedTable> ResolveTable(pg::Connection& conn, const RelayOpti
                      "--table [schema.]name"));
   }
   return table;
+}
+
+// The first row whose first field is `value`, or -1.
+int RowWith(const pg::Result& result, const std::string& value) {
+  for (int row = 0; row < result.rows(); ++row) {
+    if (result.Get(row, 0) == value) return row;
+  }
+  return -1;
 }
 
 // The mapped columns with the flag that renames each (as EventMapper names them).
@@ -120,9 +129,8 @@ absl::Status CheckColumns(pg::Connection& conn, const outbox::ColumnMapping& col
                       "WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped",
                       {table.oid}));
   for (const MappedColumn& column : MappedColumns(columns)) {
-    int row = 0;
-    while (row < found.rows() && found.Get(row, 0) != column.name) ++row;
-    if (row == found.rows()) {
+    const int row = RowWith(found, column.name);
+    if (row < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("table ", table.display, " has no column \"", column.name,
                        "\"; add it or name the right column with ", column.flag));
@@ -150,9 +158,7 @@ absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& opt
                       "WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
                       {options.publication, table.schema, table.name}));
   for (const MappedColumn& column : MappedColumns(columns)) {
-    int row = 0;
-    while (row < published.rows() && published.Get(row, 0) != column.name) ++row;
-    if (row == published.rows()) {
+    if (RowWith(published, column.name) < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("publication ", options.publication, " leaves column \"", column.name,
                        "\" of table ", table.display, " out of its column list: ALTER PUBLICATION ",
@@ -214,29 +220,6 @@ absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
 
 }  // namespace
 
-absl::Status CheckWalLevel(pg::Connection& conn) {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result result, conn.Exec("SHOW wal_level"));
-  const std::string_view level = result.Get(0, 0);
-  if (level == "logical") return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("wal_level is ", std::string(level),
-                   "; set wal_level = logical in postgresql.conf and restart PostgreSQL"));
-}
-
-absl::Status CheckReplicationPrivilege(pg::Connection& conn) {
-  // Amazon RDS grants replication through membership of rds_replication instead of
-  // the REPLICATION attribute.
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result result,
-      conn.Exec("SELECT r.rolsuper OR r.rolreplication OR EXISTS (SELECT 1 FROM pg_roles g "
-                "WHERE g.rolname = 'rds_replication' AND pg_has_role(r.oid, g.oid, 'member')) "
-                "FROM pg_roles r WHERE r.rolname = current_user"));
-  if (result.rows() == 1 && result.Get(0, 0) == "t") return absl::OkStatus();
-  const std::string user = conn.user();
-  return absl::PermissionDeniedError(absl::StrCat("role ", user, " lacks REPLICATION: ALTER ROLE ",
-                                                  pg::SqlIdentifier(user), " REPLICATION"));
-}
-
 absl::Status CheckNames(const RelayOptions& options) {
   OUTBOXD_RETURN_IF_ERROR(outbox::CheckNames(options.table, options.columns));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.publication, "--publication"));
@@ -246,8 +229,8 @@ absl::Status CheckNames(const RelayOptions& options) {
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
                        PreflightFindings* findings) {
   OUTBOXD_RETURN_IF_ERROR(CheckNames(options));
-  OUTBOXD_RETURN_IF_ERROR(CheckWalLevel(conn));
-  OUTBOXD_RETURN_IF_ERROR(CheckReplicationPrivilege(conn));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckWalLevel(conn));
+  OUTBOXD_RETURN_IF_ERROR(pg::CheckReplicationPrivilege(conn));
   OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));
   OUTBOXD_ASSIGN_OR_RETURN(bool created_at_missing, CreatedAtMissing(conn, options, table));
   outbox::ColumnMapping present = options.columns;

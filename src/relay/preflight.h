@@ -24,9 +24,9 @@ struct PreflightFindings {
   bool created_at_missing = false;
 };
 
-// In order: wal_level, the role's REPLICATION privilege, the table, the mapped
-// columns (all but the created-at one required), the dead-letter table beside it,
-// the publication (exists, publishes the table's inserts and the
+// In order: wal_level and the role's REPLICATION privilege (pg/server_checks.h), the
+// table, the mapped columns (all but the created-at one required), the dead-letter
+// table beside it, the publication (exists, publishes the table's inserts and the
 // mapped columns), the slot (exists, logical, pgoutput, this database). Reads
 // catalogs only; changes nothing.
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
@@ -35,12 +35,6 @@ absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
 // The names: --table, the column flags, --publication and --slot (pg/identifier.h),
 // checked by Preflight first; InvalidArgument naming the flag.
 absl::Status CheckNames(const RelayOptions& options);
-
-// The first two checks on their own, for `outboxd setup` (before it creates anything).
-// FailedPrecondition: "wal_level is replica; set wal_level = logical in ...".
-absl::Status CheckWalLevel(pg::Connection& conn);
-// PermissionDenied: "role app lacks REPLICATION: ALTER ROLE app REPLICATION".
-absl::Status CheckReplicationPrivilege(pg::Connection& conn);
 
 }  // namespace outboxd::relay
 

@@ -39,7 +39,7 @@ absl::Status Relay::Run() {
   bool standing_by = false;
   while (!stop_->requested()) {
     absl::Status status = Connect();
-    // /readyz counts a standby as ready (ops/health.h).
+    // /readyz counts a standby as ready (observe/health.h).
     stats_->health.SetStandingBy(pg::SqlStateOf(status) == kSlotInUse);
     if (status.ok()) {
       reached_slot = true;

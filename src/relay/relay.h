@@ -25,12 +25,12 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/stop_signal.h"
 #include "pg/connection.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
 #include "relay/session.h"
-#include "relay/stop_signal.h"
 
 namespace outboxd::relay {
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "ops/health.h"
-#include "ops/metrics.h"
+#include "observe/health.h"
+#include "observe/metrics.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
 #include "sink/sink.h"
@@ -50,7 +50,7 @@ struct RelayOptions {
   absl::Duration position_interval = absl::Seconds(1);
 };
 
-// Live figures: ops::Metrics and ops::HealthState are their one home (/metrics,
+// Live figures: observe::Metrics and observe::HealthState are their one home (/metrics,
 // /healthz, logs). The three atomics are what `outboxd run` reads once Run() has
 // returned (src/cli/run_command.cc): whether an error came before any streaming, and
 // how many events a stop left to be sent again.
@@ -60,8 +60,8 @@ struct RelayStats {
   // Events left unacknowledged when the relay stopped (shutdown timeout, brokers
   // down): the next start sends them again.
   std::atomic<uint64_t> events_abandoned{0};
-  ops::Metrics metrics{ops::RelayMode::kCdc};
-  ops::HealthState health;
+  observe::Metrics metrics{observe::RelayMode::kCdc};
+  observe::HealthState health;
 };
 
 }  // namespace outboxd::relay

@@ -2,12 +2,11 @@
 // PQisBusy on later turns, PQgetResult once the whole answer is there.
 #include "relay/slot_watch.h"
 
-#include <charconv>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "pg/lsn.h"
+#include "pg/slot.h"
 
 namespace outboxd::relay {
 namespace {
@@ -17,32 +16,6 @@ absl::Status LibpqError(pg::Connection& conn, absl::string_view what) {
   while (!message.empty() && message.back() == '\n') message.pop_back();
   return absl::UnavailableError(
       absl::StrCat("checking the replication slot: ", what, ": ", message));
-}
-
-bool ParseInt(std::string_view text, int64_t& out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-absl::StatusOr<pg::SlotInfo> ParseSlot(const pg::Result& result) {
-  pg::SlotInfo slot;
-  if (result.rows() == 0) return slot;
-  slot.exists = true;
-  slot.wal_status = result.Get(0, 0);
-  if (!result.IsNull(0, 1)) {
-    OUTBOXD_ASSIGN_OR_RETURN(slot.confirmed_flush_lsn, pg::ParseLsn(result.Get(0, 1)));
-  }
-  if (!ParseInt(result.Get(0, 2), slot.lag_bytes)) {
-    return absl::InternalError("unexpected pg_replication_slots row");
-  }
-  if (!result.IsNull(0, 3)) {
-    int64_t safe = 0;
-    if (!ParseInt(result.Get(0, 3), safe)) {
-      return absl::InternalError("unexpected pg_replication_slots row");
-    }
-    slot.safe_wal_size = safe;
-  }
-  return slot;
 }
 
 }  // namespace
@@ -75,11 +48,7 @@ absl::Status SlotWatch::Settle(pg::Connection& conn) {
 
 absl::Status SlotWatch::Send(pg::Connection& conn) {
   OUTBOXD_ASSIGN_OR_RETURN(std::string slot, conn.QuoteLiteral(slot_));
-  const std::string sql = absl::StrCat(
-      "SELECT coalesce(wal_status, ''), confirmed_flush_lsn, "
-      "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint, "
-      "safe_wal_size FROM pg_replication_slots WHERE slot_name = ",
-      slot);
+  const std::string sql = pg::SlotQuery(slot);
   if (PQsendQuery(conn.get(), sql.c_str()) == 0) return LibpqError(conn, "sending the query");
   pending_ = true;
   return absl::OkStatus();
@@ -101,7 +70,7 @@ absl::StatusOr<pg::SlotInfo> SlotWatch::Collect(pg::Connection& conn) {
     while (!message.empty() && message.back() == '\n') message.pop_back();
     return absl::UnavailableError(absl::StrCat("checking the replication slot: ", message));
   }
-  return ParseSlot(*answer);
+  return pg::ParseSlotRow(*answer);
 }
 
 }  // namespace outboxd::relay

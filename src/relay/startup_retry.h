@@ -5,7 +5,7 @@
 // person can fix (a bad password, a missing database, table or privilege, wal_level)
 // still ends the start at once.
 //
-//   relay::StopSignal stop;
+//   StopSignal stop;
 //   absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
 //   if (stop.requested()) ...;          // SIGTERM while waiting
 //   else if (!s.ok()) return Fail(s);   // a configuration error
@@ -15,7 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "relay/stop_signal.h"
+#include "base/stop_signal.h"
 
 namespace outboxd::relay {
 

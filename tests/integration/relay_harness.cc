@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "support/metrics_text.h"
@@ -134,6 +135,7 @@ int64_t RelayHarness::SlotLagBytes() {
 bool RelayHarness::WaitForQueryRounds(const std::string& pattern, int rounds,
                                       absl::Duration timeout) {
   std::string since = db_->Scalar("SELECT clock_timestamp()::text");
+  const std::string literal = absl::StrReplaceAll(pattern, {{"'", "''"}});
   for (int i = 0; i < rounds; ++i) {
     const bool ran = WaitUntil(
         timeout,
@@ -141,7 +143,7 @@ bool RelayHarness::WaitForQueryRounds(const std::string& pattern, int rounds,
           const std::string started = db_->Scalar(
               "SELECT coalesce(max(query_start)::text, '') FROM pg_stat_activity WHERE datname = "
               "current_database() AND pid <> pg_backend_pid() AND query LIKE '" +
-              pattern + "' AND query_start > '" + since + "'");
+              literal + "' AND query_start > '" + since + "'");
           if (started.empty()) return false;
           since = started;
           return true;

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "pg/slot.h"
 #include "support/metrics_text.h"
 #include "support/private_cluster.h"
 
@@ -21,8 +22,9 @@ namespace {
 
 const std::vector<std::string> kTopics = {"pedido.confirmado"};
 constexpr char kUnreservedWarning[] = "is about to lose WAL";
-// The relay's periodic slot check (src/relay/slot_watch.cc), as pg_stat_activity shows it.
-constexpr char kSlotCheckQuery[] = "%confirmed_flush_lsn, coalesce(pg_wal_lsn_diff%";
+// The relay's periodic slot check (src/relay/slot_watch.cc), as pg_stat_activity shows it:
+// the query src/pg/slot.cc sends, for any slot (a LIKE pattern).
+const std::string kSlotCheckQuery = pg::SlotQuery("%");
 
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;

@@ -1,10 +1,10 @@
 // /healthz's verdict: healthy only while connected and, with events in flight, while
 // the broker acknowledged something within the stall threshold.
-#include "ops/health.h"
+#include "observe/health.h"
 
 #include "gtest/gtest.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
@@ -136,4 +136,4 @@ TEST(HealthState, ReportsStandingByUntilTheRelaySaysOtherwise) {
 }
 
 }  // namespace
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

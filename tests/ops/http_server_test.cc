@@ -1,7 +1,7 @@
-// ops::HttpServer in-process, over real sockets: routing, methods, addresses, and
+// observe::HttpServer in-process, over real sockets: routing, methods, addresses, and
 // /healthz staying answerable while idle and slow clients hold connections open
 // (issue 13, point 3: one slow client used to block every probe).
-#include "ops/http_server.h"
+#include "observe/http_server.h"
 
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "ops/http_client.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 using test::Exchange;
@@ -176,4 +176,4 @@ TEST(HttpServer, CutsOffAClientThatNeverFinishesItsRequest) {
 }
 
 }  // namespace
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

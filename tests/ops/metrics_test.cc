@@ -1,6 +1,6 @@
 // The metric families both relays export, rendered by prometheus-cpp's text
 // serializer; and the query sampler that feeds database-side gauges.
-#include "ops/metrics.h"
+#include "observe/metrics.h"
 
 #include <atomic>
 #include <optional>
@@ -8,12 +8,12 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ops/query_sampler.h"
+#include "observe/query_sampler.h"
 #include "support/metrics_text.h"
 #include "support/pg_fixture.h"
 #include "support/wait_until.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 using test::MetricValue;
@@ -143,4 +143,4 @@ TEST(QuerySampler, ReportsNothingForNoRowAndStopsPromptlyWhateverTheInterval) {
 }
 
 }  // namespace
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

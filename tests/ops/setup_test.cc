@@ -62,7 +62,8 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
             "outbox");
 }
 
-TEST(Setup, CreatesTheSchemaOfDesignMd) {
+// The tables and columns docs/schema.md documents.
+TEST(Setup, CreatesTheDocumentedSchema) {
   auto db = test::TestDatabase::Create();
   pg::Connection conn = db->Connect();
   ASSERT_TRUE(ops::Setup(conn, {.slot = db->name()}).ok());

@@ -1,6 +1,6 @@
 // StallWatch: one warning when events in flight go unacknowledged past the
 // threshold, one line when it recovers, nothing in between (logs are not flooded).
-#include "ops/stall_watch.h"
+#include "observe/stall_watch.h"
 
 #include <memory>
 #include <mutex>
@@ -15,7 +15,7 @@
 #include "spdlog/spdlog.h"
 #include "support/wait_until.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 using ::testing::HasSubstr;
@@ -106,4 +106,4 @@ TEST(StallWatch, ItsThreadReportsAStallWithoutAnyoneCallingIt) {
 }
 
 }  // namespace
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

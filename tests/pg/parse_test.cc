@@ -11,19 +11,49 @@
 namespace outboxd::pg {
 namespace {
 
+// Written back as libpq read it (PQconninfoParse): its keyword order, a value quoted
+// only where it must be.
 TEST(RedactConninfo, DropsPasswordsFromKeyValueStrings) {
-  EXPECT_EQ(RedactConninfo("host=db password=secret dbname=app"), "host=db dbname=app");
+  EXPECT_EQ(RedactConninfo("host=db password=secret dbname=app"), "dbname=app host=db");
   EXPECT_EQ(RedactConninfo("password = 'se cr\\'et' host=db"), "host=db");
-  EXPECT_EQ(RedactConninfo("host=db user=app"), "host=db user=app");
+  EXPECT_EQ(RedactConninfo("host=db user=app"), "user=app host=db");
   EXPECT_EQ(RedactConninfo("app"), "app");
+}
+
+TEST(RedactConninfo, KeepsQuotedValuesQuotedAndDropsQuotedPasswords) {
+  EXPECT_EQ(RedactConninfo("host=db application_name='my app' password='a b\\'c'"),
+            "host=db application_name='my app'");
+  EXPECT_EQ(RedactConninfo("password='host=evil' dbname='it\\'s'"), "dbname='it\\'s'");
+  // A string libpq cannot read is not echoed: a fragment may be a password.
+  EXPECT_EQ(RedactConninfo("host=db password='unclosed"), "[unparsable connection string]");
 }
 
 TEST(RedactConninfo, DropsPasswordsFromUris) {
   EXPECT_EQ(RedactConninfo("postgresql://app:secret@db:5432/app"), "postgresql://app@db:5432/app");
   EXPECT_EQ(RedactConninfo("postgres://db/app?user=app&password=secret&sslmode=off"),
-            "postgres://db/app?user=app&sslmode=off");
+            "postgres://app@db/app?sslmode=off");
   EXPECT_EQ(RedactConninfo("postgresql://db/app?password=secret"), "postgresql://db/app");
   EXPECT_EQ(RedactConninfo("postgresql://app@db"), "postgresql://app@db");
+}
+
+TEST(RedactConninfo, ReadsPercentEncodingAndQueryPasswordsAsLibpqDoes) {
+  // An encoded ':' or '@' in the password, and a second password in the query string
+  // (libpq takes the query's): both gone, the rest re-encoded.
+  EXPECT_EQ(RedactConninfo("postgresql://u%40x:p%3Aw%40rd@h/d%20b?password=x%3D&"
+                           "application_name=a%26b"),
+            "postgresql://u%40x@h/d%20b?application_name=a%26b");
+  // libpq decodes the keyword too: the hand parser before it kept this password.
+  EXPECT_EQ(RedactConninfo("postgresql://db/app?pass%77ord=secret&sslmode=off"),
+            "postgresql://db/app?sslmode=off");
+  EXPECT_EQ(RedactConninfo("postgresql://h1:5432,h2:5433/db?password=secret"),
+            "postgresql://h1:5432,h2:5433/db");
+  EXPECT_EQ(RedactConninfo("postgresql://h1,h2:5433/db"), "postgresql://h1,h2:5433/db");
+  EXPECT_EQ(RedactConninfo("postgresql://[::1]:5432/db?sslpassword=s"),
+            "postgresql://[::1]:5432/db");
+  EXPECT_EQ(RedactConninfo("postgresql://%2Fvar%2Frun%2Fpostgresql/db"),
+            "postgresql://%2Fvar%2Frun%2Fpostgresql/db");
+  EXPECT_EQ(RedactConninfo("postgresql://app:secret@db/app?bad%zzquery"),
+            "[unparsable connection string]");
 }
 
 TEST(RedactConninfo, DropsTheClientKeyPassphraseToo) {
@@ -42,7 +72,7 @@ TEST(ConninfoWithPassword, MergesIntoKeyValueStringsUrisAndBareNames) {
   const std::string tricky = "a b'c\\d=e";
   const std::string merged = *ConninfoWithPassword("host=db", tricky);
   EXPECT_EQ(merged, "host='db' password='a b\\'c\\\\d=e'");
-  EXPECT_EQ(RedactConninfo(merged), "host='db'");
+  EXPECT_EQ(RedactConninfo(merged), "host=db");
   PQconninfoOption* options = PQconninfoParse(merged.c_str(), nullptr);
   ASSERT_NE(options, nullptr);
   for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {

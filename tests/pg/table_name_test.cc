@@ -85,9 +85,11 @@ TEST(TableNameParse, EachPartIsAValidIdentifier) {
 TEST(TableNameSibling, StaysInTheSchema) {
   TableName letters = Parsed("\"my.sch\".outbox").Sibling("outbox_dead_letter");
   EXPECT_EQ(letters.quoted, "\"my.sch\".\"outbox_dead_letter\"");
-  EXPECT_EQ(SiblingName("\"my.sch\".outbox", "_relay_state").Quoted(),
+  EXPECT_EQ(TableName::SiblingOf("\"my.sch\".outbox", "_relay_state").quoted,
             "\"my.sch\".\"outbox_relay_state\"");
-  EXPECT_EQ(SiblingName("app.outbox", "_relay_state").schema, "app");
+  EXPECT_EQ(TableName::SiblingOf("app.outbox", "_relay_state").schema, "app");
+  // An outbox name that does not parse is kept whole: quoted safely, found missing.
+  EXPECT_EQ(TableName::SiblingOf("a.b.c", "_relay_state").quoted, "\"a.b.c_relay_state\"");
 }
 
 TEST(CheckIdentifier, NamesTheFlagAndTheLimit) {

@@ -36,4 +36,35 @@ absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name,
   return absl::OkStatus();
 }
 
+absl::Status ErrorStatus(rd_kafka_resp_err_t err, absl::string_view message,
+                         absl::StatusCode otherwise) {
+  using Code = absl::StatusCode;
+  static constexpr struct {
+    rd_kafka_resp_err_t err;
+    Code code;
+  } kCodes[] = {
+      {RD_KAFKA_RESP_ERR__FATAL, Code::kAborted},
+      {RD_KAFKA_RESP_ERR__QUEUE_FULL, Code::kResourceExhausted},
+      {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, Code::kInvalidArgument},
+      {RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE, Code::kInvalidArgument},
+      {RD_KAFKA_RESP_ERR_INVALID_MSG, Code::kInvalidArgument},
+      {RD_KAFKA_RESP_ERR_INVALID_RECORD, Code::kInvalidArgument},
+      {RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION, Code::kInvalidArgument},
+      {RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, Code::kNotFound},
+      {RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, Code::kNotFound},
+      {RD_KAFKA_RESP_ERR__UNKNOWN_BROKER, Code::kNotFound},
+      {RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, Code::kAlreadyExists},
+      {RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, Code::kPermissionDenied},
+      {RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED, Code::kPermissionDenied},
+      {RD_KAFKA_RESP_ERR__PURGE_QUEUE, Code::kCancelled},
+      {RD_KAFKA_RESP_ERR__PURGE_INFLIGHT, Code::kCancelled},
+      {RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, Code::kDeadlineExceeded},
+  };
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
+  for (const auto& entry : kCodes) {
+    if (entry.err == err) return absl::Status(entry.code, message);
+  }
+  return absl::Status(otherwise, message);
+}
+
 }  // namespace outboxd::kafka::internal

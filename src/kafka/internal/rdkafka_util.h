@@ -27,6 +27,25 @@ std::string RedactValue(absl::string_view text, const std::string& value);
 absl::Status SetProperty(rd_kafka_conf_t* conf, const std::string& name,
                          const std::string& value);
 
+// The one mapping of librdkafka's error codes to status codes, for every call into
+// librdkafka (produce, delivery reports, the mock cluster):
+//   Aborted            __FATAL: the producer must be recreated;
+//   ResourceExhausted  __QUEUE_FULL: serve delivery reports, then produce again;
+//   InvalidArgument    the message can never be delivered (too large, invalid);
+//   NotFound           unknown topic, partition or (mock) broker;
+//   AlreadyExists      (mock) topic exists;
+//   PermissionDenied   topic or cluster authorization failed;
+//   Cancelled          purged at shutdown;
+//   DeadlineExceeded   message timed out;
+//   `otherwise`        any other code. A call that refuses at once and did not say
+//                      why refuses this input (InvalidArgument); a delivery that
+//                      failed later failed for the brokers' state (Unavailable).
+// OK for RD_KAFKA_RESP_ERR_NO_ERROR; `message` is the status's message otherwise.
+//   return ErrorStatus(err, StrCat("Kafka produce to topic \"t\": ", rd_kafka_err2str(err)),
+//                      absl::StatusCode::kInvalidArgument);
+absl::Status ErrorStatus(rd_kafka_resp_err_t err, absl::string_view message,
+                         absl::StatusCode otherwise);
+
 // Calls f(name, value, size) for each header of `msg`, in order.
 template <typename F>
 void ForEachHeader(const rd_kafka_message_t* msg, F&& f) {

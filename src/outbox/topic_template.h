@@ -4,8 +4,8 @@
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(TopicTemplate t, TopicTemplate::Parse("events.{type}"));
 //   std::string_view topic = t.Render("pedido.confirmado", "outbox", buffer);
-#ifndef OUTBOXD_RELAY_TOPIC_TEMPLATE_H_
-#define OUTBOXD_RELAY_TOPIC_TEMPLATE_H_
+#ifndef OUTBOXD_OUTBOX_TOPIC_TEMPLATE_H_
+#define OUTBOXD_OUTBOX_TOPIC_TEMPLATE_H_
 
 #include <string>
 #include <string_view>
@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace outboxd::relay {
+namespace outboxd::outbox {
 
 class TopicTemplate {
  public:
@@ -30,6 +30,6 @@ class TopicTemplate {
   std::vector<Part> parts_;
 };
 
-}  // namespace outboxd::relay
+}  // namespace outboxd::outbox
 
-#endif  // OUTBOXD_RELAY_TOPIC_TEMPLATE_H_
+#endif  // OUTBOXD_OUTBOX_TOPIC_TEMPLATE_H_

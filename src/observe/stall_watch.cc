@@ -1,8 +1,8 @@
-#include "ops/stall_watch.h"
+#include "observe/stall_watch.h"
 
 #include "base/log.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 StallWatch::StallWatch(const HealthState& health, absl::Duration threshold,
                        absl::Duration check_interval)
@@ -33,4 +33,4 @@ bool StallWatch::Check(absl::Time now) {
   return stalled_;
 }
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

@@ -9,8 +9,8 @@
 //                    absl::Seconds(5),
 //                    [&](std::optional<double> v) { if (v) metrics.SetSlotLagBytes(*v); });
 //   lag.Start();   // ~QuerySampler stops and joins
-#ifndef OUTBOXD_OPS_QUERY_SAMPLER_H_
-#define OUTBOXD_OPS_QUERY_SAMPLER_H_
+#ifndef OUTBOXD_OBSERVE_QUERY_SAMPLER_H_
+#define OUTBOXD_OBSERVE_QUERY_SAMPLER_H_
 
 #include <functional>
 #include <optional>
@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "base/periodic_thread.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 class QuerySampler {
  public:
@@ -49,6 +49,6 @@ class QuerySampler {
   PeriodicThread thread_;  // last: destroyed, so stopped, before the members Sample reads
 };
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
 
-#endif  // OUTBOXD_OPS_QUERY_SAMPLER_H_
+#endif  // OUTBOXD_OBSERVE_QUERY_SAMPLER_H_

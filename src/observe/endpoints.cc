@@ -1,8 +1,8 @@
-#include "ops/endpoints.h"
+#include "observe/endpoints.h"
 
 #include "absl/time/clock.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 HttpResponse VerdictResponse(const HealthVerdict& verdict) {
@@ -27,4 +27,4 @@ void AddMetricsEndpoints(HttpServer& http, const Metrics& metrics, const HealthS
   });
 }
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

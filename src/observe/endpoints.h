@@ -1,21 +1,21 @@
 // /metrics, /healthz and /readyz on an HttpServer, the same for `outboxd run` and
-// `outboxd poll` (ops/health.h: what the probes answer).
+// `outboxd poll` (observe/health.h: what the probes answer).
 //
-//   ops::HttpServer http;
-//   ops::AddMetricsEndpoints(http, stats.metrics, stats.health,
+//   observe::HttpServer http;
+//   observe::AddMetricsEndpoints(http, stats.metrics, stats.health,
 //                            {.stall_threshold = absl::Seconds(30)});
 //   OUTBOXD_RETURN_IF_ERROR(http.Start("127.0.0.1:9187"));
-#ifndef OUTBOXD_OPS_ENDPOINTS_H_
-#define OUTBOXD_OPS_ENDPOINTS_H_
+#ifndef OUTBOXD_OBSERVE_ENDPOINTS_H_
+#define OUTBOXD_OBSERVE_ENDPOINTS_H_
 
 #include <string>
 
 #include "absl/time/time.h"
-#include "ops/health.h"
-#include "ops/http_server.h"
-#include "ops/metrics.h"
+#include "observe/health.h"
+#include "observe/http_server.h"
+#include "observe/metrics.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 struct HealthOptions {
   // In-flight events with no acknowledgement for longer than this: 503.
@@ -28,6 +28,6 @@ struct HealthOptions {
 void AddMetricsEndpoints(HttpServer& http, const Metrics& metrics, const HealthState& health,
                          HealthOptions options);
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
 
-#endif  // OUTBOXD_OPS_ENDPOINTS_H_
+#endif  // OUTBOXD_OBSERVE_ENDPOINTS_H_

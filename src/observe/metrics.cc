@@ -1,4 +1,4 @@
-#include "ops/metrics.h"
+#include "observe/metrics.h"
 
 #include <limits>
 #include <utility>
@@ -13,7 +13,7 @@
 
 #include "absl/time/clock.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 // From the live target (p50 <= 2 ms, hence 0.5, 1, 1.5 and 2 ms) to a broker outage of
@@ -192,4 +192,4 @@ std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

@@ -1,4 +1,4 @@
-#include "ops/query_sampler.h"
+#include "observe/query_sampler.h"
 
 #include <memory>
 
@@ -6,7 +6,7 @@
 #include "base/log.h"
 #include "pg/connection.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 // A sample that takes longer than this is abandoned: the figure is stale, not wrong.
@@ -67,4 +67,4 @@ void QuerySampler::Sample(Session& session) {
   }
 }
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

@@ -8,14 +8,14 @@
 //   watch.Start();
 //   // warn  stalled: no broker acknowledgement for 31s with 40 events in flight
 //   // info  stall over: the broker acknowledges again (stalled 75s)
-#ifndef OUTBOXD_OPS_STALL_WATCH_H_
-#define OUTBOXD_OPS_STALL_WATCH_H_
+#ifndef OUTBOXD_OBSERVE_STALL_WATCH_H_
+#define OUTBOXD_OBSERVE_STALL_WATCH_H_
 
 #include "absl/time/time.h"
 #include "base/periodic_thread.h"
-#include "ops/health.h"
+#include "observe/health.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 class StallWatch {
  public:
@@ -38,6 +38,6 @@ class StallWatch {
   PeriodicThread thread_;  // last: destroyed, so stopped, before the members Check reads
 };
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
 
-#endif  // OUTBOXD_OPS_STALL_WATCH_H_
+#endif  // OUTBOXD_OBSERVE_STALL_WATCH_H_

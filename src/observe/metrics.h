@@ -2,7 +2,7 @@
 // `outboxd poll`), held in one prometheus-cpp registry and rendered in Prometheus'
 // text format by Render(). The relay thread updates them; the HTTP thread renders.
 //
-//   ops::Metrics metrics(ops::RelayMode::kCdc);
+//   observe::Metrics metrics(observe::RelayMode::kCdc);
 //   metrics.Acknowledged("pedido.confirmado", /*latency_seconds=*/0.004);  // per event
 //   metrics.SetInFlight(12);
 //   http.Handle("/metrics", [&] { return HttpResponse{200, kMetricsContentType,
@@ -21,8 +21,8 @@
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll
-#ifndef OUTBOXD_OPS_METRICS_H_
-#define OUTBOXD_OPS_METRICS_H_
+#ifndef OUTBOXD_OBSERVE_METRICS_H_
+#define OUTBOXD_OBSERVE_METRICS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -44,7 +44,7 @@ template <typename T>
 class Family;
 }  // namespace prometheus
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -98,6 +98,6 @@ class Metrics {
   std::atomic<int64_t> oldest_unacked_us_{0};  // Unix µs; 0: nothing unacknowledged
 };
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
 
-#endif  // OUTBOXD_OPS_METRICS_H_
+#endif  // OUTBOXD_OBSERVE_METRICS_H_

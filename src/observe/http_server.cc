@@ -1,4 +1,4 @@
-#include "ops/http_server.h"
+#include "observe/http_server.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -301,4 +301,4 @@ void HttpServer::Stop() {
   reaper_.reset();
 }
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

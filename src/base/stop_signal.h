@@ -4,15 +4,15 @@
 //   StopSignal stop;
 //   signal handler: stop.Notify();
 //   loop: select() on stop.fd() among the others; if (stop.requested()) break;
-#ifndef OUTBOXD_RELAY_STOP_SIGNAL_H_
-#define OUTBOXD_RELAY_STOP_SIGNAL_H_
+#ifndef OUTBOXD_BASE_STOP_SIGNAL_H_
+#define OUTBOXD_BASE_STOP_SIGNAL_H_
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 
-namespace outboxd::relay {
+namespace outboxd {
 
 class StopSignal {
  public:
@@ -40,6 +40,6 @@ class StopSignal {
   int fds_[2];
 };
 
-}  // namespace outboxd::relay
+}  // namespace outboxd
 
-#endif  // OUTBOXD_RELAY_STOP_SIGNAL_H_
+#endif  // OUTBOXD_BASE_STOP_SIGNAL_H_

@@ -15,8 +15,8 @@
 // to the producer, no delivery report yet. The polling relay also reports its failed
 // attempts since the last acknowledgement (a refusal, a timeout, a payload that fails
 // the check): between batches nothing is in flight, yet nothing is getting through.
-#ifndef OUTBOXD_OPS_HEALTH_H_
-#define OUTBOXD_OPS_HEALTH_H_
+#ifndef OUTBOXD_OBSERVE_HEALTH_H_
+#define OUTBOXD_OBSERVE_HEALTH_H_
 
 #include <atomic>
 #include <cstdint>
@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 // What the relay last reported.
 struct HealthInputs {
@@ -90,6 +90,6 @@ HealthVerdict CheckReadiness(
     const HealthInputs& inputs, absl::Duration stall_threshold, absl::Time now,
     const std::string& disconnected_reason = "not connected to PostgreSQL");
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
 
-#endif  // OUTBOXD_OPS_HEALTH_H_
+#endif  // OUTBOXD_OBSERVE_HEALTH_H_

@@ -1,8 +1,8 @@
-#include "relay/topic_template.h"
+#include "outbox/topic_template.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace outboxd::relay {
+namespace outboxd::outbox {
 
 absl::StatusOr<TopicTemplate> TopicTemplate::Parse(std::string_view text) {
   TopicTemplate t;
@@ -59,4 +59,4 @@ std::string_view TopicTemplate::Render(std::string_view type, std::string_view t
   return buffer;
 }
 
-}  // namespace outboxd::relay
+}  // namespace outboxd::outbox

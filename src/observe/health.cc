@@ -1,10 +1,10 @@
-#include "ops/health.h"
+#include "observe/health.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 void HealthState::SetInFlight(uint64_t in_flight, absl::Time now) {
   uint64_t before = in_flight_.exchange(in_flight, std::memory_order_relaxed);
@@ -70,4 +70,4 @@ HealthVerdict CheckReadiness(const HealthInputs& inputs, absl::Duration stall_th
   return CheckHealth(inputs, stall_threshold, now, disconnected_reason);
 }
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe

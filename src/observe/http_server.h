@@ -12,8 +12,8 @@
 //   HttpServer server;
 //   server.Handle("/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; });
 //   OUTBOXD_RETURN_IF_ERROR(server.Start("127.0.0.1:9187"));  // or "[::1]:9187"
-#ifndef OUTBOXD_OPS_HTTP_SERVER_H_
-#define OUTBOXD_OPS_HTTP_SERVER_H_
+#ifndef OUTBOXD_OBSERVE_HTTP_SERVER_H_
+#define OUTBOXD_OBSERVE_HTTP_SERVER_H_
 
 #include <functional>
 #include <map>
@@ -25,7 +25,7 @@
 
 struct MHD_Daemon;
 
-namespace outboxd::ops {
+namespace outboxd::observe {
 
 struct HttpResponse {
   int status = 200;
@@ -67,6 +67,6 @@ class HttpServer {
   std::string last_message_;  // libmicrohttpd's: Start()'s error names the cause
 };
 
-}  // namespace outboxd::ops
+}  // namespace outboxd::observe
 
-#endif  // OUTBOXD_OPS_HTTP_SERVER_H_
+#endif  // OUTBOXD_OBSERVE_HTTP_SERVER_H_
