@@ -1,5 +1,5 @@
 // The verdict of a chaos run, from three independent sources: the outbox table (what
-// committed), the dead-letter table, and what the KafkaReader read from the broker.
+// committed), the dead-letter table, and what the Reader read from the broker (Kafka or RabbitMQ).
 //
 // Order, precisely: replay the run as a consumer that drops repeated ids would, first
 // every Kafka message in offset order (an aggregate lives in one partition), then the
@@ -20,7 +20,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "chaos/kafka_reader.h"
+#include "chaos/reader.h"
 #include "pg/connection.h"
 
 namespace outboxd::chaos {
