@@ -20,7 +20,22 @@
 // pass --expect-file instead: the probe reads the count from that file once it appears
 // (write it whole, e.g. by rename). Exit code 0 when all expected messages arrived, 1
 // otherwise, 2 on bad flags.
+//
+// With --amqp-url (and --exchange, --queue, --routing-key) it reads RabbitMQ instead:
+// it declares the relay's durable topic exchange, a durable queue bound with the
+// routing key, and consumes it (no-ack). Only recv is measured there (AMQP's
+// timestamp has whole seconds; create_ms is null), and it is not an upper bound of
+// the publisher confirm: RabbitMQ may deliver a persistent message to a consumer
+// before it has written it to disk and confirmed it. The confirm itself is in the
+// relay's outboxd_commit_to_ack_seconds histogram, which scripts/bench reports beside.
+//
+//   $ outboxd-bench-probe --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --exchange bench
+//         --queue live_1000_rabbitmq --routing-key live_1000_rabbitmq --expect-file F
+#include <amqp.h>
+#include <amqp_framing.h>
+#include <amqp_tcp_socket.h>
 #include <librdkafka/rdkafka.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +44,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +61,20 @@ struct Flags {
   double idle_s = 10;
   std::string ready_file;
   std::string raw;
+  // RabbitMQ instead of Kafka.
+  std::string amqp_url;
+  std::string exchange = "outboxd";
+  std::string queue;
+  std::string routing_key;
 };
+
+// One message as the probe got it: the payload and, from Kafka, its CreateTime.
+struct Got {
+  std::string payload;
+  std::optional<int64_t> created_ms;
+};
+// Waits up to timeout_ms for one message; std::nullopt when none came.
+using PollFn = std::function<std::optional<Got>(int timeout_ms)>;
 
 int64_t NowMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -91,14 +121,13 @@ bool Set(rd_kafka_conf_t* conf, const char* name, const std::string& value) {
 rd_kafka_t* NewConsumer(const Flags& flags) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   // assign() in 2.0.2 wants a group id; we never subscribe, so it is never joined.
-  const bool ok = Set(conf, "bootstrap.servers", flags.brokers) &&
-                  Set(conf, "group.id", "outboxd-bench-probe") &&
-                  Set(conf, "enable.auto.commit", "false") &&
-                  // The mock answers an empty fetch after a fixed MaxWait instead of when
-                  // data arrives: keep that wait (the error on recv) at 1 ms.
-                  Set(conf, "fetch.wait.max.ms", "1") &&
-                  Set(conf, "max.partition.fetch.bytes", "4194304") &&
-                  Set(conf, "log.connection.close", "false");
+  const bool ok =
+      Set(conf, "bootstrap.servers", flags.brokers) &&
+      Set(conf, "group.id", "outboxd-bench-probe") && Set(conf, "enable.auto.commit", "false") &&
+      // The mock answers an empty fetch after a fixed MaxWait instead of when
+      // data arrives: keep that wait (the error on recv) at 1 ms.
+      Set(conf, "fetch.wait.max.ms", "1") && Set(conf, "max.partition.fetch.bytes", "4194304") &&
+      Set(conf, "log.connection.close", "false");
   char errstr[512];
   rd_kafka_t* rk = ok ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr)) : nullptr;
   if (rk == nullptr) {
@@ -146,12 +175,15 @@ long ExpectFromFile(const std::string& file) {
   return expect;
 }
 
-int Run(const Flags& flags) {
-  rd_kafka_t* rk = NewConsumer(flags);
-  if (rk == nullptr || !AssignFromStart(rk, flags.topic)) return 2;
+void Ready(const Flags& flags) {
   if (!flags.ready_file.empty()) {
     if (FILE* f = std::fopen(flags.ready_file.c_str(), "w")) std::fclose(f);
   }
+}
+
+// Reads messages until the expected count or --idle; prints the JSON line and returns
+// the exit code.
+int Collect(const Flags& flags, const PollFn& poll) {
   FILE* raw = flags.raw.empty() ? nullptr : std::fopen(flags.raw.c_str(), "w");
   std::vector<int64_t> recv_us;
   std::vector<int64_t> create_us;
@@ -171,37 +203,125 @@ int Run(const Flags& flags) {
       next_file_check = loop_start + 100000;
       if (expect > 0) continue;
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
-    if (m == nullptr) continue;
+    std::optional<Got> got = poll(100);
+    if (!got) continue;
     const int64_t now = NowMicros();
-    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      last_arrival = now;
-      const int64_t inserted = InsertMicros(static_cast<const char*>(m->payload), m->len);
-      rd_kafka_timestamp_type_t type;
-      const int64_t created_ms = rd_kafka_message_timestamp(m, &type);
-      if (inserted <= 0) {
-        ++unparsed;
-      } else {
-        recv_us.push_back(now - inserted);
-        // CreateTime has millisecond resolution: compare at the middle of that ms.
-        create_us.push_back(created_ms * 1000 + 500 - inserted);
-        if (raw != nullptr) {
-          std::fprintf(raw, "%" PRId64 "\t%" PRId64 "\n", recv_us.back(), create_us.back());
-        }
-      }
+    last_arrival = now;
+    const int64_t inserted = InsertMicros(got->payload.data(), got->payload.size());
+    if (inserted <= 0) {
+      ++unparsed;
+      continue;
     }
-    rd_kafka_message_destroy(m);
+    recv_us.push_back(now - inserted);
+    // CreateTime has millisecond resolution: compare at the middle of that ms.
+    if (got->created_ms) create_us.push_back(*got->created_ms * 1000 + 500 - inserted);
+    if (raw != nullptr) {
+      std::fprintf(raw, "%" PRId64 "\t%" PRId64 "\n", recv_us.back(),
+                   got->created_ms ? create_us.back() : int64_t{-1});
+    }
   }
   if (raw != nullptr) std::fclose(raw);
   const long count = static_cast<long>(recv_us.size());
-  std::printf("{\"count\":%ld,\"unparsed\":%ld,\"recv_ms\":%s,\"create_ms\":%s}\n", count,
-              unparsed, Summary(recv_us).c_str(), Summary(create_us).c_str());
-  rd_kafka_consumer_close(rk);
-  rd_kafka_destroy(rk);
+  std::printf("{\"count\":%ld,\"unparsed\":%ld,\"recv_ms\":%s,\"create_ms\":%s}\n", count, unparsed,
+              Summary(recv_us).c_str(), create_us.empty() ? "null" : Summary(create_us).c_str());
   // With --expect-file, a count that never came is a failure, not "stop on idle".
   const bool complete =
       flags.expect_file.empty() ? expect <= 0 || count >= expect : expect > 0 && count >= expect;
   return complete && unparsed == 0 ? 0 : 1;
+}
+
+int RunKafka(const Flags& flags) {
+  rd_kafka_t* rk = NewConsumer(flags);
+  if (rk == nullptr || !AssignFromStart(rk, flags.topic)) return 2;
+  Ready(flags);
+  const int code = Collect(flags, [rk](int timeout_ms) -> std::optional<Got> {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, timeout_ms);
+    if (m == nullptr) return std::nullopt;
+    std::optional<Got> got;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_timestamp_type_t type;
+      got = Got{.payload = std::string(static_cast<const char*>(m->payload), m->len),
+                .created_ms = rd_kafka_message_timestamp(m, &type)};
+    }
+    rd_kafka_message_destroy(m);
+    return got;
+  });
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  return code;
+}
+
+bool AmqpOk(amqp_connection_state_t conn, const char* what) {
+  amqp_rpc_reply_t reply = amqp_get_rpc_reply(conn);
+  if (reply.reply_type == AMQP_RESPONSE_NORMAL) return true;
+  std::fprintf(stderr, "outboxd-bench-probe: %s failed (%s)\n", what,
+               reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+                   ? amqp_error_string2(reply.library_error)
+                   : "refused by the broker");
+  return false;
+}
+
+// Connects, declares the exchange (as the relay does), the durable queue and its
+// binding, and starts a no-ack consumer on it; nullptr after printing why not.
+amqp_connection_state_t AmqpConsumer(const Flags& flags) {
+  std::string url = flags.amqp_url;
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(url.data(), &info) != AMQP_STATUS_OK) {
+    std::fprintf(stderr, "outboxd-bench-probe: --amqp-url is not an AMQP URL\n");
+    return nullptr;
+  }
+  amqp_connection_state_t conn = amqp_new_connection();
+  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
+  if (socket == nullptr || amqp_socket_open(socket, info.host, info.port) != AMQP_STATUS_OK) {
+    std::fprintf(stderr, "outboxd-bench-probe: cannot connect to %s:%d\n", info.host, info.port);
+    amqp_destroy_connection(conn);
+    return nullptr;
+  }
+  const char* vhost = *info.vhost == '\0' ? "/" : info.vhost;
+  amqp_rpc_reply_t login = amqp_login(conn, vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0,
+                                      AMQP_SASL_METHOD_PLAIN, info.user, info.password);
+  bool ok = login.reply_type == AMQP_RESPONSE_NORMAL;
+  if (!ok) std::fprintf(stderr, "outboxd-bench-probe: AMQP login failed\n");
+  const amqp_bytes_t queue = amqp_cstring_bytes(flags.queue.c_str());
+  const amqp_bytes_t exchange = amqp_cstring_bytes(flags.exchange.c_str());
+  ok = ok && (amqp_channel_open(conn, 1), AmqpOk(conn, "channel.open"));
+  ok = ok && (amqp_exchange_declare(conn, 1, exchange, amqp_cstring_bytes("topic"), 0, 1, 0, 0,
+                                    amqp_empty_table),
+              AmqpOk(conn, "exchange.declare"));
+  ok = ok && (amqp_queue_declare(conn, 1, queue, 0, 1, 0, 0, amqp_empty_table),
+              AmqpOk(conn, "queue.declare"));
+  ok = ok && (amqp_queue_bind(conn, 1, queue, exchange,
+                              amqp_cstring_bytes(flags.routing_key.c_str()), amqp_empty_table),
+              AmqpOk(conn, "queue.bind"));
+  ok = ok &&
+       (amqp_basic_consume(conn, 1, queue, amqp_empty_bytes, 0, /*no_ack=*/1, 0, amqp_empty_table),
+        AmqpOk(conn, "basic.consume"));
+  if (!ok) {
+    amqp_destroy_connection(conn);
+    return nullptr;
+  }
+  return conn;
+}
+
+int RunAmqp(const Flags& flags) {
+  amqp_connection_state_t conn = AmqpConsumer(flags);
+  if (conn == nullptr) return 2;
+  Ready(flags);
+  const int code = Collect(flags, [conn](int timeout_ms) -> std::optional<Got> {
+    amqp_maybe_release_buffers(conn);
+    timeval timeout{.tv_sec = 0, .tv_usec = timeout_ms * 1000};
+    amqp_envelope_t envelope;
+    amqp_rpc_reply_t reply = amqp_consume_message(conn, &envelope, &timeout, 0);
+    if (reply.reply_type != AMQP_RESPONSE_NORMAL) return std::nullopt;
+    Got got{.payload = std::string(static_cast<const char*>(envelope.message.body.bytes),
+                                   envelope.message.body.len)};
+    amqp_destroy_envelope(&envelope);
+    return got;
+  });
+  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(conn);
+  return code;
 }
 
 }  // namespace
@@ -209,8 +329,12 @@ int Run(const Flags& flags) {
 int main(int argc, char** argv) {
   Flags flags;
   CLI::App app("Measures insert -> Kafka latency of outbox events (scripts/bench)");
-  app.add_option("--brokers", flags.brokers, "Bootstrap servers")->required();
-  app.add_option("--topic", flags.topic, "Topic (partition 0 is read)")->required();
+  app.add_option("--brokers", flags.brokers, "Bootstrap servers");
+  app.add_option("--topic", flags.topic, "Topic (partition 0 is read)");
+  app.add_option("--amqp-url", flags.amqp_url, "Read RabbitMQ at this URL instead of Kafka");
+  app.add_option("--exchange", flags.exchange, "RabbitMQ: the relay's exchange");
+  app.add_option("--queue", flags.queue, "RabbitMQ: the queue to declare, bind and read");
+  app.add_option("--routing-key", flags.routing_key, "RabbitMQ: the queue's binding key");
   app.add_option("--expect", flags.expect, "Stop after this many messages (0: on idle)");
   app.add_option("--expect-file", flags.expect_file,
                  "Stop after as many messages as the number this file holds once it appears");
@@ -222,5 +346,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  return Run(flags);
+  if (!flags.amqp_url.empty()) {
+    if (flags.queue.empty() || flags.routing_key.empty()) {
+      std::fprintf(stderr, "outboxd-bench-probe: --amqp-url needs --queue and --routing-key\n");
+      return 2;
+    }
+    return RunAmqp(flags);
+  }
+  if (flags.brokers.empty() || flags.topic.empty()) {
+    std::fprintf(stderr,
+                 "outboxd-bench-probe: --brokers and --topic are required (or --amqp-url)\n");
+    return 2;
+  }
+  return RunKafka(flags);
 }

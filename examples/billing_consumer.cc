@@ -1,13 +1,15 @@
 // outboxd-example-billing: the billing service as an idempotent consumer
-// (src/inbox/): one invoice per `pedido.confirmado`, however many times Kafka
-// delivers it. One line per message on stdout:
+// (src/inbox/): one invoice per `pedido.confirmado`, however many times the broker
+// delivers it: Kafka (--brokers) or RabbitMQ (--sink rabbitmq --amqp-url URL: the
+// queue --group, declared durable and bound to --exchange with each --topic, the same
+// flag names as the relay's). One line per message on stdout:
 //
 //   processed pedido-1 message 0b6f1a52-... -> fatura 1 (pedido.confirmado[2]@0)
 //   duplicate pedido-1 message 0b6f1a52-... -> skipped, no second invoice (pedido.confirmado[2]@1)
 //
 // Runs until SIGINT/SIGTERM (exit 0). Exit 1 when a message has no usable `id` header
-// (it is never skipped silently: its offset stays uncommitted), 2 for bad flags or an
-// unreachable database.
+// (it is never skipped silently: its offset stays uncommitted, it is never acked), 2
+// for bad flags or an unreachable database or RabbitMQ.
 #include <csignal>
 #include <iostream>
 #include <string>
@@ -27,6 +29,7 @@ struct Flags {
   outboxd::inbox::ConsumerOptions consumer{.group_id = "billing", .topics = {"pedido.confirmado"}};
   std::string pg;
   std::vector<std::string> kafka;
+  std::string sink = "kafka";
 };
 
 absl::Status ParseKafka(const std::vector<std::string>& pairs,
@@ -50,7 +53,11 @@ void Print(const Delivery& d, int64_t invoice) {
   if (d.result == Delivery::Result::kFailed) {
     std::cout << "attempt " << d.attempt << " rolled back (" << d.error.message() << "), retrying";
   }
-  std::cout << " (" << m.topic << "[" << m.partition << "]@" << m.offset << ")" << std::endl;
+  if (m.partition < 0) {  // RabbitMQ: the routing key and the delivery tag
+    std::cout << " (" << m.topic << " delivery " << m.offset << ")" << std::endl;
+  } else {
+    std::cout << " (" << m.topic << "[" << m.partition << "]@" << m.offset << ")" << std::endl;
+  }
 }
 
 int Fail(const absl::Status& status, int code) {
@@ -74,11 +81,23 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"Bills each confirmed order once, through the inbox table"};
   app.add_option("--pg", flags.pg, "PostgreSQL conninfo or URI")->required()->envname("OUTBOXD_PG");
+  app.add_option("--sink", flags.sink, "The broker: kafka or rabbitmq")
+      ->envname("OUTBOXD_SINK")
+      ->check(CLI::IsMember({"kafka", "rabbitmq"}))
+      ->capture_default_str();
   app.add_option("--brokers", flags.consumer.brokers, "Kafka bootstrap servers")
-      ->required()
       ->envname("OUTBOXD_BROKERS");
-  app.add_option("--group", flags.consumer.group_id, "Consumer group")->capture_default_str();
-  app.add_option("--topic", flags.consumer.topics, "Topic(s) to consume")->capture_default_str();
+  app.add_option("--amqp-url", flags.consumer.amqp_url,
+                 "RabbitMQ: amqp://user:pass@host:port/vhost")
+      ->envname("OUTBOXD_AMQP_URL");
+  app.add_option("--exchange", flags.consumer.exchange, "RabbitMQ: the relay's exchange")
+      ->envname("OUTBOXD_EXCHANGE")
+      ->capture_default_str();
+  app.add_option("--group", flags.consumer.group_id, "Consumer group (RabbitMQ: the queue)")
+      ->capture_default_str();
+  app.add_option("--topic", flags.consumer.topics,
+                 "Topic(s) to consume (RabbitMQ: the queue's binding keys)")
+      ->capture_default_str();
   app.add_option("--kafka", flags.kafka, "librdkafka property KEY=VALUE (repeatable)");
   try {
     app.parse(argc, argv);
@@ -86,6 +105,14 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (absl::Status s = ParseKafka(flags.kafka, flags.consumer); !s.ok()) return Fail(s, 2);
+  if (flags.sink == "kafka") {
+    if (flags.consumer.brokers.empty()) {
+      return Fail(absl::InvalidArgumentError("--brokers is required with --sink kafka"), 2);
+    }
+    flags.consumer.amqp_url.clear();  // e.g. from the environment: Kafka was asked for
+  } else if (flags.consumer.amqp_url.empty()) {
+    return Fail(absl::InvalidArgumentError("--amqp-url is required with --sink rabbitmq"), 2);
+  }
 
   absl::StatusOr<outboxd::pg::Connection> conn = outboxd::pg::Connection::Open(flags.pg);
   if (!conn.ok()) return Fail(conn.status(), 2);

@@ -14,8 +14,9 @@ def n(x): x | floor | tostring | [scan("^\\d{1,3}(?=(?:\\d{3})*$)|\\d{3}")] | jo
 def short($x): $x.pgbench_tps != null and $x.pgbench_tps < 0.9 * $x.rate;
 
 def live_rows($rate; $l):
-  ["run", "run"], ["poll", "poll (batch 50, 500ms)"], ["notify", "poll --notify"] | . as [$k, $name] |
-  $l[$k] as $x |
+  ["run", "run"], ["poll", "poll (batch 50, 500ms)"], ["notify", "poll --notify"],
+  ["rabbitmq", "run --sink rabbitmq (recv = delivery)"] | . as [$k, $name] |
+  $l[$k] as $x | select($x != null) |
   "| \(n($rate)) / \(f($x.pgbench_tps))\(if short($x) then " (short)" else "" end) | \($name) | \($x.count)/\($x.events) | \(f($x.recv_ms.p50)) | \(f($x.recv_ms.p99)) | \(f($x.recv_ms.p999)) | \(f($x.recv_ms.max)) | \(f($x.create_ms.p50)) | \(f($x.create_ms.p99)) | \(pct($x.acked_within_s["0.001"])) / \(pct($x.acked_within_s["0.002"])) / \(pct($x.acked_within_s["0.01"])) / \(pct($x.acked_within_s["0.025"])) | \(mib($x.peak_rss_kib)) |";
 
 def backlog($c): if $c.rows_per_transaction == 1 then "\(n($c.transactions)) × 1 row"
@@ -55,7 +56,21 @@ catchup_rows($c.large_transactions),
 "| \($pb) | poll / pg_recvlogical (of the single-row backlog) | \(f($c.poll.events_per_s / $c.single_row.pg_recvlogical.events_per_s)) | | |",
 "| \($pb) | poll CPU per event (start-up excluded; with it) | \(f($c.poll.cpu_us_per_event)) µs; \(f($c.poll.cpu_us_per_event_with_startup)) µs | | |",
 "| \($pb) | poll peak RSS | \(mib($c.poll.peak_rss_kib)) MiB | | |",
+(.catchup.rabbitmq // empty | . as $r |
+  "| \(backlog($r)) | run --sink rabbitmq drain (probe consumed \(n($r.consumed))) | \(f($r.run.seconds)) s, \(f($r.run.events_per_s)) ev/s | report | |",
+  "| \(backlog($r)) | run --sink rabbitmq / run to Kafka | \(f($r.run.events_per_s / $c.single_row.run.events_per_s)) | report | |",
+  "| \(backlog($r)) | run --sink rabbitmq CPU per event (start-up excluded; with it) | \(f($r.run.cpu_us_per_event)) µs; \(f($r.run.cpu_us_per_event_with_startup)) µs | | |",
+  "| \(backlog($r)) | run --sink rabbitmq peak RSS | \(mib($r.run.peak_rss_kib)) MiB | | |"),
 "",
+($l[$lo].rabbitmq // empty | . as $x |
+  "RabbitMQ at \(n($lo | tonumber))/s (insert -> publisher confirm is the relay histogram; the probe's receive may precede the confirm):",
+  "",
+  "| measure | Kafka (run) | RabbitMQ (run --sink rabbitmq) |",
+  "|---|---|---|",
+  "| acked ≤ 1 / 2 / 10 / 25 ms of the commit [relay] | \(pct($l[$lo].run.acked_within_s["0.001"])) / \(pct($l[$lo].run.acked_within_s["0.002"])) / \(pct($l[$lo].run.acked_within_s["0.01"])) / \(pct($l[$lo].run.acked_within_s["0.025"])) | \(pct($x.acked_within_s["0.001"])) / \(pct($x.acked_within_s["0.002"])) / \(pct($x.acked_within_s["0.01"])) / \(pct($x.acked_within_s["0.025"])) |",
+  "| insert -> probe receive p50 / p99 / max, ms | \(f($l[$lo].run.recv_ms.p50)) / \(f($l[$lo].run.recv_ms.p99)) / \(f($l[$lo].run.recv_ms.max)) | \(f($x.recv_ms.p50)) / \(f($x.recv_ms.p99)) / \(f($x.recv_ms.max)) |",
+  "| catch-up of \(n($c.single_row.events)) single-row transactions, ev/s | \(f($c.single_row.run.events_per_s)) | \(f($c.rabbitmq.run.events_per_s // null)) |",
+  ""),
 "Live targets:",
 "",
 "| measure | value | target | |",
@@ -76,4 +91,4 @@ catchup_rows($c.large_transactions),
 "| catch-up (\(backlog($c.single_row)); \(backlog($c.large_transactions))) | \(mib($c.single_row.run.peak_rss_kib)); \(mib($c.large_transactions.run.peak_rss_kib)) MiB | | |",
 "| one \(n($m.large_transaction.events))-row transaction (drained in \(f($m.large_transaction.run.seconds)) s, \(f($m.large_transaction.run.events_per_s)) ev/s) | \(mib($m.large_transaction.run.peak_rss_kib)) MiB | <= 256 MiB\(if $m.large_transaction.events < 1000000 then " (for 1,000,000 rows: scripts/bench-rss)" else "" end) | \(ok($m.large_transaction.run.peak_rss_kib / 1024 <= 256)) |",
 "",
-"Wall time: live \(f(.phase_seconds.live)) s, catch-up \(f(.phase_seconds.catchup)) s, large transaction \(f(.phase_seconds.memory)) s; \(f(.elapsed_s)) s in all before the plots."
+"Wall time: live \(f(.phase_seconds.live)) s, catch-up \(f(.phase_seconds.catchup)) s, RabbitMQ \(f(.phase_seconds.rabbitmq)) s, large transaction \(f(.phase_seconds.memory)) s; \(f(.elapsed_s)) s in all before the plots."

@@ -1,12 +1,16 @@
-// The idempotent Kafka consumer: a consumer-group member that hands each message to
-// inbox::Process (mark + effect in one PostgreSQL transaction) and commits the
-// message's offset to Kafka only after that database COMMIT, synchronously
-// (enable.auto.commit=false). A crash between the two commits makes Kafka redeliver
+// The idempotent consumer: hands each message to inbox::Process (mark + effect in one
+// PostgreSQL transaction) and settles it with the broker only after that database
+// COMMIT. From Kafka, a consumer-group member that commits the message's offset
+// synchronously (enable.auto.commit=false); from RabbitMQ (amqp_url set), a queue
+// consumer with manual acks (basic.ack after the COMMIT, at most `prefetch` unacked).
+// A crash between the COMMIT and the offset commit / ack makes the broker redeliver
 // the message, and the inbox mark turns that redelivery into a skipped duplicate.
 //
 //   ConsumerOptions opts{.brokers = "127.0.0.1:9092", .group_id = "billing",
 //                        .topics = {"pedido.confirmado"}};
 //   OUTBOXD_ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(conn), opts, bill));
+//   // or RabbitMQ: {.amqp_url = "amqp://guest:guest@127.0.0.1:5672/%2f",
+//   //              .group_id = "billing" (the queue), .topics = {"pedido.confirmado"}}
 //   while (!stop) {
 //     absl::StatusOr<std::optional<Delivery>> d = consumer->PollOnce(absl::Milliseconds(200));
 //     if (!d.ok()) return d.status();   // a message without a usable id header
@@ -14,16 +18,19 @@
 //   }
 //
 // Failures and retries: a handler or database error rolls back the mark too, seeks
-// the partition back to the message and pauses the whole consumer for a backoff
-// (initial_backoff doubling up to max_backoff, reset by the next success), then the
-// message is processed again; it is retried until it succeeds. A message with no
+// the partition back to the message (RabbitMQ: basic.nack with requeue, and the
+// channel reopened so the prefetched messages behind it keep their places) and pauses
+// the whole consumer for a backoff (initial_backoff doubling up to max_backoff, reset
+// by the next success), then the message is processed again; it is retried until it
+// succeeds. A message with no
 // `id` header, or one that is not a UUID, cannot be deduplicated: PollOnce returns
-// FailedPrecondition naming it, its offset is never committed and the partition is
-// sought back to it, so it is reported again until an operator deals with it (it is
-// never silently skipped).
+// FailedPrecondition naming it, its offset is never committed (it is never acked) and
+// it is delivered again, so it is reported again until an operator deals with it (it
+// is never silently skipped).
 #ifndef OUTBOXD_INBOX_CONSUMER_H_
 #define OUTBOXD_INBOX_CONSUMER_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,14 +42,28 @@
 #include "inbox/inbox.h"
 #include "pg/connection.h"
 
-struct rd_kafka_message_s;
-
 namespace outboxd::inbox {
 
+namespace internal {
+class Source;
+struct Received;
+}  // namespace internal
+
 struct ConsumerOptions {
-  std::string brokers;
-  std::string group_id;
+  std::string brokers;   // Kafka
+  std::string group_id;  // Kafka: the consumer group; RabbitMQ: the queue unless `queue`
+  // Kafka: the topics; RabbitMQ: the binding keys of the queue on `exchange` (the
+  // routing keys are the relay's --topic, so the same names serve both).
   std::vector<std::string> topics;
+  // RabbitMQ instead of Kafka when set: amqp://user:pass@host:port/vhost. The consumer
+  // declares the exchange (durable topic, as the relay does), the durable queue and
+  // its bindings, then consumes it with manual acks.
+  std::string amqp_url;
+  std::string exchange = "outboxd";
+  std::string queue;  // default: group_id
+  // basic.qos: unacked messages the broker sends ahead. Bounds the memory and what a
+  // crash sends again (duplicates the inbox skips).
+  uint16_t prefetch = 100;
   // librdkafka properties applied after ours (they win), e.g. {"session.timeout.ms",
   // "10000"}. enable.auto.commit is forced off: committing early would lose messages.
   std::vector<std::pair<std::string, std::string>> properties;
@@ -59,16 +80,18 @@ struct Delivery {
   Message message;
   absl::Status error;  // kFailed: why; the message will be retried
   int attempt = 1;     // 1 the first time this message was tried, 2 on its first retry...
-  // The offset commit after kProcessed/kDuplicate. Non-OK only logs: the message will
-  // be redelivered and skipped as a duplicate.
+  // The offset commit (RabbitMQ: the basic.ack) after kProcessed/kDuplicate. Non-OK
+  // only logs: the message will be redelivered and skipped as a duplicate.
   absl::Status offset_commit;
 };
 std::string_view ResultName(Delivery::Result result);  // "processed", "duplicate", "failed"
 
 class Consumer {
  public:
-  // Subscribes to the topics (joining the group happens in PollOnce). InvalidArgument
-  // for a bad option or librdkafka property.
+  // Kafka: subscribes to the topics (joining the group happens in PollOnce).
+  // RabbitMQ: connects, declares and binds the queue and starts consuming; Unavailable
+  // when the broker cannot be reached or refuses. InvalidArgument for a bad option or
+  // librdkafka property.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(pg::Connection conn,
                                                           ConsumerOptions options, Handler handler);
   ~Consumer();  // Close()s
@@ -82,24 +105,25 @@ class Consumer {
   // Internal for a fatal consumer error.
   absl::StatusOr<std::optional<Delivery>> PollOnce(absl::Duration timeout);
 
-  // Leaves the group (a peer takes the partitions over at once). Idempotent.
+  // Leaves the group (a peer takes the partitions over at once); RabbitMQ: closes the
+  // connection (unacked messages go back to the queue). Idempotent.
   void Close();
 
   pg::Connection& connection() { return conn_; }
 
  private:
-  struct Kafka;
   Consumer(pg::Connection conn, ConsumerOptions options, Handler handler,
-           std::unique_ptr<Kafka> kafka);
-  absl::StatusOr<std::optional<Delivery>> Handle(const rd_kafka_message_s* msg);
-  // Seeks back to the message and starts the backoff before its retry.
-  std::optional<Delivery> Failed(const rd_kafka_message_s* msg, Delivery delivery,
+           std::unique_ptr<internal::Source> source);
+  absl::StatusOr<std::optional<Delivery>> Handle(const internal::Received& received);
+  // Has the message delivered again and starts the backoff before its retry.
+  std::optional<Delivery> Failed(const internal::Received& received, Delivery delivery,
                                  absl::Status error);
 
   pg::Connection conn_;
   ConsumerOptions options_;
   Handler handler_;
-  std::unique_ptr<Kafka> kafka_;
+  std::unique_ptr<internal::Source> source_;
+  bool closed_ = false;
   int failures_ = 0;  // consecutive failed attempts of the message being retried
   absl::Time resume_at_ = absl::InfinitePast();
 };

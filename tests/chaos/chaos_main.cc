@@ -5,12 +5,20 @@
 // dead-letter table, that no rolled-back event appeared anywhere, and that each
 // aggregate's events came in commit order (see checker.h for the exact rule).
 //
-//   outboxd-chaos --minutes 5 [--seed 42] [--rate 100]     (scripts/chaos wraps it)
+// With --sink rabbitmq the relays publish to a RabbitMQ node of the run's own
+// (scripts/rabbitmq), read back from one durable queue by an independent rabbitmq-c
+// consumer (amqp_reader.h), and the faults are the node's: relay kill -9,
+// close_all_connections, kill -9 and restart of the node, a memory alarm held a few
+// seconds, and the PostgreSQL crash-restart.
 //
-// Everything it runs is its own: a private PostgreSQL cluster, the mock broker as a
-// separate process, the relays as child processes. Exit 0 when the check passes, 1
-// when something was lost, a rolled-back event appeared or order broke, 2 when the
-// run could not be set up.
+//   outboxd-chaos --minutes 5 [--seed 42] [--rate 100] [--sink rabbitmq]
+//                                                           (scripts/chaos wraps it)
+//
+// Everything it runs is its own: a private PostgreSQL cluster, the mock broker (or
+// the RabbitMQ node) as a separate process, the relays as child processes. Exit 0 when the check
+// passes, 1 when something was lost, a rolled-back event appeared or order broke, 2 when the run
+// could not be set up.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,10 +31,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "chaos/amqp_reader.h"
 #include "chaos/broker.h"
 #include "chaos/checker.h"
 #include "chaos/kafka_reader.h"
 #include "chaos/load.h"
+#include "chaos/rabbit_node.h"
 #include "chaos/relays.h"
 #include "chaos/schedule.h"
 #include "pg/lsn.h"
@@ -38,12 +48,20 @@ namespace outboxd::chaos {
 namespace {
 
 constexpr int kPartitions = 4;
+// RabbitMQ: the relays' exchange and the reader's queue. The binding takes the normal
+// events' routing keys (chaos.a, chaos.b) only, so the load's invalid-topic poison
+// ("chaos bad topic!") is unroutable: returned, and dead-lettered as with Kafka.
+constexpr char kExchange[] = "chaos";
+constexpr char kQueue[] = "chaos-check";
+constexpr char kBinding[] = "chaos.*";
 
 struct Options {
   double minutes = 1;
   uint64_t seed = 0;
   double rate = 100;
   bool keep = false;
+  std::string sink = "kafka";  // or "rabbitmq"
+  bool scalar_poison_only = false;
 };
 
 void Say(const std::string& line) {
@@ -59,6 +77,12 @@ class ChaosRun {
 
  private:
   absl::Status SetUp();
+  // The broker and the reader, with the relays' flags for it.
+  absl::Status SetUpKafka(std::vector<std::string>& sink_args);
+  absl::Status SetUpRabbit(std::vector<std::string>& sink_args);
+  bool rabbit() const { return options_.sink == "rabbitmq"; }
+  // RabbitMQ's faults; a non-OK status is a problem of the run.
+  absl::Status InjectRabbit(const Fault& fault);
   void Inject(const Fault& fault);
   void ProduceErrors(const Fault& fault);
   void KillWalsender();
@@ -77,8 +101,9 @@ class ChaosRun {
   const std::string dir_;
   std::unique_ptr<test::PrivateCluster> cluster_;
   std::unique_ptr<test::TestDatabase> db_;
-  std::unique_ptr<MockBroker> broker_;
-  std::unique_ptr<KafkaReader> reader_;
+  std::unique_ptr<MockBroker> broker_;  // Kafka
+  std::unique_ptr<RabbitNode> node_;    // RabbitMQ
+  std::unique_ptr<Reader> reader_;
   std::unique_ptr<RelayPair> relays_;
   std::unique_ptr<Load> load_;
   std::map<std::string, int> faults_;  // by kind
@@ -92,19 +117,17 @@ absl::Status ChaosRun::SetUp() {
     return absl::UnavailableError(absl::StrCat("PostgreSQL did not start: ", cluster_->conninfo()));
   }
   db_ = test::TestDatabase::Create(cluster_->conninfo());
-  auto broker = MockBroker::Start(dir_, kTopics, kPartitions);
-  if (!broker.ok()) return broker.status();
-  broker_ = std::move(*broker);
+  std::vector<std::string> sink_args;
+  if (absl::Status s = rabbit() ? SetUpRabbit(sink_args) : SetUpKafka(sink_args); !s.ok()) {
+    return s;
+  }
   auto setup = test::ChildProcess::Start(
       {test::BinPath("outboxd"), "setup", "--pg", db_->conninfo(), "--slot", db_->name()});
   if (setup->Wait(absl::Seconds(60)) != 0) {
     return absl::InternalError(absl::StrCat("outboxd setup failed: ", setup->Log()));
   }
-  auto reader = KafkaReader::Start(broker_->bootstraps(), kTopics, kPartitions);
-  if (!reader.ok()) return reader.status();
-  reader_ = std::move(*reader);
   relays_ = std::make_unique<RelayPair>(RelayConfig{.conninfo = db_->conninfo(),
-                                                    .brokers = broker_->bootstraps(),
+                                                    .sink_args = std::move(sink_args),
                                                     .slot = db_->name(),
                                                     .log_dir = dir_});
   relays_->StartBoth(/*single_in_flight=*/false);
@@ -112,6 +135,47 @@ absl::Status ChaosRun::SetUp() {
     return absl::UnavailableError(absl::StrCat("no relay streams; logs in ", dir_));
   }
   return absl::OkStatus();
+}
+
+absl::Status ChaosRun::SetUpKafka(std::vector<std::string>& sink_args) {
+  auto broker = MockBroker::Start(dir_, kTopics, kPartitions);
+  if (!broker.ok()) return broker.status();
+  broker_ = std::move(*broker);
+  auto reader = KafkaReader::Start(broker_->bootstraps(), kTopics, kPartitions);
+  if (!reader.ok()) return reader.status();
+  reader_ = std::move(*reader);
+  sink_args = {"--brokers", broker_->bootstraps()};
+  return absl::OkStatus();
+}
+
+absl::Status ChaosRun::SetUpRabbit(std::vector<std::string>& sink_args) {
+  // The node runs as the rabbitmq user (when we are root) under dir_: it must get in.
+  chmod(dir_.c_str(), 0755);
+  auto node = RabbitNode::Start(dir_);
+  if (!node.ok()) return node.status();
+  node_ = std::move(*node);
+  auto reader = AmqpReader::Start(node_->url(), kExchange, kQueue, kBinding);
+  if (!reader.ok()) return reader.status();
+  reader_ = std::move(*reader);
+  sink_args = {"--sink", "rabbitmq", "--amqp-url", node_->url(), "--exchange", kExchange};
+  return absl::OkStatus();
+}
+
+absl::Status ChaosRun::InjectRabbit(const Fault& f) {
+  switch (f.kind) {
+    case FaultKind::kConnectionsClosed:
+      return node_->Ctl({"close_all_connections", "chaos"});
+    case FaultKind::kNodeRestart:
+      return node_->KillAndRestart();
+    case FaultKind::kMemoryAlarm: {
+      absl::Status status = node_->Ctl({"set_vm_memory_high_watermark", "0.00001"});
+      absl::SleepFor(f.length);
+      if (status.ok()) status = node_->Ctl({"set_vm_memory_high_watermark", "0.4"});
+      return status;
+    }
+    default:
+      return absl::InternalError(absl::StrCat(KindName(f.kind), " is not a RabbitMQ fault"));
+  }
 }
 
 void ChaosRun::Inject(const Fault& f) {
@@ -140,6 +204,11 @@ void ChaosRun::Inject(const Fault& f) {
       break;
     case FaultKind::kWalsenderKill:
       KillWalsender();
+      break;
+    case FaultKind::kConnectionsClosed:
+    case FaultKind::kNodeRestart:
+    case FaultKind::kMemoryAlarm:
+      status = InjectRabbit(f);
       break;
   }
   if (!status.ok()) Problem(absl::StrCat("broker command: ", status.message()));
@@ -215,18 +284,22 @@ bool ChaosRun::Drain(absl::Duration timeout) {
 int ChaosRun::Run() {
   Say(absl::StrCat("seed ", options_.seed, ", ", options_.minutes, " min, ", options_.rate,
                    " transactions/s; replay with: scripts/chaos --minutes ", options_.minutes,
-                   " --seed ", options_.seed));
+                   " --seed ", options_.seed, rabbit() ? " --sink rabbitmq" : "",
+                   options_.scalar_poison_only ? " --scalar-poison-only" : ""));
   if (absl::Status s = SetUp(); !s.ok()) {
     Say(absl::StrCat("cannot set up: ", s.message()));
     return 2;
   }
   const absl::Duration run = absl::Seconds(options_.minutes * 60);
-  const std::vector<Fault> schedule = MakeSchedule(options_.seed, run);
-  Say(absl::StrCat("PostgreSQL ", cluster_->dir(), ", broker ", broker_->bootstraps(),
-                   ", relay logs in ", dir_, "; ", schedule.size(), " faults scheduled"));
+  const std::vector<Fault> schedule =
+      MakeSchedule(options_.seed, run, rabbit() ? kRabbitFaultKinds : kKafkaFaultKinds);
+  Say(absl::StrCat("PostgreSQL ", cluster_->dir(), ", broker ",
+                   rabbit() ? node_->url() : broker_->bootstraps(), ", relay logs in ", dir_, "; ",
+                   schedule.size(), " faults scheduled"));
   start_ = absl::Now();
   load_ = std::make_unique<Load>(db_->conninfo(), options_.seed,
-                                 LoadOptions{.transactions_per_second = options_.rate});
+                                 LoadOptions{.transactions_per_second = options_.rate,
+                                             .invalid_topic_poison = !options_.scalar_poison_only});
   for (const Fault& f : schedule) {
     // Faults run one after another; one that overran delays the next, never overlaps.
     absl::SleepFor(start_ + f.at - absl::Now());
@@ -270,9 +343,9 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
                    " transactions, ", load.rollbacks, " rolled back, ", load.failed_transactions,
                    " cut by faults)"));
   Say(absl::StrCat("faults ", total, ": ", absl::StrJoin(kinds, ", ")));
-  Say(absl::StrCat("kafka ", v.messages, " messages, ", v.published, " events published; ",
-                   "dead-lettered ", v.dead_lettered, " (poison events: ", load.poison_scalar,
-                   " scalar payload, ", load.poison_topic, " invalid topic)"));
+  Say(absl::StrCat(options_.sink, " ", v.messages, " messages, ", v.published,
+                   " events published; ", "dead-lettered ", v.dead_lettered, " (poison events: ",
+                   load.poison_scalar, " scalar payload, ", load.poison_topic, " invalid topic)"));
   Say(absl::StrCat("lost ", v.lost, ", duplicates ", v.duplicates, " (", v.in_both,
                    " both published and dead-lettered), rolled-back seen ", v.rolled_back_seen,
                    ", never-written seen ", v.unknown, ", poison published ", v.poison_published,
@@ -308,6 +381,10 @@ int main(int argc, char** argv) {
   app.add_option("--rate", options.rate, "load, in transactions per second")
       ->check(CLI::Range(1.0, 5000.0));
   app.add_flag("--keep", options.keep, "keep the relay logs even when the run passes");
+  app.add_option("--sink", options.sink, "the relays' broker: kafka (the mock cluster) or rabbitmq")
+      ->check(CLI::IsMember({"kafka", "rabbitmq"}));
+  app.add_flag("--scalar-poison-only", options.scalar_poison_only,
+               "poison events are JSON scalars only, never an invalid topic / unroutable key");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

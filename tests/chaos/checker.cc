@@ -119,12 +119,12 @@ Verdict Check(const CheckInput& input) {
       replay.Example(
           absl::StrCat("event ", d->id, " published with lsn ", it->second, " and ", d->lsn));
     }
-    replay.Consume(d->id, d->aggregate, d->lsn, "Kafka");
+    replay.Consume(d->id, d->aggregate, d->lsn, "the broker");
   }
   for (const std::string& id : input.poison) {
     if (lsn_of.contains(id)) {
       ++v.poison_published;
-      replay.Example(absl::StrCat("poison event ", id, " was published to Kafka"));
+      replay.Example(absl::StrCat("poison event ", id, " was published to the broker"));
     }
   }
   for (const DeadLetterRow& l : input.dead_letters) {
@@ -141,7 +141,7 @@ Verdict Check(const CheckInput& input) {
     if (replay.Kept(row.id)) continue;
     ++v.lost;
     replay.Example(absl::StrCat("lost: event ", row.id, " (seq ", row.seq, ", aggregate ",
-                                row.aggregate, ") is in neither Kafka nor the dead letters"));
+                                row.aggregate, ") is in neither the broker nor the dead letters"));
   }
   return v;
 }

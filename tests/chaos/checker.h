@@ -1,8 +1,10 @@
 // The verdict of a chaos run, from three independent sources: the outbox table (what
-// committed), the dead-letter table, and what the KafkaReader read from the broker.
+// committed), the dead-letter table, and what the Reader (reader.h) read from the
+// broker, Kafka or RabbitMQ.
 //
 // Order, precisely: replay the run as a consumer that drops repeated ids would, first
-// every Kafka message in offset order (an aggregate lives in one partition), then the
+// every message in the order read (Kafka: per partition in offset order, an aggregate
+// lives in one partition; RabbitMQ: the one queue as consumed), then the
 // dead-letter table in its arrival order (as `outboxd dead-letter replay` would
 // publish it). For each aggregate, the events that consumer keeps (first occurrences)
 // must come in commit order: by commit LSN (the `lsn` header / the dead letter's lsn),
@@ -20,7 +22,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "chaos/kafka_reader.h"
+#include "chaos/reader.h"
 #include "pg/connection.h"
 
 namespace outboxd::chaos {

@@ -22,39 +22,30 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chaos/reader.h"
 
 struct rd_kafka_s;
 
 namespace outboxd::chaos {
 
-// One message as read. `partition` numbers the topic-partitions 0.. topic-major;
-// within one, messages arrive in offset order.
-struct Delivery {
-  int32_t partition = 0;
-  int64_t offset = 0;
-  std::string id;         // the `id` header
-  std::string aggregate;  // the key
-  std::string lsn;        // the `lsn` header (commit LSN "X/Y")
-};
-
-class KafkaReader {
+class KafkaReader final : public Reader {
  public:
   static absl::StatusOr<std::unique_ptr<KafkaReader>> Start(const std::string& bootstraps,
                                                             const std::vector<std::string>& topics,
                                                             int partitions);
-  ~KafkaReader();
+  ~KafkaReader() override;
 
-  bool Seen(const std::string& id) const;
-  size_t Count() const;
+  bool Seen(const std::string& id) const override;
+  size_t Count() const override;
   // Offsets the broker dropped before the reader got to them (its retention); non-
   // zero means the run cannot be checked.
-  int64_t Skipped() const;
+  int64_t Skipped() const override;
   // Messages that lacked an id or lsn header: never written by outboxd.
-  int64_t Malformed() const;
+  int64_t Malformed() const override;
   // True once the reader has read every partition up to its high watermark (as the
   // broker reports it now); false if `timeout` passed first.
-  bool WaitCaughtUp(absl::Duration timeout) const;
-  std::vector<Delivery> StopAndTake();
+  bool WaitCaughtUp(absl::Duration timeout) const override;
+  std::vector<Delivery> StopAndTake() override;
 
  private:
   KafkaReader(rd_kafka_s* consumer, std::vector<std::string> topics, int partitions);

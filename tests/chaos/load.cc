@@ -158,7 +158,7 @@ absl::Status Load::Poison(pg::Connection& conn, int k) {
   OUTBOXD_RETURN_IF_ERROR(conn.Exec(absl::StrCat(kInsert, Row(aggregate, type, Payload(k, 0)), ", ",
                                                  Row(aggregate, type, Payload(k, 1))))
                               .status());
-  const bool scalar = k % 2 == 0;
+  const bool scalar = k % 2 == 0 || !options_.invalid_topic_poison;
   const std::string poison =
       scalar ? Row(aggregate, type, "42") : Row(aggregate, "chaos bad topic!", Payload(k, 2));
   OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());

@@ -42,6 +42,9 @@ struct LoadOptions {
   int aggregates = 40;
   absl::Duration poison_every = absl::Seconds(12);
   int max_poison = 40;
+  // Every other poison event has an invalid topic (Kafka) / an unroutable routing key
+  // (RabbitMQ); off, all are scalar payloads.
+  bool invalid_topic_poison = true;
 };
 
 struct LoadCounts {

@@ -43,12 +43,11 @@ void RelayPair::StartLocked(Instance& in) {
                                    "run",
                                    "--pg",
                                    absl::StrCat(config_.conninfo, " application_name=", in.name),
-                                   "--brokers",
-                                   config_.brokers,
                                    "--slot",
                                    config_.slot,
                                    "--metrics",
                                    "127.0.0.1:0"};
+  argv.insert(argv.end(), config_.sink_args.begin(), config_.sink_args.end());
   if (single_in_flight_) {
     argv.insert(argv.end(), {"--kafka", "max.in.flight.requests.per.connection=1"});
   }

@@ -3,9 +3,8 @@
 // chaos driver kills them (kill -9), and restarts both to change their Kafka settings
 // (one produce request in flight while produce errors are injected).
 //
-//   RelayPair relays({.conninfo = db, .brokers = b, .slot = "outboxd", .log_dir = dir});
-//   relays.StartBoth(/*single_in_flight=*/false);
-//   relays.KillActive();
+//   RelayPair relays({.conninfo = db, .sink_args = {"--brokers", b}, .slot = "outboxd", .log_dir =
+//   dir}); relays.StartBoth(/*single_in_flight=*/false); relays.KillActive();
 #ifndef OUTBOXD_TESTS_CHAOS_RELAYS_H_
 #define OUTBOXD_TESTS_CHAOS_RELAYS_H_
 
@@ -25,7 +24,8 @@ namespace outboxd::chaos {
 
 struct RelayConfig {
   std::string conninfo;  // the database
-  std::string brokers;
+  // The sink's flags: {"--brokers", B} or {"--sink", "rabbitmq", "--amqp-url", U, ...}.
+  std::vector<std::string> sink_args;
   std::string slot;
   std::string log_dir;  // relay-a.log, relay-b.log: every instance's output, appended
 };

@@ -45,7 +45,13 @@ absl::Duration Fill(std::mt19937_64& rng, Fault& f) {
     case FaultKind::kPostgresRestart:
       return absl::Seconds(3);
     case FaultKind::kWalsenderKill:
+    case FaultKind::kConnectionsClosed:
       return absl::Seconds(1);
+    case FaultKind::kNodeRestart:
+      return absl::Seconds(10);  // a boot takes 5-15 s
+    case FaultKind::kMemoryAlarm:
+      f.length = Uniform(rng, absl::Seconds(2), absl::Seconds(6));
+      return f.length + absl::Seconds(2);  // two rabbitmqctl calls
   }
   return absl::Seconds(1);
 }
@@ -66,6 +72,12 @@ std::string KindName(FaultKind kind) {
       return "postgres-restart";
     case FaultKind::kWalsenderKill:
       return "walsender-kill";
+    case FaultKind::kConnectionsClosed:
+      return "connections-closed";
+    case FaultKind::kNodeRestart:
+      return "node-kill-restart";
+    case FaultKind::kMemoryAlarm:
+      return "memory-alarm";
   }
   return "?";
 }
@@ -76,6 +88,7 @@ std::string Describe(const Fault& f) {
     case FaultKind::kRelayKill:
       return absl::StrCat(KindName(f.kind), f.kill_standby ? " (standby)" : " (active)");
     case FaultKind::kBrokersDown:
+    case FaultKind::kMemoryAlarm:
       return absl::StrCat(KindName(f.kind), " for ", length);
     case FaultKind::kSlowBroker:
       return absl::StrCat(KindName(f.kind), " rtt ", f.rtt_ms, " ms for ", length);
@@ -87,14 +100,15 @@ std::string Describe(const Fault& f) {
   }
 }
 
-std::vector<Fault> MakeSchedule(uint64_t seed, absl::Duration run, absl::Duration warmup) {
+std::vector<Fault> MakeSchedule(uint64_t seed, absl::Duration run,
+                                const std::vector<FaultKind>& kinds, absl::Duration warmup) {
   std::mt19937_64 rng(seed);
   std::vector<Fault> faults;
   std::vector<FaultKind> deck;
   absl::Duration at = warmup;
   while (true) {
     if (deck.empty()) {
-      deck.assign(kAllFaultKinds.begin(), kAllFaultKinds.end());
+      deck = kinds;
       std::shuffle(deck.begin(), deck.end(), rng);
     }
     Fault f{.at = at, .kind = deck.back()};

@@ -6,7 +6,6 @@
 #ifndef OUTBOXD_TESTS_CHAOS_SCHEDULE_H_
 #define OUTBOXD_TESTS_CHAOS_SCHEDULE_H_
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,10 +21,19 @@ enum class FaultKind {
   kProduceErrors,    // retriable produce errors (relays switched to one request in flight)
   kPostgresRestart,  // pg_ctl restart -m immediate: a crash and recovery
   kWalsenderKill,    // pg_terminate_backend of the slot's walsender
+  // RabbitMQ (--sink rabbitmq):
+  kConnectionsClosed,  // rabbitmqctl close_all_connections: relays and reader reconnect
+  kNodeRestart,        // kill -9 of the node, then a start on the same data
+  kMemoryAlarm,        // vm_memory_high_watermark near 0 for a while: publishers blocked
 };
-inline constexpr std::array<FaultKind, 6> kAllFaultKinds = {
+// The faults of a run against the mock Kafka cluster.
+inline const std::vector<FaultKind> kKafkaFaultKinds = {
     FaultKind::kRelayKill,     FaultKind::kBrokersDown,     FaultKind::kSlowBroker,
     FaultKind::kProduceErrors, FaultKind::kPostgresRestart, FaultKind::kWalsenderKill};
+// The faults of a run against a RabbitMQ node.
+inline const std::vector<FaultKind> kRabbitFaultKinds = {
+    FaultKind::kRelayKill, FaultKind::kConnectionsClosed, FaultKind::kNodeRestart,
+    FaultKind::kMemoryAlarm, FaultKind::kPostgresRestart};
 
 struct Fault {
   absl::Duration at;  // from the start of the load
@@ -43,9 +51,10 @@ std::string KindName(FaultKind kind);
 std::string Describe(const Fault& fault);
 
 // Faults one after another from `warmup` until `run` ends. Kinds are dealt from a
-// shuffled deck of all six, so every kind occurs once in each six faults (a one-
-// minute run sees each of them).
+// shuffled deck of `kinds`, so every kind occurs once in each len(kinds) faults (a
+// one-minute run sees each of them).
 std::vector<Fault> MakeSchedule(uint64_t seed, absl::Duration run,
+                                const std::vector<FaultKind>& kinds = kKafkaFaultKinds,
                                 absl::Duration warmup = absl::Seconds(3));
 
 }  // namespace outboxd::chaos

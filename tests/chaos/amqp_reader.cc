@@ -1,0 +1,214 @@
+#include "chaos/amqp_reader.h"
+
+#include <amqp.h>
+#include <amqp_framing.h>
+#include <amqp_tcp_socket.h>
+#include <sys/time.h>
+
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+
+namespace outboxd::chaos {
+namespace {
+
+constexpr amqp_channel_t kChannel = 1;
+// Enough in flight to keep up with the relays; small enough that a cut connection
+// redelivers little.
+constexpr uint16_t kPrefetch = 500;
+
+using ConnPtr = std::unique_ptr<amqp_connection_state_t_, int (*)(amqp_connection_state_t)>;
+
+absl::string_view View(amqp_bytes_t b) {
+  return absl::string_view(static_cast<const char*>(b.bytes), b.len);
+}
+
+absl::Status Check(const amqp_rpc_reply_t& reply, absl::string_view what) {
+  if (reply.reply_type == AMQP_RESPONSE_NORMAL) return absl::OkStatus();
+  if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": ", amqp_error_string2(reply.library_error)));
+  }
+  return absl::UnavailableError(
+      absl::StrCat(what, ": refused by the broker (method ", reply.reply.id, ")"));
+}
+
+// A connection with channel 1 open. Heartbeats every 10 s: rabbitmq-c answers them
+// inside amqp_consume_message, which the reader calls every 100 ms.
+absl::StatusOr<ConnPtr> Connect(const std::string& url) {
+  std::string buffer = url;
+  amqp_connection_info info;
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK) {
+    return absl::InvalidArgumentError(absl::StrCat("not an AMQP URL: ", url));
+  }
+  ConnPtr conn(amqp_new_connection(), &amqp_destroy_connection);
+  amqp_socket_t* socket = amqp_tcp_socket_new(conn.get());
+  if (socket == nullptr) return absl::InternalError("amqp_tcp_socket_new failed");
+  timeval timeout{.tv_sec = 2, .tv_usec = 0};
+  if (int rc = amqp_socket_open_noblock(socket, info.host, info.port, &timeout); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("connect: ", amqp_error_string2(rc)));
+  }
+  amqp_set_rpc_timeout(conn.get(), &timeout);
+  const char* vhost = *info.vhost == '\0' ? "/" : info.vhost;
+  absl::Status s = Check(amqp_login(conn.get(), vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 10,
+                                    AMQP_SASL_METHOD_PLAIN, info.user, info.password),
+                         "login");
+  if (!s.ok()) return s;
+  amqp_channel_open(conn.get(), kChannel);
+  s = Check(amqp_get_rpc_reply(conn.get()), "channel.open");
+  if (!s.ok()) return s;
+  return conn;
+}
+
+void Close(ConnPtr& conn) {
+  amqp_channel_close(conn.get(), kChannel, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(conn.get(), AMQP_REPLY_SUCCESS);
+}
+
+// A string-valued header as the relay writes it (longstr), or "".
+std::string Header(const amqp_basic_properties_t& p, absl::string_view name) {
+  if ((p._flags & AMQP_BASIC_HEADERS_FLAG) == 0) return "";
+  for (int i = 0; i < p.headers.num_entries; ++i) {
+    const amqp_table_entry_t& e = p.headers.entries[i];
+    if (View(e.key) == name &&
+        (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES)) {
+      return std::string(View(e.value.value.bytes));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AmqpReader>> AmqpReader::Start(const std::string& url,
+                                                              const std::string& exchange,
+                                                              const std::string& queue,
+                                                              const std::string& binding_key) {
+  absl::StatusOr<ConnPtr> conn = Connect(url);
+  if (!conn.ok()) return conn.status();
+  amqp_connection_state_t c = conn->get();
+  amqp_exchange_declare(c, kChannel, amqp_cstring_bytes(exchange.c_str()),
+                        amqp_cstring_bytes("topic"), /*passive=*/0, /*durable=*/1,
+                        /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
+  absl::Status s = Check(amqp_get_rpc_reply(c), "exchange.declare");
+  if (s.ok()) {
+    amqp_queue_declare(c, kChannel, amqp_cstring_bytes(queue.c_str()), /*passive=*/0,
+                       /*durable=*/1, /*exclusive=*/0, /*auto_delete=*/0, amqp_empty_table);
+    s = Check(amqp_get_rpc_reply(c), "queue.declare");
+  }
+  if (s.ok()) {
+    amqp_queue_bind(c, kChannel, amqp_cstring_bytes(queue.c_str()),
+                    amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes(binding_key.c_str()),
+                    amqp_empty_table);
+    s = Check(amqp_get_rpc_reply(c), "queue.bind");
+  }
+  if (!s.ok()) return s;
+  Close(*conn);
+  std::unique_ptr<AmqpReader> reader(new AmqpReader(url, queue));
+  reader->thread_ = std::thread([r = reader.get()] { r->Run(); });
+  return reader;
+}
+
+AmqpReader::~AmqpReader() { StopAndTake(); }
+
+std::vector<Delivery> AmqpReader::StopAndTake() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  return std::move(deliveries_);
+}
+
+bool AmqpReader::Seen(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  return seen_.contains(id);
+}
+
+size_t AmqpReader::Count() const {
+  std::lock_guard lock(mu_);
+  return deliveries_.size();
+}
+
+int64_t AmqpReader::Malformed() const {
+  std::lock_guard lock(mu_);
+  return malformed_;
+}
+
+bool AmqpReader::WaitCaughtUp(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  int64_t quiet_at_count = -1;  // Count() when the queue was last seen empty
+  while (absl::Now() < deadline) {
+    absl::SleepFor(absl::Seconds(1));
+    absl::StatusOr<ConnPtr> conn = Connect(url_);
+    if (!conn.ok()) continue;
+    amqp_queue_declare_ok_t* ok =
+        amqp_queue_declare(conn->get(), kChannel, amqp_cstring_bytes(queue_.c_str()),
+                           /*passive=*/1, 0, 0, 0, amqp_empty_table);
+    const bool empty = ok != nullptr && ok->message_count == 0;
+    Close(*conn);
+    const int64_t count = static_cast<int64_t>(Count());
+    if (empty && count == quiet_at_count) return true;
+    quiet_at_count = empty ? count : -1;
+  }
+  return false;
+}
+
+void AmqpReader::Run() {
+  while (!stop_) {
+    absl::Status s = ConsumeOnce();
+    if (stop_) break;
+    // The node is restarting or closed us: come back soon, as a consumer would.
+    ++reconnects_;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+absl::Status AmqpReader::ConsumeOnce() {
+  absl::StatusOr<ConnPtr> conn = Connect(url_);
+  if (!conn.ok()) return conn.status();
+  amqp_connection_state_t c = conn->get();
+  amqp_basic_qos(c, kChannel, 0, kPrefetch, 0);
+  if (absl::Status s = Check(amqp_get_rpc_reply(c), "basic.qos"); !s.ok()) return s;
+  amqp_basic_consume(c, kChannel, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes,
+                     /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
+  if (absl::Status s = Check(amqp_get_rpc_reply(c), "basic.consume"); !s.ok()) return s;
+  while (!stop_) {
+    amqp_maybe_release_buffers(c);
+    amqp_envelope_t envelope;
+    timeval timeout{.tv_sec = 0, .tv_usec = 100'000};
+    amqp_rpc_reply_t reply = amqp_consume_message(c, &envelope, &timeout, 0);
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        reply.library_error == AMQP_STATUS_TIMEOUT) {
+      continue;
+    }
+    // Anything else (a closed socket, connection.close, channel.close) ends this
+    // connection; the unacked messages go back to the queue, in their place.
+    if (absl::Status s = Check(reply, "consume"); !s.ok()) return s;
+    const amqp_basic_properties_t& p = envelope.message.properties;
+    Delivery d{.partition = 0,
+               .id = (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? std::string(View(p.message_id)) : "",
+               .aggregate = Header(p, "aggregate_id"),
+               .lsn = Header(p, "lsn")};
+    const uint64_t tag = envelope.delivery_tag;
+    amqp_destroy_envelope(&envelope);
+    {
+      std::lock_guard lock(mu_);
+      d.offset = static_cast<int64_t>(deliveries_.size());
+      if (d.id.empty() || d.lsn.empty()) ++malformed_;
+      seen_.insert(d.id);
+      deliveries_.push_back(std::move(d));
+    }
+    // Acked only once recorded: a cut before this line redelivers it (a duplicate).
+    if (amqp_basic_ack(c, kChannel, tag, /*multiple=*/0) != AMQP_STATUS_OK) {
+      return absl::UnavailableError("basic.ack failed");
+    }
+  }
+  Close(*conn);
+  return absl::OkStatus();
+}
+
+}  // namespace outboxd::chaos

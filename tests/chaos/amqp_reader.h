@@ -1,0 +1,70 @@
+// The independent consumer of a chaos run on RabbitMQ: one durable queue bound to the
+// relays' exchange, consumed with manual acks by a plain rabbitmq-c client of its own
+// (it shares no code with the relay's publisher). A message is acked only after it
+// was recorded, so a connection the faults cut (close_all_connections, a node
+// killed) loses nothing: what was in flight comes again and counts as a duplicate.
+// One queue holds every aggregate, so the order it is read in is the order checked.
+//
+//   auto reader = AmqpReader::Start(url, "chaos", "chaos-check", "chaos.*");
+//   ... run ...
+//   bool delivered = (*reader)->Seen(marker_id);
+//   std::vector<Delivery> all = (*reader)->StopAndTake();
+#ifndef OUTBOXD_TESTS_CHAOS_AMQP_READER_H_
+#define OUTBOXD_TESTS_CHAOS_AMQP_READER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "chaos/reader.h"
+
+namespace outboxd::chaos {
+
+class AmqpReader final : public Reader {
+ public:
+  // Declares the durable topic exchange (as the relay would), a durable queue and the
+  // binding, then starts consuming.
+  static absl::StatusOr<std::unique_ptr<AmqpReader>> Start(const std::string& url,
+                                                           const std::string& exchange,
+                                                           const std::string& queue,
+                                                           const std::string& binding_key);
+  ~AmqpReader() override;
+
+  bool Seen(const std::string& id) const override;
+  size_t Count() const override;
+  int64_t Skipped() const override { return 0; }  // a queue drops nothing it confirmed
+  int64_t Malformed() const override;
+  // True once the queue has no ready message twice in a row a second apart, with
+  // nothing read in between.
+  bool WaitCaughtUp(absl::Duration timeout) const override;
+  std::vector<Delivery> StopAndTake() override;
+
+  int64_t reconnects() const { return reconnects_; }
+
+ private:
+  AmqpReader(std::string url, std::string queue) : url_(std::move(url)), queue_(std::move(queue)) {}
+  void Run();
+  // One connection's life: consume until it fails or stop_.
+  absl::Status ConsumeOnce();
+
+  const std::string url_;
+  const std::string queue_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> reconnects_{0};
+  mutable std::mutex mu_;
+  std::vector<Delivery> deliveries_;       // guarded by mu_
+  absl::flat_hash_set<std::string> seen_;  // guarded by mu_
+  int64_t malformed_ = 0;                  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace outboxd::chaos
+
+#endif  // OUTBOXD_TESTS_CHAOS_AMQP_READER_H_
