@@ -98,16 +98,11 @@ struct DeadLetterCommand {
     if (absl::Status s = CheckBrokersGiven(sink_flags, kafka_options); !s.ok())
       return Fail(s, Phase::kStarting);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
-    absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
-        kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
-    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), Phase::kStarting);
-    kafka_options.on_log = LogKafka;
-    replay.make_sink = kafka::Publisher::Factory(kafka_options);
-    if (!sink_flags.kafka()) {
-      absl::StatusOr<sink::SinkFactory> amqp = AmqpSinkFactory(sink_flags);
-      if (!amqp.ok()) return Fail(amqp.status(), Phase::kStarting);
-      replay.make_sink = *std::move(amqp);
-    }
+    bool unsafe_kafka = false;
+    absl::StatusOr<sink::SinkFactory> make_sink =
+        RetryingSinkFactory(sink_flags, kafka_options, allow_unsafe_kafka, &unsafe_kafka);
+    if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);
+    replay.make_sink = *std::move(make_sink);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), Phase::kRunning);
     for (const std::string& failure : report->failures)

@@ -72,16 +72,11 @@ struct PollCommand {
       if (!s.ok()) return Fail(s, Phase::kStarting);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
-    absl::StatusOr<bool> unsafe_kafka = CheckKafkaDurability(
-        kafka_options, kafka::MessageTimeout::kMayBeFinite, allow_unsafe_kafka);
-    if (!unsafe_kafka.ok()) return Fail(unsafe_kafka.status(), Phase::kStarting);
-    kafka_options.on_log = LogKafka;
-    options.make_sink = kafka::Publisher::Factory(kafka_options);
-    if (!sink_flags.kafka()) {
-      absl::StatusOr<sink::SinkFactory> amqp = AmqpSinkFactory(sink_flags);
-      if (!amqp.ok()) return Fail(amqp.status(), Phase::kStarting);
-      options.make_sink = *std::move(amqp);
-    }
+    bool unsafe_kafka = false;
+    absl::StatusOr<sink::SinkFactory> make_sink =
+        RetryingSinkFactory(sink_flags, kafka_options, allow_unsafe_kafka, &unsafe_kafka);
+    if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);
+    options.make_sink = *std::move(make_sink);
     options.interval = interval.value;
     options.publish_timeout = publish_timeout.value;
     if (install_notify_trigger) {
@@ -91,7 +86,7 @@ struct PollCommand {
     StopSignal stop;
     StopOnSignals signals(&stop);
     poll::PollStats stats;
-    stats.metrics.SetUnsafeKafkaConfig(*unsafe_kafka);
+    stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
     observe::HttpServer http;
     if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, Phase::kStarting);
 

@@ -117,4 +117,16 @@ std::string SinkDescription(const SinkFlags& flags, const kafka::PublisherOption
   return absl::StrCat("RabbitMQ ", flags.redacted_url, " exchange ", flags.exchange);
 }
 
+absl::StatusOr<sink::SinkFactory> RetryingSinkFactory(SinkFlags& flags,
+                                                      kafka::PublisherOptions& kafka,
+                                                      bool allow_unsafe_kafka, bool* unsafe_kafka) {
+  *unsafe_kafka = false;
+  if (!flags.kafka()) return AmqpSinkFactory(flags);
+  OUTBOXD_ASSIGN_OR_RETURN(*unsafe_kafka,
+                           CheckKafkaDurability(kafka, kafka::MessageTimeout::kMayBeFinite,
+                                                allow_unsafe_kafka));
+  kafka.on_log = LogKafka;
+  return kafka::Publisher::Factory(kafka);
+}
+
 }  // namespace outboxd::cli

@@ -54,6 +54,16 @@ absl::Status CheckBrokersGiven(const SinkFlags& flags, const kafka::PublisherOpt
 // but not connected to. InvalidArgument naming the flag and the fix otherwise.
 absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(SinkFlags& flags);
 
+// The sink of a command whose failed attempts leave the row to be tried again (poll,
+// dead-letter replay), so a finite Kafka message timeout is safe: RabbitMQ's
+// (AmqpSinkFactory), or Kafka's once CheckKafkaDurability passed `kafka` (its on_log set
+// here). `unsafe_kafka`: whether an allowed unsafe Kafka setting is in force.
+//   OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
+//       RetryingSinkFactory(sink, kafka_options, allow_unsafe_kafka, &unsafe_kafka));
+absl::StatusOr<sink::SinkFactory> RetryingSinkFactory(SinkFlags& flags,
+                                                      kafka::PublisherOptions& kafka,
+                                                      bool allow_unsafe_kafka, bool* unsafe_kafka);
+
 // For the start line (after AmqpSinkFactory), never with a password: "Kafka brokers k1:9092" or
 // "RabbitMQ amqp://127.0.0.1:5672/ exchange outboxd".
 std::string SinkDescription(const SinkFlags& flags, const kafka::PublisherOptions& kafka);

@@ -21,6 +21,7 @@
 #include "support/amqp_fixture.h"
 #include "support/child_process.h"
 #include "support/metrics_text.h"
+#include "support/outbox_load.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::test {
@@ -29,53 +30,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr char kType[] = "pedido.confirmado";
-
-// Inserts outbox rows from its own thread until stopped: one to four rows per
-// transaction, aggregates agg-0 .. agg-12.
-class Load {
- public:
-  explicit Load(std::string conninfo) : conninfo_(std::move(conninfo)) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Load() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int transactions() const { return transactions_; }
-
- private:
-  void Run() {
-    std::optional<pg::Connection> conn;
-    for (int i = 0; !stop_; ++i) {
-      if (!conn) {
-        auto c = pg::Connection::Open(conninfo_);
-        if (!c.ok()) {
-          absl::SleepFor(absl::Milliseconds(100));
-          continue;
-        }
-        conn.emplace(std::move(*c));
-      }
-      int rows = i % 5 == 0 ? 4 : 1;
-      std::string sql = "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ";
-      for (int r = 0; r < rows; ++r) {
-        absl::StrAppend(&sql, r ? "," : "", "('agg-", (i + r) % 13, "', '", kType,
-                        "', '{\"i\": ", i, ", \"r\": ", r, "}')");
-      }
-      if (conn->Exec(sql).ok()) {
-        ++transactions_;
-      } else {
-        conn.reset();
-      }
-      absl::SleepFor(absl::Milliseconds(3));
-    }
-  }
-
-  std::string conninfo_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> transactions_{0};
-  std::thread thread_;
-};
 
 // A database with `outboxd setup` done, a queue bound to the relay's exchange, and the
 // messages taken from it so far.

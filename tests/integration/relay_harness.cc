@@ -163,47 +163,6 @@ bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
   return false;
 }
 
-Load::Load(std::string conninfo) : conninfo_(std::move(conninfo)) {
-  thread_ = std::thread([this] { Run(); });
-}
-
-void Load::Stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-}
-
-bool Load::WaitForMore(int n, absl::Duration timeout) {
-  const int target = transactions_ + n;
-  return WaitUntil(
-      timeout, [&] { return transactions_ >= target; }, absl::Milliseconds(10));
-}
-
-void Load::Run() {
-  std::optional<pg::Connection> conn;
-  for (int i = 0; !stop_; ++i) {
-    if (!conn) {
-      auto c = pg::Connection::Open(conninfo_);
-      if (!c.ok()) {
-        absl::SleepFor(absl::Milliseconds(100));
-        continue;
-      }
-      conn.emplace(std::move(*c));
-    }
-    int rows = i % 5 == 0 ? 4 : 1;
-    std::string sql = "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ";
-    for (int r = 0; r < rows; ++r) {
-      absl::StrAppend(&sql, r ? "," : "", "('agg-", (i + r) % 13,
-                      "', 'pedido.confirmado', '{\"i\": ", i, ", \"r\": ", r, "}')");
-    }
-    if (conn->Exec(sql).ok()) {
-      ++transactions_;
-    } else {
-      conn.reset();
-    }
-    absl::SleepFor(absl::Milliseconds(3));
-  }
-}
-
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {
   std::vector<OutboxRow> rows = h.OutboxRows();
   std::map<std::string, int64_t> seq_of;

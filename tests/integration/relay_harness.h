@@ -15,6 +15,7 @@
 #include "pg/lsn.h"
 #include "support/child_process.h"
 #include "support/kafka_collector.h"
+#include "support/outbox_load.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::test {
@@ -82,30 +83,6 @@ class RelayHarness {
   std::unique_ptr<kafka::MockCluster> cluster_;
   std::unique_ptr<KafkaCollector> collector_;
   std::unique_ptr<ChildProcess> relay_;
-};
-
-// Inserts outbox rows (single and multi-row transactions, 13 aggregates) on its own
-// connection until stopped, reconnecting when the server goes away. What counts as
-// committed is what the table holds afterwards: a COMMIT cut by a crash may or may not
-// have happened.
-//   Load load(h.db().conninfo());  ...fault...;  load.Stop();
-class Load {
- public:
-  explicit Load(std::string conninfo);
-  ~Load() { Stop(); }
-  void Stop();
-  int transactions() const { return transactions_; }
-  // Waits until `n` more transactions have committed: the load has run on through
-  // whatever the test just did (a kill, a crash, a restart).
-  bool WaitForMore(int n, absl::Duration timeout = absl::Seconds(60));
-
- private:
-  void Run();
-
-  std::string conninfo_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> transactions_{0};
-  std::thread thread_;
 };
 
 // Every row of the outbox (topic pedido.confirmado) reaches the collector within
