@@ -189,7 +189,8 @@ Metrics::Totals Metrics::ReadTotals() const {
   // Collect() locks inside prometheus-cpp: safe against the relay thread's updates,
   // unlike published_by_topic_, which only that thread may touch.
   Totals totals;
-  for (const prometheus::MetricFamily& family : families_->published->Collect()) {  // none before the first ack
+  // No family at all before the first acknowledgement.
+  for (const prometheus::MetricFamily& family : families_->published->Collect()) {
     for (const prometheus::ClientMetric& m : family.metric) totals.published += m.counter.value;
   }
   const prometheus::ClientMetric latency = families_->latency->Collect();

@@ -88,8 +88,8 @@ class Metrics {
   RelayMode mode() const { return mode_; }
   // The counters a rate is computed from, read together (the status page's history).
   struct Totals {
-    double published = 0;      // outboxd_events_published_total, every topic
-    double latency_sum = 0;    // outboxd_commit_to_ack_seconds_sum
+    double published = 0;        // outboxd_events_published_total, every topic
+    double latency_sum = 0;      // outboxd_commit_to_ack_seconds_sum
     uint64_t latency_count = 0;  // outboxd_commit_to_ack_seconds_count
   };
   Totals ReadTotals() const;

@@ -22,8 +22,8 @@ void StatusHistory::Sample(absl::Time now) {
 
 std::string StatusHistory::Json() const {
   absl::MutexLock lock(&mu_);
-  std::string out = absl::StrCat("{\"interval_s\":", absl::ToDoubleSeconds(interval_),
-                                 ",\"samples\":[");
+  std::string out =
+      absl::StrCat("{\"interval_s\":", absl::ToDoubleSeconds(interval_), ",\"samples\":[");
   for (size_t i = 0; i < samples_.size(); ++i) {
     const Entry& e = samples_[i];
     // %.17g keeps a double exact, and JSON has no NaN to worry about here: sums of

@@ -20,7 +20,8 @@ constexpr char kPage[] = R"html(<!DOCTYPE html>
 body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}
 header{background:#1d2330;color:#fff;padding:12px 20px;display:flex;gap:24px;align-items:baseline}
 header h1{font-size:18px;margin:0}
-main{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px;padding:16px 20px}
+main{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px;
+padding:16px 20px}
 section{background:#fff;border-radius:6px;padding:12px 16px;box-shadow:0 1px 2px #0002}
 h2{font-size:13px;text-transform:uppercase;letter-spacing:.05em;color:#667;margin:0 0 8px}
 .big{font-size:26px;font-weight:600}
@@ -42,10 +43,12 @@ code{background:#eef0f3;padding:1px 4px;border-radius:3px}
 <div>events in flight: <span id="in-flight">-</span></div></section>
 <section id="throughput"><h2>Events per second</h2><div><span class="big" id="rate">-</span>
  /s now, <span id="published">-</span> published since start</div>
-<svg viewBox="0 0 300 60" preserveAspectRatio="none"><polyline id="rate-chart" points=""/></svg></section>
+<svg viewBox="0 0 300 60" preserveAspectRatio="none">
+<polyline id="rate-chart" points=""/></svg></section>
 <section id="latency-panel"><h2>Commit &rarr; ack latency</h2>
 <div><span class="big" id="latency">-</span> ms mean over the last <span id="window">-</span></div>
-<svg viewBox="0 0 300 60" preserveAspectRatio="none"><polyline id="latency-chart" points=""/></svg></section>
+<svg viewBox="0 0 300 60" preserveAspectRatio="none">
+<polyline id="latency-chart" points=""/></svg></section>
 <section id="dead-letter-panel"><h2>Dead letters</h2><div class="big" id="dead-letters">-</div>
 <div id="dead-letter-help">Reasons: <code>outboxd dead-letter list --pg CONNINFO</code>
  (the table's error column); after a fix, <code>outboxd dead-letter replay</code>.</div></section>
@@ -147,7 +150,8 @@ async function refresh() {
     set('in-flight', String(m.get('outboxd_events_in_flight')));
     set('published', String(total(m, 'outboxd_events_published_total')));
     const dead = m.get('outboxd_events_dead_lettered_total');
-    set('dead-letters', dead === undefined ? 'none in poll mode' : String(dead), dead ? 'bad' : 'ok');
+    set('dead-letters', dead === undefined ? 'none in poll mode' : String(dead),
+        dead ? 'bad' : 'ok');
     set('updated', 'updated ' + new Date().toLocaleTimeString());
   } catch (e) {
     set('state', 'relay unreachable', 'bad');

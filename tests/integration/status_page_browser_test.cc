@@ -5,6 +5,8 @@
 // published, dead letters. The test also saves a screenshot under its temp dir (the
 // one in docs/status-page.png was taken that way, with a few hundred events and a
 // dead letter).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -14,8 +16,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -61,7 +61,10 @@ std::string ChromiumPath() {
 
 // Runs headless Chromium with `args` then the page's URL; returns what it printed.
 std::string RunChromium(std::vector<std::string> args, int port, const std::string& profile) {
-  std::vector<std::string> argv = {ChromiumPath(), "--headless", "--no-sandbox", "--disable-gpu",
+  std::vector<std::string> argv = {ChromiumPath(),
+                                   "--headless",
+                                   "--no-sandbox",
+                                   "--disable-gpu",
                                    "--user-data-dir=" + profile,
                                    absl::StrCat("--virtual-time-budget=", kVirtualTimeMs)};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -105,12 +108,12 @@ TEST(StatusPageBrowser, ShowsTheFiguresOfMetricsAfterItsScriptRan) {
         << HttpGetFromLog(h.relay(), "/status.json").second;
   }
   // A JSON scalar can never be a message: dead-lettered.
-  h.db().Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('poison', "
-              "'pedido.confirmado', '42')");
+  h.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('poison', "
+      "'pedido.confirmado', '42')");
   const std::string published = R"(outboxd_events_published_total{topic="pedido.confirmado"})";
   ASSERT_TRUE(WaitForMetric(h.relay(), published, kEvents, absl::Seconds(60))) << h.relay().Log();
-  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 1,
-                            absl::Seconds(60)))
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 1, absl::Seconds(60)))
       << h.relay().Log();
   // The slot watch reports wal_status every 5 s: wait for its first report.
   ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {

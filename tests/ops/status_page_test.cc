@@ -6,7 +6,6 @@
 #include "observe/status_page.h"
 
 #include <optional>
-
 #include <regex>
 #include <string>
 
@@ -42,16 +41,15 @@ TEST(StatusPage, IsOneHtmlPageWithEverySection) {
   EXPECT_TRUE(absl::StartsWith(reply.body, "<!DOCTYPE html>")) << reply.body.substr(0, 80);
   EXPECT_TRUE(absl::StrContains(reply.body, "</html>"));
   EXPECT_TRUE(absl::StrContains(reply.body, R"(<b id="mode">cdc</b>)"));
-  for (const char* id : {"state", "wal-status", "safe-wal", "slot-lag", "oldest-age", "rate",
-                         "rate-chart", "latency", "latency-chart", "published", "dead-letters",
-                         "standby-state"}) {
+  for (const char* id :
+       {"state", "wal-status", "safe-wal", "slot-lag", "oldest-age", "rate", "rate-chart",
+        "latency", "latency-chart", "published", "dead-letters", "standby-state"}) {
     EXPECT_TRUE(absl::StrContains(reply.body, std::string("id=\"") + id + "\"")) << id;
   }
   // It refreshes itself from the relay's own endpoints, and tells where the dead
   // letters' reasons are.
   for (const char* text : {"fetch(", "'/metrics'", "'/healthz'", "'/readyz'", "'/status.json'",
-                           "setInterval(",
-                           "outboxd dead-letter list"}) {
+                           "setInterval(", "outboxd dead-letter list"}) {
     EXPECT_TRUE(absl::StrContains(reply.body, text)) << text;
   }
 }
@@ -59,8 +57,7 @@ TEST(StatusPage, IsOneHtmlPageWithEverySection) {
 TEST(StatusPage, LoadsNothingFromElsewhere) {
   test::HttpReply reply = GetStatusPage(RelayMode::kCdc);
   ASSERT_EQ(reply.status, 200);
-  const std::regex external(R"((src|href|action)\s*=\s*["']?\s*(https?:)?//)",
-                            std::regex::icase);
+  const std::regex external(R"((src|href|action)\s*=\s*["']?\s*(https?:)?//)", std::regex::icase);
   EXPECT_FALSE(std::regex_search(reply.body, external));
   EXPECT_FALSE(absl::StrContains(reply.body, "http://"));
   EXPECT_FALSE(absl::StrContains(reply.body, "https://"));
