@@ -28,6 +28,7 @@ h2{font-size:13px;text-transform:uppercase;letter-spacing:.05em;color:#667;margi
 dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}dt{color:#667}dd{margin:0}
 svg{width:100%;height:70px;background:#fafbfc;border:1px solid #e3e5ea}
 polyline{fill:none;stroke:#2f6fdb;stroke-width:1.5}
+.scale{float:right;color:#99a;font-size:12px}
 .ok{color:#17803d}.warn{color:#b36b00}.bad{color:#c4262e}
 code{background:#eef0f3;padding:1px 4px;border-radius:3px}
 </style></head><body>
@@ -41,11 +42,12 @@ code{background:#eef0f3;padding:1px 4px;border-radius:3px}
 <dt>slot lag</dt><dd id="slot-lag">-</dd></dl></section>
 <section id="oldest"><h2>Oldest unacknowledged</h2><div class="big" id="oldest-age">-</div>
 <div>events in flight: <span id="in-flight">-</span></div></section>
-<section id="throughput"><h2>Events per second</h2><div><span class="big" id="rate">-</span>
+<section id="throughput"><h2>Events per second <span class="scale" id="rate-max"></span></h2><div><span class="big" id="rate">-</span>
  /s now, <span id="published">-</span> published since start</div>
 <svg viewBox="0 0 300 60" preserveAspectRatio="none">
 <polyline id="rate-chart" points=""/></svg></section>
-<section id="latency-panel"><h2>Commit &rarr; ack latency</h2>
+<section id="latency-panel"><h2>Commit &rarr; ack latency
+<span class="scale" id="latency-max"></span></h2>
 <div><span class="big" id="latency">-</span> ms mean over the last <span id="window">-</span></div>
 <svg viewBox="0 0 300 60" preserveAspectRatio="none">
 <polyline id="latency-chart" points=""/></svg></section>
@@ -96,6 +98,7 @@ function chart(id, values) {
     if (v !== null) points.push((i * step).toFixed(1) + ',' + (58 - 56 * v / max).toFixed(1));
   });
   document.getElementById(id).setAttribute('points', points.join(' '));
+  return max;
 }
 async function get(path) {
   const r = await fetch(path, {cache: 'no-store'});
@@ -110,8 +113,8 @@ function showHistory(history) {
     rates.push(seconds > 0 ? Math.max(0, (s[i][1] - s[i - 1][1]) / seconds) : 0);
     latencies.push(acks > 0 ? 1000 * (s[i][2] - s[i - 1][2]) / acks : null);
   }
-  chart('rate-chart', rates);
-  chart('latency-chart', latencies);
+  set('rate-max', 'top ' + chart('rate-chart', rates).toFixed(1) + ' /s');
+  set('latency-max', 'top ' + chart('latency-chart', latencies).toFixed(2) + ' ms');
   set('rate', rates.length ? rates[rates.length - 1].toFixed(1) : '-');
   const first = s[0], last = s[s.length - 1];
   const acks = s.length > 1 ? last[3] - first[3] : 0;

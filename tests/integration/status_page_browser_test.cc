@@ -1,13 +1,14 @@
 // The status page (issue 18, point 4) in a real browser against `outboxd run`:
 // headless Chromium (Debian's `chromium`, scripts/deps) loads GET /, its script fetches
-// /metrics, /healthz and /readyz, and the figures the page then shows (the DOM after
-// the script ran) are the ones /metrics gives: mode, state, WAL status, events
-// published, dead letters. The test also saves a screenshot under its temp dir (the
-// one in docs/status-page.png was taken that way, with a few hundred events and a
-// dead letter).
+// /metrics, /healthz, /readyz and /status.json, and the figures the page then shows
+// (the DOM after the script ran) are the ones /metrics gives: mode, state, WAL status,
+// events published, dead letters; a standby's page says it stands by. The test also
+// saves a screenshot under its temp dir (docs/status-page.png was taken that way, with
+// a few hundred events and a dead letter).
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -151,6 +152,17 @@ TEST(StatusPageBrowser, ShowsTheFiguresOfMetricsAfterItsScriptRan) {
   file.read(head.data(), head.size());
   EXPECT_EQ(head, "\x89PNG\r\n\x1a\n") << "no screenshot at " << png;
   std::cout << "status page screenshot: " << png << "\n";
+
+  // A second relay on the same slot stands by, and its page says so.
+  std::unique_ptr<ChildProcess> standby = h.SpawnRelay();
+  ASSERT_TRUE(standby->WaitForLog("standing by", absl::Seconds(30))) << standby->Log();
+  EXPECT_EQ(WaitForHttpStatus(*standby, "/readyz", 200, absl::Seconds(30)).first, 200);
+  const std::string standby_dom =
+      RunChromium({"--dump-dom"}, MetricsPort(*standby), dir + "/profile");
+  EXPECT_EQ(ElementText(standby_dom, "state"), "standing by") << standby_dom;
+  EXPECT_EQ(ElementText(standby_dom, "standby-state"), "standing by") << standby_dom;
+  standby->Signal(SIGTERM);
+  EXPECT_EQ(standby->Wait(absl::Seconds(30)), 0) << standby->Log();
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
