@@ -42,7 +42,8 @@ code{background:#eef0f3;padding:1px 4px;border-radius:3px}
 <dt>slot lag</dt><dd id="slot-lag">-</dd></dl></section>
 <section id="oldest"><h2>Oldest unacknowledged</h2><div class="big" id="oldest-age">-</div>
 <div>events in flight: <span id="in-flight">-</span></div></section>
-<section id="throughput"><h2>Events per second <span class="scale" id="rate-max"></span></h2><div><span class="big" id="rate">-</span>
+<section id="throughput"><h2>Events per second <span class="scale" id="rate-max"></span></h2>
+<div><span class="big" id="rate">-</span>
  /s now, <span id="published">-</span> published since start</div>
 <svg viewBox="0 0 300 60" preserveAspectRatio="none">
 <polyline id="rate-chart" points=""/></svg></section>
