@@ -1,5 +1,6 @@
-// /metrics, /healthz and /readyz on an HttpServer, the same for `outboxd run` and
-// `outboxd poll` (observe/health.h: what the probes answer).
+// /metrics, /healthz, /readyz and the status page (/, observe/status_page.h) on an
+// HttpServer, the same for `outboxd run` and `outboxd poll` (observe/health.h: what
+// the probes answer).
 //
 //   observe::HttpServer http;
 //   observe::AddMetricsEndpoints(http, stats.metrics, stats.health,

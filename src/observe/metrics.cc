@@ -185,6 +185,20 @@ void Metrics::SetOldestUnackedAge(absl::Duration age) {
   SetOldestUnacked(age > absl::ZeroDuration() ? std::optional(absl::Now() - age) : std::nullopt);
 }
 
+Metrics::Totals Metrics::ReadTotals() const {
+  // Collect() locks inside prometheus-cpp: safe against the relay thread's updates,
+  // unlike published_by_topic_, which only that thread may touch.
+  Totals totals;
+  // No family at all before the first acknowledgement.
+  for (const prometheus::MetricFamily& family : families_->published->Collect()) {
+    for (const prometheus::ClientMetric& m : family.metric) totals.published += m.counter.value;
+  }
+  const prometheus::ClientMetric latency = families_->latency->Collect();
+  totals.latency_sum = latency.histogram.sample_sum;
+  totals.latency_count = latency.histogram.sample_count;
+  return totals;
+}
+
 std::string Metrics::Render() const {
   int64_t oldest = oldest_unacked_us_.load(std::memory_order_relaxed);
   double age = oldest == 0 ? 0 : (absl::ToUnixMicros(absl::Now()) - oldest) / 1e6;

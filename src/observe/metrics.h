@@ -85,6 +85,14 @@ class Metrics {
   void SetOldestUnackedAge(absl::Duration age);
 
   // ---- any thread ----
+  RelayMode mode() const { return mode_; }
+  // The counters a rate is computed from, read together (the status page's history).
+  struct Totals {
+    double published = 0;        // outboxd_events_published_total, every topic
+    double latency_sum = 0;      // outboxd_commit_to_ack_seconds_sum
+    uint64_t latency_count = 0;  // outboxd_commit_to_ack_seconds_count
+  };
+  Totals ReadTotals() const;
   std::string Render() const;
 
  private:
