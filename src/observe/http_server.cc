@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 // (32 KiB, touched only as far as used), no thread. At the limit libmicrohttpd stops
 // accepting until one closes: newcomers wait in the kernel's backlog, and the deadline
 // below frees a place within 2 s. 500 is two and a half times the issue-13 test's
-// crowd (tests/ops/http_server_test.cc) and half the usual soft limit of 1024
+// crowd (tests/observe/http_server_test.cc) and half the usual soft limit of 1024
 // descriptors, so a crowd on the metrics port cannot take the descriptors the relay
 // needs to reconnect to PostgreSQL or a broker.
 constexpr unsigned kMaxConnections = 500;

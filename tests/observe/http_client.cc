@@ -1,4 +1,4 @@
-#include "ops/http_client.h"
+#include "observe/http_client.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

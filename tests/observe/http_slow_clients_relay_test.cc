@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
-#include "ops/http_client.h"
+#include "observe/http_client.h"
 
 namespace outboxd::test {
 namespace {
