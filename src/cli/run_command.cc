@@ -86,6 +86,10 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "inbox-retention", inbox_retention.text, "Cleanup: inbox rows older than this")
         ->capture_default_str();
+    Switch(cmd, "recreate-missing-slot", options.recreate_missing_slot,
+           "When the slot is missing though relays recorded positions for it (a failover to "
+           "a server without it), re-create it and republish the rows after the last "
+           "acknowledged position (duplicates, never a loss), instead of exiting 2");
     // Hidden (group ""): for tests, which need seconds, not the defaults.
     Flag(cmd, "slot-check-interval", slot_check_interval.text,
          "How often the slot's wal_status is read while streaming")

@@ -87,6 +87,12 @@ pg::Lsn Pipeline::ResumeFrom(pg::Lsn slot_confirmed) {
   return tracker_.watermark();
 }
 
+void Pipeline::ForgetPosition() {
+  tracker_.Rebase(0);
+  received_ = 0;
+  last_sent_flush_ = 0;
+}
+
 void Pipeline::Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
                       absl::Duration feedback_interval) {
   stream_ = std::move(stream);

@@ -68,6 +68,11 @@ class Pipeline {
   // Where a new session streams from: the slot's confirmed position, or further if
   // this process had already acknowledged more (the watermark never goes back).
   pg::Lsn ResumeFrom(pg::Lsn slot_confirmed);
+  // The server's history changed (a promotion): forgets the positions acknowledged
+  // on the old timeline, so the next ResumeFrom or BeginBackfill takes the slot's.
+  // Kept, a position past the new timeline's switch point would skip its WAL up to
+  // there, in START_REPLICATION and in the feedback that confirms the slot.
+  void ForgetPosition();
   // Takes the session's stream, started at `start`, and its feedback interval.
   void Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
               absl::Duration feedback_interval);

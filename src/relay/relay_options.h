@@ -48,6 +48,10 @@ struct RelayOptions {
   absl::Duration standby_poll = absl::Seconds(1);
   // How often the acknowledged position is recorded for cleanup and status.
   absl::Duration position_interval = absl::Seconds(1);
+  // A slot missing while the relay-state table records positions for it (a failover
+  // to a server without it): re-create it and republish the rows after the last
+  // acknowledged position (--recreate-missing-slot), instead of exiting 2.
+  bool recreate_missing_slot = false;
 };
 
 // Live figures: ops::Metrics and ops::HealthState are their one home (/metrics,

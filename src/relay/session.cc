@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/replication_stream.h"
+#include "relay/preflight.h"
 
 namespace outboxd::relay {
 
@@ -44,6 +45,16 @@ absl::Status Session::Open() {
     control_.emplace(std::move(control));
   }
   slot_watch_.Restart();  // whatever it had in flight went with the old connection
+  OUTBOXD_RETURN_IF_ERROR(CheckPrimary(*control_));
+  return IdentifySystem();
+}
+
+absl::Status Session::IdentifySystem() {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, replication_->Exec("IDENTIFY_SYSTEM"));
+  if (r.rows() != 1 || r.columns() < 2) {
+    return absl::InternalError("unexpected answer to IDENTIFY_SYSTEM");
+  }
+  history_ = absl::StrCat(std::string(r.Get(0, 0)), "/", std::string(r.Get(0, 1)));
   return absl::OkStatus();
 }
 
@@ -60,8 +71,30 @@ absl::StatusOr<Session::SlotState> Session::InspectSlot() {
                     : std::string("does not exist yet"));
   }
   OUTBOXD_ASSIGN_OR_RETURN(state.backfill, state_.PendingBackfill(*control_, options_.slot));
+  if (!slot.exists && !state.backfill && options_.recreate_missing_slot) {
+    OUTBOXD_ASSIGN_OR_RETURN(state.backfill, RecreateMissingSlot());
+  }
   OUTBOXD_ASSIGN_OR_RETURN(state.feedback_interval, FeedbackInterval());
   return state;
+}
+
+absl::StatusOr<std::optional<outbox::BackfillRequest>> Session::RecreateMissingSlot() {
+  OUTBOXD_ASSIGN_OR_RETURN(bool existed, state_.HasRecordedPosition(*control_, options_.slot));
+  if (!existed) return std::nullopt;  // a fresh install: CheckSlotForStreaming says so
+  // Recorded as setup --recreate-slot records it, so a relay stopped mid-backfill
+  // starts it again instead of streaming from a slot that skipped the rows.
+  OUTBOXD_RETURN_IF_ERROR(state_.RequestBackfill(*control_, options_.slot, /*after_acked=*/true));
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> request,
+                           state_.PendingBackfill(*control_, options_.slot));
+  if (!request) return absl::InternalError("the backfill request just made is not there");
+  OUTBOXD_ASSIGN_OR_RETURN(
+      int64_t rows, state_.CountBackfill(*control_, options_.table, "publicado_em", *request));
+  spdlog::warn(
+      "replication slot {} is missing on {} though relays recorded positions for it (a "
+      "failover?): re-creating it and republishing the {} outbox rows after the last "
+      "acknowledged position (xid {}); those already published arrive again as duplicates",
+      options_.slot, control_->endpoint(), rows, request->after_xid.value_or("none"));
+  return request;
 }
 
 absl::StatusOr<absl::Duration> Session::FeedbackInterval() {
@@ -82,10 +115,7 @@ absl::StatusOr<absl::Duration> Session::FeedbackInterval() {
 }
 
 absl::Status Session::CheckSlotForStreaming(const pg::SlotInfo& slot) {
-  if (!slot.exists) {
-    return absl::NotFoundError(
-        absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
-  }
+  if (!slot.exists) return MissingSlotError(*control_, options_);
   return CheckWalStatus(slot);
 }
 
