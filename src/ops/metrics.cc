@@ -56,6 +56,7 @@ struct Metrics::Families {
   prometheus::Gauge* primary = nullptr;  // the current series of primary_info
   prometheus::Counter* primary_changes = nullptr;
   prometheus::Gauge* primary_changed_at = nullptr;
+  prometheus::Family<prometheus::Gauge>* standby_lag = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -133,6 +134,12 @@ Metrics::Metrics(RelayMode mode)
     f.primary_changed_at =
         &NewGauge(r, "outboxd_primary_changed_timestamp_seconds",
                   "Unix time of the last failover the relay followed (0: none since it started).");
+    f.standby_lag = &prometheus::BuildGauge()
+                         .Name("outboxd_standby_flush_lag_bytes")
+                         .Help(
+                             "--standby-slot: WAL the standby has not flushed yet (NaN: its "
+                             "slot is missing); publishing waits for every one.")
+                         .Register(r);
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -202,6 +209,12 @@ void Metrics::SetPrimary(const std::string& host, const std::string& port, bool 
     f.primary_changes->Increment();
     f.primary_changed_at->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   }
+}
+
+void Metrics::SetStandbyLag(const std::string& slot, std::optional<int64_t> bytes) {
+  if (families_->standby_lag == nullptr) return;
+  families_->standby_lag->Add({{"slot", slot}})
+      .Set(bytes ? static_cast<double>(*bytes) : std::numeric_limits<double>::quiet_NaN());
 }
 
 void Metrics::SetOldestUnacked(std::optional<absl::Time> commit_time) {

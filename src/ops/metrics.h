@@ -23,6 +23,7 @@
 //   outboxd_poll_batches_total              counter   poll
 //   outboxd_primary_info{host,port}, outboxd_primary_changes_total,
 //   outboxd_primary_changed_timestamp_seconds                            run
+//   outboxd_standby_flush_lag_bytes{slot}                                run
 #ifndef OUTBOXD_OPS_METRICS_H_
 #define OUTBOXD_OPS_METRICS_H_
 
@@ -83,6 +84,9 @@ class Metrics {
   // The primary the relay streams from ("host", "port"); `failover`: its history
   // changed since the previous session (a promotion), counted with its time. Run only.
   void SetPrimary(const std::string& host, const std::string& port, bool failover);
+  // --standby-slot: WAL the named standby has not flushed yet (nullopt: its slot is
+  // missing, shown as NaN). Run only.
+  void SetStandbyLag(const std::string& slot, std::optional<int64_t> bytes);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

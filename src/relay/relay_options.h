@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "ops/health.h"
@@ -52,6 +53,10 @@ struct RelayOptions {
   // to a server without it): re-create it and republish the rows after the last
   // acknowledged position (--recreate-missing-slot), instead of exiting 2.
   bool recreate_missing_slot = false;
+  // Physical slots of standbys (--standby-slot): a transaction goes to the sink only
+  // once every one has flushed past its commit, read every standby_interval.
+  std::vector<std::string> standby_slots;
+  absl::Duration standby_interval = absl::Milliseconds(20);
 };
 
 // Live figures: ops::Metrics and ops::HealthState are their one home (/metrics,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
@@ -171,6 +172,11 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
 
 absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (!control_) return absl::OkStatus();
+  if (!options_.standby_slots.empty() && absl::Now() >= next_standby_read_) {
+    next_standby_read_ = absl::Now() + options_.standby_interval;
+    OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
+    OUTBOXD_RETURN_IF_ERROR(ReadStandbys());
+  }
   OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, slot_watch_.Poll(*control_));
   // A slot that vanished while we stream cannot happen (an active slot cannot be
   // dropped); the stream itself reports whatever follows.
@@ -178,6 +184,46 @@ absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (position_.Due()) {
     OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
     OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, watermark));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::ReadStandbys() {
+  // restart_lsn of a physical slot is what its standby reported flushed.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      control_->ExecParams(
+          "SELECT n.name, r.restart_lsn::text, (pg_current_wal_lsn() - r.restart_lsn)::bigint "
+          "FROM unnest($1::text[]) n(name) LEFT JOIN pg_replication_slots r "
+          "ON r.slot_name = n.name AND r.slot_type = 'physical'",
+          {absl::StrCat("{", absl::StrJoin(options_.standby_slots, ","), "}")}));
+  pg::Lsn flush = UINT64_MAX;
+  std::string problem;
+  for (int i = 0; i < r.rows(); ++i) {
+    const std::string name(r.Get(i, 0));
+    absl::StatusOr<pg::Lsn> lsn =
+        r.IsNull(i, 1) ? absl::NotFoundError("") : pg::ParseLsn(r.Get(i, 1));
+    if (!lsn.ok()) {
+      flush = 0;
+      stats_->metrics.SetStandbyLag(name, std::nullopt);
+      absl::StrAppend(&problem, problem.empty() ? "" : "; ", "standby slot ", name,
+                      " does not exist on ", control_->endpoint(), " (or has no position)");
+      continue;
+    }
+    flush = std::min(flush, *lsn);
+    int64_t lag = 0;
+    (void)absl::SimpleAtoi(std::string(r.Get(i, 2)), &lag);
+    stats_->metrics.SetStandbyLag(name, lag);
+  }
+  standby_flush_ = flush == UINT64_MAX ? 0 : flush;
+  if (problem != standby_problem_) {
+    if (!problem.empty()) {
+      spdlog::warn("{}: publishing is held until every --standby-slot has the transactions",
+                   problem);
+    } else {
+      spdlog::info("every --standby-slot is back; publishing resumes");
+    }
+    standby_problem_ = problem;
   }
   return absl::OkStatus();
 }

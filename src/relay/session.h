@@ -77,6 +77,9 @@ class Session {
   const std::string& history() const { return history_; }
   // After a change of history: the horizons queued on the old timeline are dropped.
   void ForgetPositions() { position_.Forget(); }
+  // --standby-slot: how far every named standby has flushed, as last read (0 when
+  // one is missing), read in Upkeep every standby_interval: one query for all.
+  pg::Lsn standby_flush() const { return standby_flush_; }
 
   // Valid between Open() and Close(); the replication one until StartStream().
   pg::Connection& control() { return *control_; }
@@ -103,6 +106,7 @@ class Session {
   absl::Status CheckWalStatus(const pg::SlotInfo& slot);
   absl::StatusOr<absl::Duration> FeedbackInterval();
   absl::Status IdentifySystem();
+  absl::Status ReadStandbys();
   // --recreate-missing-slot: asks for the backfill setup --recreate-slot would.
   absl::StatusOr<std::optional<outbox::BackfillRequest>> RecreateMissingSlot();
 
@@ -117,6 +121,9 @@ class Session {
   SlotWatch slot_watch_;
   bool slot_unreserved_ = false;  // as last seen, to warn once per change
   std::string history_;
+  pg::Lsn standby_flush_ = 0;
+  absl::Time next_standby_read_ = absl::InfinitePast();
+  std::string standby_problem_;  // as last logged, to warn once per change
 };
 
 }  // namespace outboxd::relay
