@@ -210,7 +210,8 @@ TEST_F(Promote, MissingSlotWithRecordedPositionsExitsNamingTheFlagOrIsRecreatedW
 // two apart, which the relay publishes and confirms: its position on the old timeline
 // lies megabytes past where the new one starts. Events written on the new primary
 // before that position must still be published, after a restart of the relay too
-// (its final feedback must not have confirmed the slot past them).
+// (its final feedback must not have confirmed the slot past them): docs/architecture.md
+// trap "LSNs across timelines".
 TEST_F(Promote, NewTimelineWalBelowPositionsAcknowledgedOnTheOldOneIsNotSkipped) {
   RelayHarness h(kTopics, 1, ha().conninfo());
   h.StartRelay({"--recreate-missing-slot", "--feedback-interval", "1s"});
@@ -248,7 +249,8 @@ TEST_F(Promote, NewTimelineWalBelowPositionsAcknowledgedOnTheOldOneIsNotSkipped)
 }
 
 // The same failover as above with --standby-slot naming the standby: what it never
-// received is never published, so the new primary holds every event Kafka has.
+// received is never published, so the new primary holds every event Kafka has
+// (docs/architecture.md trap "Ghost events").
 TEST_F(Promote, StandbySlotLeavesNoGhostAfterAFailover) {
   RelayHarness h(kTopics, 1, ha().conninfo());
   const std::string primary = ha().Primary();
