@@ -16,6 +16,7 @@
 #include "observe/query_sampler.h"
 #include "observe/stall_watch.h"
 #include "pg/connection.h"
+#include "pg/identifier.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
 #include "relay/startup_retry.h"
@@ -86,6 +87,14 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "inbox-retention", inbox_retention, "Cleanup: inbox rows older than this")
         ->capture_default_str();
+    Flag(cmd, "standby-slot", options.standby_slots,
+         "Physical slot of a standby (repeatable): a transaction is published only once "
+         "every named standby has flushed it, so a failover leaves no event in the broker "
+         "that the new primary lacks; a missing standby holds publishing");
+    Switch(cmd, "recreate-missing-slot", options.recreate_missing_slot,
+           "When the slot is missing though relays recorded positions for it (a failover to "
+           "a server without it), re-create it and republish the rows after the last "
+           "acknowledged position (duplicates, never a loss), instead of exiting 2");
     // Hidden (group ""): for tests, which need seconds, not the defaults.
     Flag(cmd, "slot-check-interval", slot_check_interval,
          "How often the slot's wal_status is read while streaming")
@@ -117,6 +126,9 @@ struct RunCommand {
     }
     if (options.max_in_flight_bytes == 0) {
       return absl::InvalidArgumentError("--max-in-flight-bytes must be at least 1, e.g. 64MiB");
+    }
+    for (const std::string& slot : options.standby_slots) {
+      OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(slot, "--standby-slot"));
     }
     if (slot_check_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--slot-check-interval must be more than 0s, e.g. 5s");

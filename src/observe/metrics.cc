@@ -52,6 +52,11 @@ struct Metrics::Families {
   prometheus::Gauge* slot_lag = nullptr;
   std::vector<std::pair<std::string, prometheus::Gauge*>> wal_status;
   prometheus::Gauge* safe_wal_size = nullptr;
+  prometheus::Family<prometheus::Gauge>* primary_info = nullptr;
+  prometheus::Gauge* primary = nullptr;  // the current series of primary_info
+  prometheus::Counter* primary_changes = nullptr;
+  prometheus::Gauge* primary_changed_at = nullptr;
+  prometheus::Family<prometheus::Gauge>* standby_lag = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -118,6 +123,23 @@ Metrics::Metrics(RelayMode mode)
         "WAL that can still be written before the slot loses WAL it needs (<= 0: "
         "unreserved; NaN: max_slot_wal_keep_size unlimited).");
     f.safe_wal_size->Set(std::numeric_limits<double>::quiet_NaN());
+    f.primary_info = &prometheus::BuildGauge()
+                          .Name("outboxd_primary_info")
+                          .Help("1 for the PostgreSQL primary the relay streams from.")
+                          .Register(r);
+    f.primary_changes =
+        &NewCounter(r, "outboxd_primary_changes_total",
+                    "Failovers the relay followed: a new session found the server's timeline "
+                    "(or system) changed.");
+    f.primary_changed_at =
+        &NewGauge(r, "outboxd_primary_changed_timestamp_seconds",
+                  "Unix time of the last failover the relay followed (0: none since it started).");
+    f.standby_lag = &prometheus::BuildGauge()
+                         .Name("outboxd_standby_flush_lag_bytes")
+                         .Help(
+                             "--standby-slot: WAL the standby has not flushed yet (NaN: its "
+                             "slot is missing); publishing waits for every one.")
+                         .Register(r);
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -174,6 +196,25 @@ void Metrics::SetSlotWalStatus(std::string_view status, std::optional<int64_t> s
   for (auto& [name, gauge] : families_->wal_status) gauge->Set(name == status ? 1 : 0);
   families_->safe_wal_size->Set(safe_wal_size ? static_cast<double>(*safe_wal_size)
                                               : std::numeric_limits<double>::quiet_NaN());
+}
+
+void Metrics::SetPrimary(const std::string& host, const std::string& port, bool failover) {
+  Families& f = *families_;
+  if (f.primary_info == nullptr) return;
+  prometheus::Gauge* now = &f.primary_info->Add({{"host", host}, {"port", port}});
+  if (f.primary != nullptr && f.primary != now) f.primary_info->Remove(f.primary);
+  f.primary = now;
+  now->Set(1);
+  if (failover) {
+    f.primary_changes->Increment();
+    f.primary_changed_at->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  }
+}
+
+void Metrics::SetStandbyLag(const std::string& slot, std::optional<int64_t> bytes) {
+  if (families_->standby_lag == nullptr) return;
+  families_->standby_lag->Add({{"slot", slot}})
+      .Set(bytes ? static_cast<double>(*bytes) : std::numeric_limits<double>::quiet_NaN());
 }
 
 void Metrics::SetOldestUnacked(std::optional<absl::Time> commit_time) {

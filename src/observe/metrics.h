@@ -21,6 +21,9 @@
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll
+//   outboxd_primary_info{host,port}, outboxd_primary_changes_total,
+//   outboxd_primary_changed_timestamp_seconds                            run
+//   outboxd_standby_flush_lag_bytes{slot}                                run
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
 
@@ -78,6 +81,12 @@ class Metrics {
   // The slot's wal_status (reserved, extended, unreserved, lost: that one's series
   // 1, the others 0) and safe_wal_size (nullopt: unlimited, shown as NaN). Run only.
   void SetSlotWalStatus(std::string_view status, std::optional<int64_t> safe_wal_size);
+  // The primary the relay streams from ("host", "port"); `failover`: its history
+  // changed since the previous session (a promotion), counted with its time. Run only.
+  void SetPrimary(const std::string& host, const std::string& port, bool failover);
+  // --standby-slot: WAL the named standby has not flushed yet (nullopt: its slot is
+  // missing, shown as NaN). Run only.
+  void SetStandbyLag(const std::string& slot, std::optional<int64_t> bytes);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

@@ -172,6 +172,9 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
                                             " does not exist: run outboxd setup or pass --table"));
   }
   OutboxStatus out;
+  out.server = conn.endpoint();
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result recovery, conn.Exec("SELECT pg_is_in_recovery()"));
+  out.server_is_primary = recovery.Get(0, 0) != "t";
   StatusOptions dated = options;
   OUTBOXD_ASSIGN_OR_RETURN(bool has_created_at, outbox.HasColumn(conn, options.created_at_column));
   if (!has_created_at) {
@@ -216,6 +219,8 @@ std::string FormatStatusTable(const OutboxStatus& s) {
                              {"repeated_failures", absl::StrCat(s.repeated_failures)}});
   }
   rows.push_back({"dead_letter", absl::StrCat(s.dead_letter)});
+  rows.push_back(
+      {"server", absl::StrCat(s.server, s.server_is_primary ? " (primary)" : " (standby)")});
   size_t width = 0;
   for (const auto& [name, value] : rows) width = std::max(width, name.size());
   std::string out;
@@ -245,7 +250,8 @@ std::string FormatStatusJson(const OutboxStatus& s) {
                     ",\"oldest_pending_age_s\":", JsonAge(s, s.oldest_pending_age_s),
                     ",\"repeated_failures\":", s.repeated_failures);
   }
-  absl::StrAppend(&out, ",\"dead_letter\":", s.dead_letter, "}\n");
+  absl::StrAppend(&out, ",\"dead_letter\":", s.dead_letter, ",\"server\":", JsonString(s.server),
+                  ",\"server_is_primary\":", s.server_is_primary ? "true" : "false", "}\n");
   return out;
 }
 

@@ -41,6 +41,11 @@ struct StatusOptions {
 
 struct OutboxStatus {
   std::string mode;  // "cdc" or "poll"
+  // The server status read ("host:port") and whether it is the primary (a standby
+  // holds no slot before PostgreSQL 17: after a failover, point --pg at every host
+  // with target_session_attrs=read-write, as the relay's).
+  std::string server;
+  bool server_is_primary = true;
   // CDC.
   bool slot_active = false;
   std::string wal_status;

@@ -86,6 +86,34 @@ absl::StatusOr<std::vector<SlotPosition>> RelayStateStore::Positions(pg::Connect
   return positions;
 }
 
+absl::StatusOr<bool> RelayStateStore::HasRecordedPosition(pg::Connection& conn,
+                                                          const std::string& slot) const {
+  absl::StatusOr<pg::Result> r =
+      conn.ExecParams(absl::StrCat("SELECT 1 FROM ", Quoted(conn),
+                                   " WHERE slot_name = $1 AND acked_xid IS NOT NULL"),
+                      {slot});
+  if (!r.ok() && r.status().code() == absl::StatusCode::kNotFound) return false;
+  if (!r.ok()) return r.status();
+  return r->rows() > 0;
+}
+
+absl::StatusOr<int64_t> RelayStateStore::CountBackfill(pg::Connection& conn,
+                                                       const std::string& outbox_table,
+                                                       const std::string& published_at_column,
+                                                       const BackfillRequest& request) const {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::TableName table, pg::TableName::Parse(outbox_table));
+  OUTBOXD_ASSIGN_OR_RETURN(bool polled, table.HasColumn(conn, published_at_column));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::string condition,
+      BackfillCondition(conn, "o", polled ? published_at_column : "", request));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Exec(absl::StrCat("SELECT count(*) FROM ", table.quoted, " o WHERE ", condition)));
+  int64_t count = 0;
+  (void)absl::SimpleAtoi(std::string(r.Get(0, 0)), &count);
+  return count;
+}
+
 absl::Status RelayStateStore::RequestBackfill(pg::Connection& conn, const std::string& slot,
                                               bool after_acked) const {
   return conn

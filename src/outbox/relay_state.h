@@ -79,6 +79,15 @@ class RelayStateStore {
   absl::Status RecordAcked(pg::Connection& conn, const std::string& slot,
                            const XidHorizon& horizon) const;
   absl::StatusOr<std::vector<SlotPosition>> Positions(pg::Connection& conn) const;
+  // Whether a relay ever recorded an acknowledged position for `slot`: the slot
+  // existed, so its absence now is a failover's (or a drop's), not a fresh install's.
+  // False when the table does not exist.
+  absl::StatusOr<bool> HasRecordedPosition(pg::Connection& conn, const std::string& slot) const;
+  // How many outbox rows (table `outbox_table`) `request` covers: the size of a
+  // backfill, for its warning. `published_at_column` counts only if the table has it.
+  absl::StatusOr<int64_t> CountBackfill(pg::Connection& conn, const std::string& outbox_table,
+                                        const std::string& published_at_column,
+                                        const BackfillRequest& request) const;
 
   // Asks `outboxd run` to create `slot` itself and backfill first. With
   // `after_acked`, only rows written after the slot's last acknowledged position.

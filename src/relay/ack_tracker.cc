@@ -57,6 +57,11 @@ void AckTracker::Reset(pg::Lsn confirmed) {
   watermark_ = std::max(watermark_, confirmed);
 }
 
+void AckTracker::Rebase(pg::Lsn confirmed) {
+  Reset(confirmed);
+  watermark_ = confirmed;
+}
+
 void AckTracker::ConfirmIdlePosition(pg::Lsn lsn) {
   if (Idle()) watermark_ = std::max(watermark_, lsn);
 }

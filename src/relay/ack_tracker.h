@@ -45,6 +45,9 @@ class AckTracker {
   // (their late reports are ignored; they will be streamed again) and moves the
   // watermark to `confirmed` if that is newer.
   void Reset(pg::Lsn confirmed);
+  // Reset, and the watermark becomes `confirmed` even if that is older: after a
+  // failover the old timeline's positions name nothing on the new one.
+  void Rebase(pg::Lsn confirmed);
 
   // Nothing open and nothing unacknowledged: a keepalive's position may be confirmed.
   bool Idle() const { return !open_ && txs_.empty(); }

@@ -87,6 +87,13 @@ pg::Lsn Pipeline::ResumeFrom(pg::Lsn slot_confirmed) {
   return tracker_.watermark();
 }
 
+void Pipeline::ForgetPosition() {
+  tracker_.Rebase(0);
+  standby_flush_ = 0;
+  received_ = 0;
+  last_sent_flush_ = 0;
+}
+
 void Pipeline::Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
                       absl::Duration feedback_interval) {
   stream_ = std::move(stream);
@@ -114,6 +121,10 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
   Batch batch;
   for (; batch.read < kReadBatch; ++batch.read) {
     if (InFlightFull()) return batch;
+    if (holding()) {
+      OUTBOXD_ASSIGN_OR_RETURN(const bool released, ReleaseHeld());
+      if (!released) return batch;
+    }
     OUTBOXD_ASSIGN_OR_RETURN(pg::StreamMessage message, stream_->Next());
     if (std::holds_alternative<pg::NoMessage>(message)) return batch;
     if (std::holds_alternative<pg::StreamEnd>(message)) {
@@ -121,13 +132,15 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
     }
     if (auto* data = std::get_if<pg::XLogData>(&message)) {
       received_ = std::max(received_, data->wal_start);
-      OUTBOXD_RETURN_IF_ERROR(HandleData(data->data));
+      OUTBOXD_RETURN_IF_ERROR(options_.standby_slots.empty() ? HandleData(data->data)
+                                                             : Hold(data->data));
     } else if (auto* keepalive = std::get_if<pg::Keepalive>(&message)) {
       received_ = std::max(received_, keepalive->wal_end);
       // Nothing in flight: everything up to the server's position was either
       // published and acknowledged or not ours (other tables). Confirming it keeps
       // an idle outbox from pinning WAL (docs/architecture.md trap "idle slot pins WAL").
-      tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      // A held transaction is not in the tracker yet, and lies before that position.
+      if (held_.empty()) tracker_.ConfirmIdlePosition(keepalive->wal_end);
       batch.reply_requested |= keepalive->reply_requested;
     }
   }
@@ -151,6 +164,42 @@ absl::Status Pipeline::ServeDeliveries() {
   sink_->Poll(0);
   OUTBOXD_RETURN_IF_ERROR(SinkHealth());
   return std::exchange(pending_error_, absl::OkStatus());
+}
+
+namespace {
+
+// A big-endian 64-bit field of a pgoutput message at `at` (length checked by the caller).
+uint64_t ReadUint64(std::string_view data, size_t at) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(data[at + i]);
+  return v;
+}
+
+}  // namespace
+
+absl::Status Pipeline::Hold(std::string_view data) {
+  // Begin: 'B', final_lsn (8), commit_time (8), xid (4); Commit: 'C', flags (1),
+  // commit_lsn (8), end_lsn (8), commit_time (8) (PostgreSQL's "Logical Replication
+  // Message Formats").
+  if (!data.empty() && data[0] == 'B' && data.size() >= 17) {
+    held_commit_us_ = static_cast<int64_t>(ReadUint64(data, 9)) + kPgEpochOffsetUs;
+  }
+  held_.emplace_back(data);
+  if (!data.empty() && data[0] == 'C') {
+    if (data.size() < 18) return absl::DataLossError("pgoutput Commit message too short");
+    held_end_ = ReadUint64(data, 10);
+    OUTBOXD_RETURN_IF_ERROR(ReleaseHeld().status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Pipeline::ReleaseHeld() {
+  if (standby_flush_ < held_end_) return false;
+  std::vector<std::string> held = std::move(held_);
+  held_.clear();
+  held_end_ = 0;
+  for (const std::string& data : held) OUTBOXD_RETURN_IF_ERROR(HandleData(data));
+  return true;
 }
 
 absl::Status Pipeline::HandleData(std::string_view data) {
@@ -391,9 +440,11 @@ void Pipeline::WaitForWork() {
   // Flow control: above an in-flight limit (events or bytes), stop reading the
   // stream but keep serving delivery reports and sending feedback (the walsender
   // must hear from us within wal_sender_timeout whatever the broker does).
-  const bool want_stream = !InFlightFull();
+  const bool want_stream = !InFlightFull() && !holding();
   absl::Duration timeout = feedback_interval_ - (clock_() - last_feedback_);
   if (tracker_.watermark() != last_sent_flush_) timeout = kFeedbackCoalesce;
+  // Held for the standbys: the session reads their position every standby_interval.
+  if (holding()) timeout = std::min(timeout, options_.standby_interval);
   fd_set readable, writable;
   FD_ZERO(&readable);
   FD_ZERO(&writable);
@@ -441,6 +492,8 @@ void Pipeline::EndSession() {
     sink_->Poll(50);
   }
   tracker_.Reset(tracker_.watermark());
+  held_.clear();  // streamed again from the confirmed position
+  held_end_ = 0;
   outbox_relation_id_ = 0;
   PublishStats();
 }
@@ -476,14 +529,17 @@ void Pipeline::CloseSink() {
 void Pipeline::PublishStats() {
   stats_->confirmed_lsn = tracker_.watermark();
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
+  // A transaction held for the standbys waits too: the stall alert and /healthz see it.
+  if (!oldest && holding()) oldest = held_commit_us_;
+  const uint64_t waiting = tracker_.events_in_flight() + (holding() ? 1 : 0);
   observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);
   m.SetConfirmedLsn(tracker_.watermark());
-  m.SetInFlight(tracker_.events_in_flight());
+  m.SetInFlight(waiting);
   m.SetOldestUnacked(oldest ? std::optional(absl::FromUnixMicros(*oldest)) : std::nullopt);
   stats_->health.SetConnected(stats_->streaming);
-  stats_->health.SetInFlight(tracker_.events_in_flight(), clock_());
+  stats_->health.SetInFlight(waiting, clock_());
 }
 
 }  // namespace outboxd::relay

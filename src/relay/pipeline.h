@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,6 +69,11 @@ class Pipeline {
   // Where a new session streams from: the slot's confirmed position, or further if
   // this process had already acknowledged more (the watermark never goes back).
   pg::Lsn ResumeFrom(pg::Lsn slot_confirmed);
+  // The server's history changed (a promotion): forgets the positions acknowledged
+  // on the old timeline, so the next ResumeFrom or BeginBackfill takes the slot's.
+  // Kept, a position past the new timeline's switch point would skip its WAL up to
+  // there, in START_REPLICATION and in the feedback that confirms the slot.
+  void ForgetPosition();
   // Takes the session's stream, started at `start`, and its feedback interval.
   void Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
               absl::Duration feedback_interval);
@@ -95,6 +101,11 @@ class Pipeline {
   absl::Status PublishBackfilled(const outbox::OutboxEvent& event);
   absl::Status EndBackfill(pg::Lsn consistent_point);
 
+  // --standby-slot: how far every named standby has flushed (0: one is missing).
+  // A transaction is held, and reading with it, until this passes its commit.
+  void SetStandbyFlush(pg::Lsn flush) { standby_flush_ = flush; }
+  bool holding() const { return held_end_ != 0; }
+
   pg::Lsn watermark() const { return tracker_.watermark(); }
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
 
@@ -105,6 +116,11 @@ class Pipeline {
   };
 
   absl::StatusOr<Batch> ReadBatch();
+  // --standby-slot: keeps a copy of each message of the current transaction; at its
+  // Commit hands them all to HandleData once the standbys have it (ReleaseHeld).
+  absl::Status Hold(std::string_view data);
+  // True when nothing is held any more.
+  absl::StatusOr<bool> ReleaseHeld();
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
@@ -175,6 +191,13 @@ class Pipeline {
   absl::Time last_feedback_ = absl::InfinitePast();
 
   std::string topic_buffer_;  // reused per event
+
+  // --standby-slot (Hold): the current transaction's messages, its commit's end (0
+  // until its Commit arrived) and commit time, and the standbys' flush position.
+  std::vector<std::string> held_;
+  pg::Lsn held_end_ = 0;
+  int64_t held_commit_us_ = 0;
+  pg::Lsn standby_flush_ = 0;
 };
 
 }  // namespace outboxd::relay

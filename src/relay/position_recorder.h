@@ -45,6 +45,13 @@ class PositionRecorder {
   absl::Status Tick(pg::Connection& conn, pg::Lsn watermark);
   // Whether Tick would query now (so the caller can free the connection first).
   bool Due() const { return !disabled_ && absl::Now() >= next_; }
+  // The server's history changed (a failover): horizons taken on the old timeline
+  // name xids and LSNs the new one may not have reached, so recording one when the
+  // new timeline's watermark passes its LSN could mark unpublished rows acknowledged.
+  void Forget() {
+    candidates_.clear();
+    recorded_xid_ = 0;
+  }
 
  private:
   absl::Status Disable(const absl::Status& error);

@@ -198,6 +198,36 @@ absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
   return CheckPublishedColumns(conn, options, columns, table);
 }
 
+}  // namespace
+
+absl::Status CheckPrimary(pg::Connection& conn) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.Exec("SELECT pg_is_in_recovery()"));
+  if (r.Get(0, 0) != "t") return absl::OkStatus();
+  // Unavailable: retried, so a relay pointed at a standby being promoted goes on then.
+  return absl::UnavailableError(absl::StrCat(
+      "PostgreSQL at ", conn.endpoint(),
+      " is a standby (read-only): the slot is used on the primary only; list every host in "
+      "--pg with target_session_attrs=read-write"));
+}
+
+absl::Status MissingSlotError(pg::Connection& conn, const RelayOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      bool existed, outbox::RelayStateStore(options.table).HasRecordedPosition(conn, options.slot));
+  if (!existed) {
+    return absl::NotFoundError(absl::StrCat("replication slot ", options.slot,
+                                            " does not exist; run outboxd setup, or name the "
+                                            "slot with --slot"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "replication slot ", options.slot,
+      " does not exist, yet relays recorded positions for it (a failover to a server without "
+      "it?): run with --recreate-missing-slot to re-create it and republish the rows after the "
+      "last acknowledged position, or run outboxd setup --recreate-slot --slot ",
+      options.slot, " first"));
+}
+
+namespace {
+
 absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
   OUTBOXD_ASSIGN_OR_RETURN(pg::SlotInfo slot, pg::QuerySlot(conn, options.slot));
   if (!slot.exists) {
@@ -205,9 +235,14 @@ absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
     OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> backfill,
                              outbox::RelayStateStore(options.table).PendingBackfill(conn, options.slot));
     if (backfill) return absl::OkStatus();
-    return absl::NotFoundError(absl::StrCat("replication slot ", options.slot,
-                                            " does not exist; run outboxd setup, or name the "
-                                            "slot with --slot"));
+    // The relay re-creates it itself (relay/session.h).
+    if (options.recreate_missing_slot) {
+      OUTBOXD_ASSIGN_OR_RETURN(
+          bool existed,
+          outbox::RelayStateStore(options.table).HasRecordedPosition(conn, options.slot));
+      if (existed) return absl::OkStatus();
+    }
+    return MissingSlotError(conn, options);
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::string what, pg::SlotMismatch(conn, slot));
   if (what.empty()) return absl::OkStatus();
@@ -229,6 +264,7 @@ absl::Status CheckNames(const RelayOptions& options) {
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
                        PreflightFindings* findings) {
   OUTBOXD_RETURN_IF_ERROR(CheckNames(options));
+  OUTBOXD_RETURN_IF_ERROR(CheckPrimary(conn));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckWalLevel(conn));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckReplicationPrivilege(conn));
   OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));

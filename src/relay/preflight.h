@@ -24,17 +24,27 @@ struct PreflightFindings {
   bool created_at_missing = false;
 };
 
-// In order: wal_level and the role's REPLICATION privilege (pg/server_checks.h), the
-// table, the mapped columns (all but the created-at one required), the dead-letter
-// table beside it, the publication (exists, publishes the table's inserts and the
-// mapped columns), the slot (exists, logical, pgoutput, this database). Reads
-// catalogs only; changes nothing.
+// In order: a primary (not a standby), wal_level and the role's REPLICATION privilege
+// (pg/server_checks.h), the table, the mapped columns (all but the created-at one
+// required), the dead-letter table beside it, the publication (exists, publishes the
+// table's inserts and the mapped columns), the slot (exists, logical, pgoutput, this
+// database). Reads catalogs only; changes nothing.
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
                        PreflightFindings* findings = nullptr);
 
 // The names: --table, the column flags, --publication and --slot (pg/identifier.h),
 // checked by Preflight first; InvalidArgument naming the flag.
 absl::Status CheckNames(const RelayOptions& options);
+
+// Unavailable (retried) when `conn` reached a standby: the slot is never used there,
+// even where PostgreSQL 17 could keep a synchronized copy of it.
+absl::Status CheckPrimary(pg::Connection& conn);
+
+// The error for a slot that does not exist, NotFound naming the fix: `outboxd setup`
+// on a fresh install; when the relay-state table records positions for the slot (it
+// existed: a failover to a server without it), --recreate-missing-slot or
+// `outboxd setup --recreate-slot`.
+absl::Status MissingSlotError(pg::Connection& conn, const RelayOptions& options);
 
 }  // namespace outboxd::relay
 

@@ -88,6 +88,21 @@ absl::Status Relay::Run() {
 
 absl::Status Relay::Connect() {
   OUTBOXD_RETURN_IF_ERROR(session_.Open());
+  const bool failover = !history_.empty() && session_.history() != history_;
+  const std::string endpoint = session_.control().endpoint();
+  if (failover) {
+    spdlog::warn(
+        "PostgreSQL failed over: the primary is now {} (system id/timeline {} -> {}); "
+        "resuming from the slot's position, not from {} acknowledged on the old timeline",
+        endpoint, history_, session_.history(), pg::FormatLsn(pipeline_.watermark()));
+    pipeline_.ForgetPosition();
+    session_.ForgetPositions();
+  }
+  history_ = session_.history();
+  const size_t colon = endpoint.rfind(':');
+  stats_->metrics.SetPrimary(endpoint.substr(0, colon),
+                             colon == std::string::npos ? "" : endpoint.substr(colon + 1),
+                             failover);
   OUTBOXD_RETURN_IF_ERROR(gate_.Refresh());
   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session_.InspectSlot());
   pg::Lsn start = 0;
@@ -109,6 +124,7 @@ absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
+    pipeline_.SetStandbyFlush(session_.standby_flush());
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
   return absl::OkStatus();

@@ -23,6 +23,8 @@
 #ifndef OUTBOXD_RELAY_RELAY_H_
 #define OUTBOXD_RELAY_RELAY_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
@@ -67,6 +69,7 @@ class Relay {
   Session session_;
   DeadLetterGate gate_;
   Pipeline pipeline_;
+  std::string history_;  // the previous session's server history (Session::history)
 };
 
 }  // namespace outboxd::relay

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "observe/health.h"
@@ -48,6 +49,14 @@ struct RelayOptions {
   absl::Duration standby_poll = absl::Seconds(1);
   // How often the acknowledged position is recorded for cleanup and status.
   absl::Duration position_interval = absl::Seconds(1);
+  // A slot missing while the relay-state table records positions for it (a failover
+  // to a server without it): re-create it and republish the rows after the last
+  // acknowledged position (--recreate-missing-slot), instead of exiting 2.
+  bool recreate_missing_slot = false;
+  // Physical slots of standbys (--standby-slot): a transaction goes to the sink only
+  // once every one has flushed past its commit, read every standby_interval.
+  std::vector<std::string> standby_slots;
+  absl::Duration standby_interval = absl::Milliseconds(20);
 };
 
 // Live figures: observe::Metrics and observe::HealthState are their one home (/metrics,

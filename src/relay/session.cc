@@ -5,10 +5,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/replication_stream.h"
+#include "relay/preflight.h"
 
 namespace outboxd::relay {
 
@@ -44,6 +46,16 @@ absl::Status Session::Open() {
     control_.emplace(std::move(control));
   }
   slot_watch_.Restart();  // whatever it had in flight went with the old connection
+  OUTBOXD_RETURN_IF_ERROR(CheckPrimary(*control_));
+  return IdentifySystem();
+}
+
+absl::Status Session::IdentifySystem() {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, replication_->Exec("IDENTIFY_SYSTEM"));
+  if (r.rows() != 1 || r.columns() < 2) {
+    return absl::InternalError("unexpected answer to IDENTIFY_SYSTEM");
+  }
+  history_ = absl::StrCat(std::string(r.Get(0, 0)), "/", std::string(r.Get(0, 1)));
   return absl::OkStatus();
 }
 
@@ -60,8 +72,30 @@ absl::StatusOr<Session::SlotState> Session::InspectSlot() {
                     : std::string("does not exist yet"));
   }
   OUTBOXD_ASSIGN_OR_RETURN(state.backfill, state_.PendingBackfill(*control_, options_.slot));
+  if (!slot.exists && !state.backfill && options_.recreate_missing_slot) {
+    OUTBOXD_ASSIGN_OR_RETURN(state.backfill, RecreateMissingSlot());
+  }
   OUTBOXD_ASSIGN_OR_RETURN(state.feedback_interval, FeedbackInterval());
   return state;
+}
+
+absl::StatusOr<std::optional<outbox::BackfillRequest>> Session::RecreateMissingSlot() {
+  OUTBOXD_ASSIGN_OR_RETURN(bool existed, state_.HasRecordedPosition(*control_, options_.slot));
+  if (!existed) return std::nullopt;  // a fresh install: CheckSlotForStreaming says so
+  // Recorded as setup --recreate-slot records it, so a relay stopped mid-backfill
+  // starts it again instead of streaming from a slot that skipped the rows.
+  OUTBOXD_RETURN_IF_ERROR(state_.RequestBackfill(*control_, options_.slot, /*after_acked=*/true));
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> request,
+                           state_.PendingBackfill(*control_, options_.slot));
+  if (!request) return absl::InternalError("the backfill request just made is not there");
+  OUTBOXD_ASSIGN_OR_RETURN(
+      int64_t rows, state_.CountBackfill(*control_, options_.table, "publicado_em", *request));
+  spdlog::warn(
+      "replication slot {} is missing on {} though relays recorded positions for it (a "
+      "failover?): re-creating it and republishing the {} outbox rows after the last "
+      "acknowledged position (xid {}); those already published arrive again as duplicates",
+      options_.slot, control_->endpoint(), rows, request->after_xid.value_or("none"));
+  return request;
 }
 
 absl::StatusOr<absl::Duration> Session::FeedbackInterval() {
@@ -82,10 +116,7 @@ absl::StatusOr<absl::Duration> Session::FeedbackInterval() {
 }
 
 absl::Status Session::CheckSlotForStreaming(const pg::SlotInfo& slot) {
-  if (!slot.exists) {
-    return absl::NotFoundError(
-        absl::StrCat("replication slot \"", options_.slot, "\" does not exist; run outboxd setup"));
-  }
+  if (!slot.exists) return MissingSlotError(*control_, options_);
   return CheckWalStatus(slot);
 }
 
@@ -141,6 +172,11 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
 
 absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (!control_) return absl::OkStatus();
+  if (!options_.standby_slots.empty() && absl::Now() >= next_standby_read_) {
+    next_standby_read_ = absl::Now() + options_.standby_interval;
+    OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
+    OUTBOXD_RETURN_IF_ERROR(ReadStandbys());
+  }
   OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, slot_watch_.Poll(*control_));
   // A slot that vanished while we stream cannot happen (an active slot cannot be
   // dropped); the stream itself reports whatever follows.
@@ -148,6 +184,46 @@ absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (position_.Due()) {
     OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
     OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, watermark));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::ReadStandbys() {
+  // restart_lsn of a physical slot is what its standby reported flushed.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      control_->ExecParams(
+          "SELECT n.name, r.restart_lsn::text, (pg_current_wal_lsn() - r.restart_lsn)::bigint "
+          "FROM unnest($1::text[]) n(name) LEFT JOIN pg_replication_slots r "
+          "ON r.slot_name = n.name AND r.slot_type = 'physical'",
+          {absl::StrCat("{", absl::StrJoin(options_.standby_slots, ","), "}")}));
+  pg::Lsn flush = UINT64_MAX;
+  std::string problem;
+  for (int i = 0; i < r.rows(); ++i) {
+    const std::string name(r.Get(i, 0));
+    absl::StatusOr<pg::Lsn> lsn =
+        r.IsNull(i, 1) ? absl::NotFoundError("") : pg::ParseLsn(r.Get(i, 1));
+    if (!lsn.ok()) {
+      flush = 0;
+      stats_->metrics.SetStandbyLag(name, std::nullopt);
+      absl::StrAppend(&problem, problem.empty() ? "" : "; ", "standby slot ", name,
+                      " does not exist on ", control_->endpoint(), " (or has no position)");
+      continue;
+    }
+    flush = std::min(flush, *lsn);
+    int64_t lag = 0;
+    (void)absl::SimpleAtoi(std::string(r.Get(i, 2)), &lag);
+    stats_->metrics.SetStandbyLag(name, lag);
+  }
+  standby_flush_ = flush == UINT64_MAX ? 0 : flush;
+  if (problem != standby_problem_) {
+    if (!problem.empty()) {
+      spdlog::warn("{}: publishing is held until every --standby-slot has the transactions",
+                   problem);
+    } else {
+      spdlog::info("every --standby-slot is back; publishing resumes");
+    }
+    standby_problem_ = problem;
   }
   return absl::OkStatus();
 }

@@ -52,11 +52,16 @@ class Session {
   // A regular connection already open: the next Open() uses it as its control
   // connection instead of opening another.
   void Adopt(pg::Connection conn) { adopted_control_.emplace(std::move(conn)); }
-  // Opens the replication and control connections.
+  // Opens the replication and control connections, and reads the server's history
+  // (IDENTIFY_SYSTEM).
   absl::Status Open();
+  // The slot, and a pending backfill: one setup asked for, or, with
+  // --recreate-missing-slot, one asked for here when the slot is missing though
+  // relays recorded positions for it (a failover to a server without it).
   absl::StatusOr<SlotState> InspectSlot();
-  // The slot must exist, and must not have lost WAL (FailedPrecondition with the
-  // recovery); an unreserved one is warned about.
+  // The slot must exist (else NotFound naming the fix, relay/preflight.h), and must
+  // not have lost WAL (FailedPrecondition with the recovery); an unreserved one is
+  // warned about.
   absl::Status CheckSlotForStreaming(const pg::SlotInfo& slot);
   // START_REPLICATION from `start`; the replication connection goes with the stream.
   absl::StatusOr<std::unique_ptr<ChangeStream>> StartStream(pg::Lsn start);
@@ -65,6 +70,16 @@ class Session {
   absl::Status Upkeep(pg::Lsn watermark);
   // Closes the connections (the stream's went with the pipeline's stream).
   void Close();
+
+  // The server's WAL history as of Open(): "<system id>/<timeline>". It changes
+  // with a promotion (a failover): LSNs of the old timeline past the switch point
+  // name nothing on the new one.
+  const std::string& history() const { return history_; }
+  // After a change of history: the horizons queued on the old timeline are dropped.
+  void ForgetPositions() { position_.Forget(); }
+  // --standby-slot: how far every named standby has flushed, as last read (0 when
+  // one is missing), read in Upkeep every standby_interval: one query for all.
+  pg::Lsn standby_flush() const { return standby_flush_; }
 
   // Valid between Open() and Close(); the replication one until StartStream().
   pg::Connection& control() { return *control_; }
@@ -90,6 +105,10 @@ class Session {
   // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
   absl::Status CheckWalStatus(const pg::SlotInfo& slot);
   absl::StatusOr<absl::Duration> FeedbackInterval();
+  absl::Status IdentifySystem();
+  absl::Status ReadStandbys();
+  // --recreate-missing-slot: asks for the backfill setup --recreate-slot would.
+  absl::StatusOr<std::optional<outbox::BackfillRequest>> RecreateMissingSlot();
 
   const RelayOptions& options_;
   RelayStats* stats_;
@@ -101,6 +120,10 @@ class Session {
   outbox::RelayStateStore state_;
   SlotWatch slot_watch_;
   bool slot_unreserved_ = false;  // as last seen, to warn once per change
+  std::string history_;
+  pg::Lsn standby_flush_ = 0;
+  absl::Time next_standby_read_ = absl::InfinitePast();
+  std::string standby_problem_;  // as last logged, to warn once per change
 };
 
 }  // namespace outboxd::relay

@@ -89,8 +89,8 @@ TEST(Failover, PatroniSwitchoverAndFailoverLoseNothing) {
   const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
   // An event whose transaction never reached the new leader (asynchronous replication:
   // the relay published it from the old leader, which died before its standby had it)
-  // is a ghost: counted here, not asserted, since without --standby-slot (issue 16, not
-  // built yet) nothing prevents it. Runs here saw 0 to 4.
+  // is a ghost: counted here, not asserted, since without --standby-slot nothing
+  // prevents it (promote_test.cc shows the flag preventing them). Runs here saw 0 to 4.
   std::set<std::string> rows;
   for (const OutboxRow& row : h.OutboxRows()) rows.insert(row.id);
   size_t ghosts = 0;

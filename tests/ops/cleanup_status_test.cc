@@ -83,7 +83,10 @@ TEST_F(CleanupStatusTest, PollingStatusIsTheSeedDashboard) {
   EXPECT_DOUBLE_EQ(s->oldest_age_s(), s->oldest_pending_age_s);
   std::string json = FormatStatusJson(*s);
   EXPECT_THAT(json, testing::StartsWith("{\"mode\":\"poll\",\"pending\":3,\"oldest_pending_age_s\":"));
-  EXPECT_THAT(json, testing::EndsWith(",\"repeated_failures\":1,\"dead_letter\":0}\n"));
+  EXPECT_THAT(json, testing::HasSubstr(",\"repeated_failures\":1,\"dead_letter\":0,\"server\":\""));
+  // The server status read, and that it is the primary (issue 16).
+  EXPECT_THAT(json, testing::EndsWith(",\"server_is_primary\":true}\n"));
+  EXPECT_THAT(FormatStatusTable(*s), testing::EndsWith(" (primary)\n"));
   EXPECT_THAT(FormatStatusTable(*s), testing::HasSubstr("\nrepeated_failures     1\n"));
 }
 

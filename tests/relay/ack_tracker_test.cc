@@ -209,5 +209,23 @@ TEST(AckTracker, RandomAckOrderMatchesAReferenceModel) {
   }
 }
 
+// A failover: the new timeline starts below the old one's positions, which name
+// nothing on it; Rebase takes the slot's position even though it is older.
+TEST(AckTracker, RebaseMovesTheWatermarkBackToTheNewTimelinesPosition) {
+  AckTracker t(0);
+  auto a = OneEventTransaction(t, 900, 1000);
+  t.Ack(a);
+  ASSERT_EQ(t.watermark(), 1000u);
+  t.Reset(400);
+  EXPECT_EQ(t.watermark(), 1000u) << "a reset never moves it back";
+  t.Rebase(400);
+  EXPECT_EQ(t.watermark(), 400u);
+  auto b = OneEventTransaction(t, 450, 500);
+  t.Ack(a);  // a late report of the old timeline
+  EXPECT_EQ(t.watermark(), 400u);
+  t.Ack(b);
+  EXPECT_EQ(t.watermark(), 500u);
+}
+
 }  // namespace
 }  // namespace outboxd::relay

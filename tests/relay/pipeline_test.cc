@@ -390,5 +390,28 @@ TEST_F(RelayPipelineTest, SinkFailureMidTransactionResendsFromTheConfirmedPositi
   EXPECT_EQ(stream_->last_confirmed(), second);
 }
 
+// --standby-slot: a transaction reaches the sink only once the named standbys have
+// flushed past its commit (issue 16); until then the stream is not read further.
+TEST_F(RelayPipelineTest, StandbySlotHoldsEachTransactionUntilTheStandbysFlushedItsCommit) {
+  options_.standby_slots = {"node_b"};
+  const pg::Lsn first = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  const pg::Lsn second = wal_.Commit({{.id = "e2", .aggregate_id = "A"}});
+  Start();
+  wal_.Send();
+  Step();
+  EXPECT_TRUE(fake_->produced().empty());
+  EXPECT_TRUE(pipeline_->holding());
+  pipeline_->SetStandbyFlush(first - 1);
+  Step();
+  EXPECT_TRUE(fake_->produced().empty());
+  pipeline_->SetStandbyFlush(first);
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1"));
+  pipeline_->SetStandbyFlush(second);
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
+  EXPECT_FALSE(pipeline_->holding());
+}
+
 }  // namespace
 }  // namespace outboxd::relay
