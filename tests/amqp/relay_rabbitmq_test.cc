@@ -395,7 +395,7 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   RabbitHarness h(*node);
   h.StartRelay({"--feedback-interval", "1s"});
   Load load(h.db().conninfo());
-  absl::SleepFor(absl::Seconds(1));  // traffic flowing before the alarm
+  ASSERT_TRUE(load.WaitForMore(200));  // traffic flowing before the alarm
   node->Ctl({"set_vm_memory_high_watermark", "0.0000001"});
   ASSERT_TRUE(h.relay().WaitForLog("RabbitMQ blocked the connection", absl::Seconds(30)))
       << h.relay().Log();
@@ -407,12 +407,13 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   auto received_lsn = [&h]() {
     return MetricValue(HttpGetFromLog(h.relay(), "/metrics").second, "outboxd_received_lsn");
   };
-  // The alarm held 10 s. Once the relay is stuck on the blocked connection (2 s in),
-  // it reads nothing more from the WAL while the load goes on committing.
-  absl::SleepFor(absl::Seconds(2));
+  // The alarm is held while the load commits 3,000 more transactions (about 10 s).
+  // Once the relay is stuck on the blocked connection (after the first 500), it reads
+  // nothing more from the WAL while the load goes on committing.
+  ASSERT_TRUE(load.WaitForMore(500));
   const std::optional<double> received_early = received_lsn();
   const pg::Lsn wal_early = pg::ParseLsn(h.db().Scalar("SELECT pg_current_wal_lsn()")).value_or(0);
-  absl::SleepFor(absl::Seconds(8));
+  ASSERT_TRUE(load.WaitForMore(2500));
   const std::optional<double> received_late = received_lsn();
   const pg::Lsn wal_late = pg::ParseLsn(h.db().Scalar("SELECT pg_current_wal_lsn()")).value_or(0);
   const std::string reply_after = h.db().Scalar(reply_sql);
@@ -435,7 +436,7 @@ TEST(RelayOnRabbitMq, KillNineOfTheRelayUnderLoadLosesNothing) {
   h.StartRelay();
   Load load(h.db().conninfo());
   for (int k = 0; k < 3; ++k) {
-    absl::SleepFor(absl::Milliseconds(700));
+    ASSERT_TRUE(load.WaitForMore(150));  // the relay has been publishing a while
     h.relay().Signal(SIGKILL);
     ASSERT_EQ(h.relay().Wait(absl::Seconds(10)), 128 + SIGKILL);
     h.StartRelay();
