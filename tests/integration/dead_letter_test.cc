@@ -33,8 +33,8 @@ std::vector<std::string> DeadLetterAggregates(TestDatabase& db) {
   return out;
 }
 
-// The relay re-reads which aggregates are blocked every 2 s (kDeadLetterRefresh in
-// src/relay/relay.cc) and shows it nowhere, neither in a metric nor in its status: a
+// The relay re-reads which aggregates are blocked every 2 s (kRefreshInterval in
+// src/relay/dead_letter_gate.cc) and shows it nowhere, neither in a metric nor in its status: a
 // test that clears an aggregate behind its back (a replay) can only wait that long.
 void WaitOutDeadLetterRefresh() { absl::SleepFor(absl::Seconds(3)); }
 
