@@ -6,16 +6,12 @@
 // continuously. Every event on the surviving timeline reaches Kafka, in order per
 // aggregate; a copied slot that is behind only costs duplicates, which are counted.
 #include <csignal>
-#include <fstream>
-#include <map>
 #include <set>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "support/server_script.h"
 
 namespace outboxd::test {
 namespace {
@@ -25,33 +21,13 @@ const std::vector<std::string> kTopics = {"pedido.confirmado"};
 // scripts/patroni's cluster, started in the constructor and removed in the destructor.
 class PatroniCluster {
  public:
-  PatroniCluster() : dir_(::testing::TempDir() + "patroni-" + std::to_string(getpid())) {
-    EXPECT_EQ(Run({"start"}, absl::Minutes(3)), 0);
-    std::ifstream env(dir_ + "/env");
-    for (std::string line; std::getline(env, line);) {
-      // export NAME='value'
-      std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits('=', 1));
-      if (parts.size() == 2) vars_[parts[0].substr(7)] = parts[1].substr(1, parts[1].size() - 2);
-    }
-  }
-  ~PatroniCluster() { Run({"stop"}, absl::Minutes(1)); }
-
   // Both hosts, target_session_attrs=read-write.
-  const std::string& conninfo() { return vars_["OUTBOXD_PATRONI_PG"]; }
-
+  std::string conninfo() const { return script_.Var("OUTBOXD_PATRONI_PG"); }
   // scripts/patroni COMMAND DIR ARGS...; its exit code.
-  int Run(std::vector<std::string> args, absl::Duration timeout = absl::Minutes(2)) {
-    args.insert(args.begin() + 1, dir_);
-    args.insert(args.begin(), std::string(OUTBOXD_SOURCE_DIR) + "/scripts/patroni");
-    auto script = ChildProcess::Start(args);
-    const int code = script->Wait(timeout).value_or(-1);
-    if (code != 0) ADD_FAILURE() << absl::StrJoin(args, " ") << ":\n" << script->Log();
-    return code;
-  }
+  int Run(std::vector<std::string> args) { return script_.Run(std::move(args)); }
 
  private:
-  std::string dir_;
-  std::map<std::string, std::string> vars_;
+  ServerScript script_{"patroni"};
 };
 
 // Waits until the collector holds `n` more messages than `since`; how long it took.

@@ -13,14 +13,13 @@
 #include <set>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
 #include "support/metrics_text.h"
+#include "support/server_script.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -31,16 +30,6 @@ const std::vector<std::string> kTopics = {"pedido.confirmado"};
 // scripts/pg-ha's pair.
 class PgHa {
  public:
-  PgHa() : dir_(::testing::TempDir() + "pg-ha-" + std::to_string(getpid())) {
-    EXPECT_EQ(Run({"start"}, absl::Minutes(3)), 0);
-    std::ifstream env(dir_ + "/env");
-    for (std::string line; std::getline(env, line);) {
-      // export NAME='value'
-      std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits('=', 1));
-      if (parts.size() == 2) vars_[parts[0].substr(7)] = parts[1].substr(1, parts[1].size() - 2);
-    }
-  }
-  ~PgHa() { Run({"stop"}, absl::Minutes(1)); }
 
   // Both hosts, target_session_attrs=read-write, the primary first: libpq does not
   // go on to the next host when one refuses the connection (a database the standby
@@ -52,31 +41,20 @@ class PgHa {
   }
   // One node's conninfo, database `dbname`.
   std::string NodeConninfo(const std::string& node, const std::string& dbname) {
-    return absl::StrCat(vars_[node == "a" ? "OUTBOXD_HA_PG_A" : "OUTBOXD_HA_PG_B"],
+    return absl::StrCat(script_.Var(node == "a" ? "OUTBOXD_HA_PG_A" : "OUTBOXD_HA_PG_B"),
                         " dbname=", dbname);
   }
-  std::string Primary() {
-    auto script = ChildProcess::Start({Script(), "primary", dir_});
-    script->Wait(absl::Seconds(30));
-    return std::string(absl::StripAsciiWhitespace(script->Log()));
-  }
+  std::string Primary() { return script_.Output({"primary"}); }
   static std::string Other(const std::string& node) { return node == "a" ? "b" : "a"; }
   std::string Port(const std::string& node) {
-    std::ifstream in(absl::StrCat(dir_, "/", node, "/port"));
+    std::ifstream in(absl::StrCat(script_.dir(), "/", node, "/port"));
     std::string port;
     std::getline(in, port);
     return port;
   }
 
   // scripts/pg-ha COMMAND DIR ARGS...; its exit code.
-  int Run(std::vector<std::string> args, absl::Duration timeout = absl::Minutes(2)) {
-    args.insert(args.begin() + 1, dir_);
-    args.insert(args.begin(), Script());
-    auto script = ChildProcess::Start(args);
-    const int code = script->Wait(timeout).value_or(-1);
-    if (code != 0) ADD_FAILURE() << absl::StrJoin(args, " ") << ":\n" << script->Log();
-    return code;
-  }
+  int Run(std::vector<std::string> args) { return script_.Run(std::move(args)); }
 
   // The primary dies (kill -9), its standby is promoted, and the dead node comes back
   // as the new primary's standby. Returns the killed node.
@@ -110,9 +88,7 @@ class PgHa {
   }
 
  private:
-  static std::string Script() { return std::string(OUTBOXD_SOURCE_DIR) + "/scripts/pg-ha"; }
-  std::string dir_;
-  std::map<std::string, std::string> vars_;
+  ServerScript script_{"pg-ha"};
   std::string paused_;  // the node whose WAL receiver is held
 };
 
