@@ -10,7 +10,6 @@
 #include <csignal>
 #include <fstream>
 #include <map>
-#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -134,17 +133,6 @@ bool Delivered(RelayHarness& h, const std::string& id) {
   return false;
 }
 
-// Messages whose event the table (on the surviving timeline) does not hold.
-size_t Ghosts(RelayHarness& h) {
-  std::set<std::string> rows;
-  for (const OutboxRow& row : h.OutboxRows()) rows.insert(row.id);
-  size_t ghosts = 0;
-  for (const CollectedMessage& m : h.collector().Messages()) {
-    ghosts += rows.count(m.Header("id").value_or("")) == 0;
-  }
-  return ghosts;
-}
-
 // Waits until the relay-state row holds an acknowledged position on `node`: the slot
 // had recorded positions there too when it goes missing.
 bool PositionReached(PgHa& ha, RelayHarness& h, const std::string& node) {
@@ -266,15 +254,6 @@ TEST_F(Promote, StandbySlotLeavesNoGhostAfterAFailover) {
   ExpectEverythingDelivered(h, absl::Seconds(60));
   RecordProperty("ghosts", static_cast<int>(ghosts));
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
-}
-
-// Waits until the collector holds `n` more messages than `since`; how long it took.
-absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n) {
-  const absl::Time start = absl::Now();
-  EXPECT_TRUE(h.collector().WaitForCount(since + n, absl::Seconds(90)))
-      << "stuck at " << h.collector().Count() << "\n"
-      << h.relay().Log();
-  return absl::Now() - start;
 }
 
 TEST_F(Promote, ThreeFailoversUnderLoadLoseNothingWithRecreateMissingSlot) {

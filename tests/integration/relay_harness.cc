@@ -218,4 +218,22 @@ size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {
   return messages.size() - seen.size();
 }
 
+absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n) {
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(h.collector().WaitForCount(since + n, absl::Seconds(90)))
+      << "stuck at " << h.collector().Count() << "\n"
+      << h.relay().Log();
+  return absl::Now() - start;
+}
+
+size_t Ghosts(RelayHarness& h) {
+  std::set<std::string> rows;
+  for (const OutboxRow& row : h.OutboxRows()) rows.insert(row.id);
+  size_t ghosts = 0;
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    ghosts += rows.count(m.Header("id").value_or("")) == 0;
+  }
+  return ghosts;
+}
+
 }  // namespace outboxd::test

@@ -91,6 +91,14 @@ class RelayHarness {
 // failover). Returns how many messages were duplicates.
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout);
 
+// Waits (up to 90 s, a test failure past it) until the collector holds `n` more
+// messages than `since`; returns how long it took.
+absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n);
+
+// Messages whose event the table does not hold: after a failover, ghosts of
+// transactions the new primary never had.
+size_t Ghosts(RelayHarness& h);
+
 }  // namespace outboxd::test
 
 #endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
