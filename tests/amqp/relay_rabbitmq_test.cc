@@ -23,6 +23,7 @@
 #include "support/metrics_text.h"
 #include "support/outbox_load.h"
 #include "support/pg_fixture.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -197,6 +198,14 @@ class AheadCheck {
   std::vector<std::pair<pg::Lsn, size_t>> samples_;
 };
 
+// Waits (up to 60 s) until outbox_dead_letter holds `count` rows.
+void WaitForDeadLetters(RabbitHarness& h, const std::string& count) {
+  WaitUntil(
+      absl::Seconds(60),
+      [&] { return h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") == count; },
+      absl::Milliseconds(200));
+}
+
 TEST(RelayOnRabbitMq, EveryCommittedEventArrivesOnceInOrderWithPropertiesAndHeaders) {
   RabbitHarness h;
   h.StartRelay({"--header", "trace=/trace"});
@@ -259,17 +268,13 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('ok', 'pedido.confirmado', "
       "'{\"n\":3}')");
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") != "2" &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  WaitForDeadLetters(h, "2");
   ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "2") << h.relay().Log();
   EXPECT_EQ(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'u'"),
             "no queue bound for routing key fatura.paga");
   EXPECT_THAT(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'big'"),
               HasSubstr("max"));
-  deadline = absl::Now() + absl::Seconds(60);
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
   std::set<std::string> bodies;
   while (bodies.size() < 2 && absl::Now() < deadline) {
     h.Take();
@@ -307,21 +312,13 @@ TEST(RelayOnRabbitMq, AnOversizedDeadLetterReplaysOnceTheLimitIsRaised) {
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
       "json_build_object('pad', repeat('x', 1572864))::jsonb)");
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") != "1" &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  WaitForDeadLetters(h, "1");
   ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "1") << h.relay().Log();
   // Committed after it: parked behind it, as with Kafka.
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
       "'{\"after\": true}')");
-  deadline = absl::Now() + absl::Seconds(60);
-  while (h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") != "2" &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  WaitForDeadLetters(h, "2");
   ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "2") << h.relay().Log();
   node->Ctl({"eval", "application:set_env(rabbit, max_message_size, 4194304)."});
   std::vector<std::string> replay = {"dead-letter", "replay", "--pg", h.db().conninfo()};
