@@ -295,11 +295,15 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
       stats_->metrics.PublishFailed();
       return DeadLetter(message, payload, status);
     }
-    // librdkafka's queue is full: serve reports until there is room, and keep the
-    // walsender informed meanwhile (no stream yet during a backfill).
+    // The sink's queue is full (librdkafka) or the broker blocked it (RabbitMQ's
+    // memory or disk alarm, for as long as it lasts): serve reports until there is
+    // room, and keep the walsender informed meanwhile (no stream yet during a
+    // backfill), and /metrics and /healthz, which would otherwise freeze on the last
+    // turn's figures and never see this wait turn into a stall.
     sink_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(SinkHealth());
     if (stream_) OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
+    PublishStats();
     if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
     }
