@@ -1,7 +1,8 @@
-// amqp::Sink: the entries the relay produced until each is reported, the waiting list
-// (never sent, or to be sent again) published lowest sequence first, and the
-// reconnect, retry and timeout deadlines behind one timerfd, watched with the
-// connection's socket by one epoll descriptor (wake_fd()).
+// amqp::Sink: the entries the relay produced until each is reported, chained per key
+// so that only the first of each key is ever published; the waiting list (never
+// sent, or to be sent again) published lowest sequence first; and the reconnect,
+// retry and timeout deadlines behind one timerfd, watched with the connection's
+// socket by one epoll descriptor (wake_fd()).
 #include "amqp/sink.h"
 
 #include <poll.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -18,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -71,6 +74,13 @@ struct Sink::Impl {
     absl::Time produced_at;
     uint64_t bytes = 0;  // key, value, header names and values (as Kafka's sink counts)
     int publishes = 0;
+    uint64_t next_of_key = 0;  // the next entry with this key, held until this one is reported
+  };
+  // The unreported entries of one key, chained through Entry::next_of_key: `first` is
+  // the only one that may be published; the others wait for its report.
+  struct KeyLine {
+    uint64_t first = 0;
+    uint64_t last = 0;
   };
   // A Publisher completion, kept until Step() serves it (its reason copied: the
   // Publisher's view ends with the callback).
@@ -95,7 +105,8 @@ struct Sink::Impl {
   absl::Status fatal;
 
   std::map<uint64_t, Entry> entries;  // by sequence = produce order
-  std::set<uint64_t> waiting;         // to publish (again), lowest first
+  std::set<uint64_t> waiting;         // to publish (again), lowest first; firsts of keys only
+  absl::flat_hash_map<std::string, KeyLine> lines;  // by key
   uint64_t next_seq = 1;
   uint64_t bytes = 0;
   std::vector<Done> done;
@@ -126,7 +137,9 @@ struct Sink::Impl {
   int ServeDone();
   int ExpireTimedOut();
   void NoticeState();
+  void Enqueue(uint64_t seq);
   void Report(std::map<uint64_t, Entry>::iterator it, const absl::Status& status);
+  int Fail(std::map<uint64_t, Entry>::iterator it, const absl::Status& status);
   void Remove(std::map<uint64_t, Entry>::iterator it);
   void WatchSocket();
   void ArmTimer();
@@ -227,8 +240,37 @@ void Sink::Impl::PublishWaiting() {
   }
 }
 
+// A new entry goes behind the unreported ones of its key; the first of a key waits
+// to be published at once. One message per key at the broker keeps per-key order
+// past a basic.return, a refusal or a nack: a follower published before the broker
+// answered for its predecessor would already sit in a queue when the predecessor
+// comes back to be dead-lettered, replayed later, behind it.
+void Sink::Impl::Enqueue(uint64_t seq) {
+  Entry& e = entries.at(seq);
+  auto [line, fresh] = lines.try_emplace(e.key, KeyLine{.first = seq, .last = seq});
+  if (fresh) {
+    waiting.insert(seq);
+    return;
+  }
+  entries.at(line->second.last).next_of_key = seq;
+  line->second.last = seq;
+}
+
+// Reports go in key order (a follower is published only after its predecessor's
+// report, expiry goes oldest first), so `it` is the first of its key: the next one
+// takes its place and may be published.
 void Sink::Impl::Remove(std::map<uint64_t, Entry>::iterator it) {
-  bytes -= it->second.bytes;
+  const Entry& e = it->second;
+  auto line = lines.find(e.key);
+  const bool first = line != lines.end() && line->second.first == it->first;
+  assert(first && "an entry is reported only as the first of its key");
+  if (first && e.next_of_key == 0) {
+    lines.erase(line);
+  } else if (first) {
+    line->second.first = e.next_of_key;
+    waiting.insert(e.next_of_key);
+  }
+  bytes -= e.bytes;
   waiting.erase(it->first);
   entries.erase(it);
 }
@@ -243,6 +285,25 @@ void Sink::Impl::Report(std::map<uint64_t, Entry>::iterator it, const absl::Stat
   }
   if (on_delivery) on_delivery(report);
   Remove(it);
+}
+
+// Reports a failed entry, then every later entry of its key (none was published):
+// the relay dead-letters them in order behind it, as its gate does for the events it
+// meets after a dead letter. Returns how many were reported.
+int Sink::Impl::Fail(std::map<uint64_t, Entry>::iterator it, const absl::Status& status) {
+  uint64_t next = it->second.next_of_key;
+  const absl::Status follows = absl::FailedPreconditionError(
+      absl::StrCat("follows an earlier message of its key that failed: ", status.message()));
+  Report(it, status);
+  int served = 1;
+  while (next != 0) {
+    auto follower = entries.find(next);
+    if (follower == entries.end()) break;
+    next = follower->second.next_of_key;
+    Report(follower, follows);
+    ++served;
+  }
+  return served;
 }
 
 // Serves the Publisher's completions: acks and failures are reported, lost and
@@ -264,13 +325,11 @@ int Sink::Impl::ServeDone() {
         // "no queue bound for routing key X": the dead letter's reason, the fix in it.
         absl::string_view reason = d.reason;
         absl::ConsumePrefix(&reason, "unroutable: ");
-        Report(it, absl::NotFoundError(reason));
-        ++served;
+        served += Fail(it, absl::NotFoundError(reason));
         break;
       }
       case Outcome::kRejected:
-        Report(it, absl::InvalidArgumentError(d.reason));
-        ++served;
+        served += Fail(it, absl::InvalidArgumentError(d.reason));
         break;
       case Outcome::kNacked: {
         ++counters.nacked;
@@ -298,10 +357,9 @@ int Sink::Impl::ExpireTimedOut() {
   int served = 0;
   const absl::Time now = absl::Now();
   while (!entries.empty() && entries.begin()->second.produced_at + delivery_timeout <= now) {
-    Report(entries.begin(),
-           absl::UnavailableError(absl::StrCat("not confirmed by RabbitMQ at ", where, " within ",
-                                               absl::FormatDuration(delivery_timeout))));
-    ++served;
+    served += Fail(entries.begin(), absl::UnavailableError(absl::StrCat(
+                                        "not confirmed by RabbitMQ at ", where, " within ",
+                                        absl::FormatDuration(delivery_timeout))));
   }
   return served;
 }
@@ -447,11 +505,11 @@ absl::Status Sink::Produce(const sink::OutgoingMessage& message) {
   const uint64_t seq = m.next_seq++;
   auto [it, added] = m.entries.emplace(seq, std::move(e));
   m.bytes += it->second.bytes;
-  m.waiting.insert(seq);
-  // Nothing waits before it: publish now, so a message AMQP cannot carry is refused
-  // here, as the interface asks. Otherwise it waits its turn behind the others.
-  if (m.waiting.size() == 1 && m.connected && m.publisher->Health().ok() &&
-      absl::Now() >= m.retry_at) {
+  m.Enqueue(seq);
+  // Nothing waits before it, of its key or any other: publish now, so a message AMQP
+  // cannot carry is refused here, as the interface asks. Otherwise it waits its turn.
+  if (m.waiting.size() == 1 && *m.waiting.begin() == seq && m.connected &&
+      m.publisher->Health().ok() && absl::Now() >= m.retry_at) {
     absl::Status s = m.PublishOne(seq);
     if (s.code() == absl::StatusCode::kInvalidArgument ||
         s.code() == absl::StatusCode::kResourceExhausted) {
@@ -503,6 +561,7 @@ int Sink::Close(absl::Duration flush_timeout) {
   const int dropped = static_cast<int>(impl_->entries.size());
   impl_->entries.clear();
   impl_->waiting.clear();
+  impl_->lines.clear();
   // connection.close, bounded by the connect timeout; what was unconfirmed completes
   // as lost into `done`, which goes with impl_.
   if (impl_->publisher != nullptr) impl_->publisher->Close();

@@ -301,6 +301,54 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
   EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "big");
 }
 
+// basic.return of an event comes after the broker routed what the relay published
+// behind it on the channel. Its aggregate's later events, in the same transaction,
+// must not reach the queue before it: they are dead-lettered right behind it, and a
+// replay delivers the three in order (scripts/chaos --sink rabbitmq counted order
+// violations here while the sink published them at once).
+TEST(RelayOnRabbitMq, AReturnedEventsFollowersWaitBehindItAndReplayInOrder) {
+  RabbitHarness h(AmqpNode::Shared(), VhostKind::kShared, "pedido.#");
+  h.StartRelay({"--topic", "{type}"});
+  h.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+      "('a', 'fatura.paga', '{\"n\":1}'), ('a', 'pedido.confirmado', '{\"n\":2}'), "
+      "('b', 'pedido.confirmado', '{\"n\":3}'), ('a', 'pedido.confirmado', '{\"n\":4}')");
+  WaitForDeadLetters(h, "3");
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(payload, ' ' ORDER BY seq) FROM outbox_dead_letter "
+                          "WHERE aggregate_id = 'a'"),
+            R"({"n": 1} {"n": 2} {"n": 4})")
+      << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT error FROM outbox_dead_letter ORDER BY seq LIMIT 1"),
+            "no queue bound for routing key fatura.paga");
+  auto bodies_of = [&](const std::string& aggregate) {
+    std::vector<std::string> bodies;
+    for (const AmqpMessage& m : h.messages()) {
+      if (RabbitHarness::Header(m, "aggregate_id") == aggregate) bodies.push_back(m.body);
+    }
+    return bodies;
+  };
+  WaitUntil(
+      absl::Seconds(60),
+      [&] {
+        h.Take();
+        return !bodies_of("b").empty();
+      },
+      absl::Milliseconds(200));
+  EXPECT_THAT(bodies_of("b"), ::testing::ElementsAre(R"({"n": 3})"));
+  EXPECT_THAT(bodies_of("a"), ::testing::IsEmpty()) << "a follower overtook the returned event";
+
+  // Fixed: the queue takes fatura.paga too; the replay delivers a's events in order.
+  h.broker().BindQueue(h.broker().Name("outboxd"), h.queue(), "fatura.#");
+  std::vector<std::string> replay = {"dead-letter",     "replay",      "--pg",
+                                     h.db().conninfo(), "--aggregate", "a"};
+  for (const std::string& arg : h.SinkArgs()) replay.push_back(arg);
+  std::string output;
+  EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
+  h.Take();
+  EXPECT_THAT(bodies_of("a"), ::testing::ElementsAre(R"({"n": 1})", R"({"n": 2})", R"({"n": 4})"));
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+}
+
 // An event over the node's max_message_size is a dead letter; once the limit is
 // raised (a node of the test's own: the limit is node-wide), `dead-letter replay
 // --sink rabbitmq` delivers it, and the aggregate's event parked behind it.
