@@ -93,6 +93,8 @@ class Sink final : public sink::Sink {
   absl::Status Flush(absl::Duration timeout) override;
   absl::Status Health() const override;
   int InFlight() const override;
+  // What the unreported messages hold in the sink: their text (topic, key, value,
+  // headers) and the bookkeeping around each, so --max-in-flight-bytes bounds memory.
   uint64_t InFlightBytes() const override;
   int wake_fd() const override;
   int Close(absl::Duration flush_timeout) override;

@@ -3,6 +3,7 @@
 // an oversized message do to the reports and the order.
 #include "amqp/sink.h"
 
+#include <malloc.h>
 #include <sys/select.h>
 
 #include <map>
@@ -326,6 +327,28 @@ TEST_F(AmqpSinkTest, ALoginRefusedEndsCreateNamingNoPassword) {
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(sink.status().message()), ::testing::Not(HasSubstr("wrong-secret")));
+}
+
+// The relay bounds the sink's memory with --max-in-flight-bytes through
+// InFlightBytes(): what the sink's copies take on the heap must not exceed it (they
+// once took ~1 KiB per event while it counted the ~150 bytes of text). Nothing is
+// published (no broker), so the heap grows by the copies alone.
+TEST_F(AmqpSinkTest, InFlightBytesCoverWhatTheCopiesTakeOnTheHeap) {
+  Start();
+  std::unique_ptr<Sink> sink =
+      MakeSink(absl::InfiniteDuration(), "amqp://guest:guest@127.0.0.1:1/%2f");
+  ASSERT_NE(sink, nullptr);
+  const size_t before = mallinfo2().uordblks;
+  constexpr int kMessages = 10000;
+  for (int i = 1; i <= kMessages; ++i) {
+    ASSERT_TRUE(Send(*sink, absl::StrCat(i % 100), i, R"({"t": 1796299205250000})", i).ok());
+  }
+  const size_t grown = mallinfo2().uordblks - before;
+  EXPECT_EQ(sink->InFlight(), kMessages);
+  EXPECT_LE(grown, sink->InFlightBytes())
+      << "per message: " << grown / kMessages << " on the heap, "
+      << sink->InFlightBytes() / kMessages << " counted";
+  EXPECT_EQ(sink->Close(absl::ZeroDuration()), kMessages);
 }
 
 TEST_F(AmqpSinkTest, CloseReturnsWhatItDroppedUnreported) {
