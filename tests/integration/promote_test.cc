@@ -82,6 +82,9 @@ class PgHa {
   }
   // Rebuilds the standby unless it streams (a test that failed half-way left it so).
   void EnsureStandby() {
+    // A test that failed half-way may have left the receiver held: it still reports
+    // streaming, but nothing reaches the standby.
+    if (!paused_.empty()) ResumeReceiver(paused_);
     const std::string standby = Other(Primary());
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(NodeConninfo(standby, "postgres"));
     if (conn.ok()) {
