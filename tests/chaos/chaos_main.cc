@@ -33,6 +33,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,8 @@ class ChaosRun {
   std::unique_ptr<RelayPair> relays_;
   std::unique_ptr<Load> load_;
   std::map<std::string, int> faults_;  // by kind
+  // --replica: from the primary's end to the first event committed on the new one read back.
+  std::vector<absl::Duration> first_event_after_;
   std::vector<std::string> problems_;  // the run itself misbehaved (not the verdict)
   absl::Time start_;
 };
@@ -300,15 +303,34 @@ void ChaosRun::Failover(const Fault& f) {
     if (!relays_->StopBoth(absl::Seconds(60))) Problem("a relay did not stop cleanly on SIGTERM");
     relays_->StartBoth(/*single_in_flight=*/false);
   }
-  if (absl::Status s = ha_->Rebuild(*old); !s.ok()) {
-    Problem(absl::StrCat("rebuild of node ", *old, ": ", s.message()));
+  // An event committed on the new primary, watched for while the old one is rebuilt:
+  // the primary's end to the new one's first event in the broker (with --standby-slot
+  // that includes the rebuild: nothing is published before a standby has it).
+  const std::optional<std::string> marker = load_->CommitMarker(absl::Seconds(60));
+  absl::Time marker_seen = absl::InfinitePast();
+  std::thread watch([&] {
+    const absl::Time deadline = absl::Now() + absl::Seconds(180);
+    while (marker && !reader_->Seen(*marker) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (marker && reader_->Seen(*marker)) marker_seen = absl::Now();
+  });
+  const absl::Status rebuilt = ha_->Rebuild(*old);
+  const absl::Duration rebuild_done = absl::Now() - begin;
+  watch.join();
+  if (!rebuilt.ok()) Problem(absl::StrCat("rebuild of node ", *old, ": ", rebuilt.message()));
+  if (marker_seen == absl::InfinitePast()) {
+    Problem("no event committed on the new primary reached the broker within 180 s");
     return;
   }
-  Say(absl::StrCat(
-      "  node ", HaPair::Other(*old), " promoted in ",
-      absl::FormatDuration(absl::Trunc(promoted, absl::Milliseconds(100))), "; node ", *old,
-      " rebuilt as its standby after ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - begin, absl::Milliseconds(100)))));
+  const auto show = [](absl::Duration d) {
+    return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
+  };
+  first_event_after_.push_back(marker_seen - begin);
+  Say(absl::StrCat("  node ", HaPair::Other(*old), " promoted in ", show(promoted),
+                   "; first event from it published ", show(marker_seen - begin), " after the ",
+                   f.kind == FaultKind::kPromote ? "kill" : "stop", "; node ", *old,
+                   " rebuilt as its standby after ", show(rebuild_done)));
 }
 
 void ChaosRun::KillWalsender() {
@@ -432,6 +454,14 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
     Say("| events | faults | lost | duplicates | ghosts | order violations |");
     Say(absl::StrCat("| ", v.committed, " | ", total, " | ", v.lost, " | ", v.duplicates, " | ",
                      v.ghosts, " | ", v.disorder, " |"));
+  }
+  if (!first_event_after_.empty()) {
+    std::vector<std::string> times;
+    for (absl::Duration d : first_event_after_) {
+      times.push_back(absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100))));
+    }
+    Say(absl::StrCat("primary gone to the new primary's first event published: ",
+                     absl::StrJoin(times, ", ")));
   }
   if (options_.standby_slot && v.ghosts > 0) {
     Problem(absl::StrCat(v.ghosts, " ghost events although the relays waited for the standby"));
