@@ -37,7 +37,8 @@ TEST(ChaosSchedule, ASeedReplaysTheSameFaults) {
   }
 }
 
-// chaos_failover: 45 s on a primary and its standby see a promote and a switchover.
+// chaos_failover (a minute): 45 s on a primary and its standby see a promote and a
+// switchover already.
 TEST(ChaosSchedule, AShortReplicaRunSeesEveryFailoverKind) {
   for (uint64_t seed = 0; seed < 500; ++seed) {
     EXPECT_EQ(Kinds(MakeSchedule(seed, absl::Seconds(45), kReplicaFaultKinds)),
