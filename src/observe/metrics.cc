@@ -57,6 +57,7 @@ struct Metrics::Families {
   prometheus::Counter* primary_changes = nullptr;
   prometheus::Gauge* primary_changed_at = nullptr;
   prometheus::Family<prometheus::Gauge>* standby_lag = nullptr;
+  prometheus::Family<prometheus::Gauge>* standby_waiting = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -140,6 +141,12 @@ Metrics::Metrics(RelayMode mode)
                              "--standby-slot: WAL the standby has not flushed yet (NaN: its "
                              "slot is missing); publishing waits for every one.")
                          .Register(r);
+    f.standby_waiting = &prometheus::BuildGauge()
+                             .Name("outboxd_standby_waiting")
+                             .Help(
+                                 "--standby-slot: 1 while publishing waits for this standby to "
+                                 "flush a committed transaction (down, paused or behind).")
+                             .Register(r);
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -215,6 +222,11 @@ void Metrics::SetStandbyLag(const std::string& slot, std::optional<int64_t> byte
   if (families_->standby_lag == nullptr) return;
   families_->standby_lag->Add({{"slot", slot}})
       .Set(bytes ? static_cast<double>(*bytes) : std::numeric_limits<double>::quiet_NaN());
+}
+
+void Metrics::SetStandbyWaiting(const std::string& slot, bool waiting) {
+  if (families_->standby_waiting == nullptr) return;
+  families_->standby_waiting->Add({{"slot", slot}}).Set(waiting ? 1 : 0);
 }
 
 void Metrics::SetOldestUnacked(std::optional<absl::Time> commit_time) {

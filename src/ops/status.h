@@ -53,6 +53,17 @@ struct OutboxStatus {
   int64_t unacked = 0;
   double oldest_unacked_age_s = 0;
   std::vector<outbox::SlotPosition> positions;  // what each relay last recorded
+  // The primary's failovers and standbys (read on a primary only): its timeline (1:
+  // it never failed over), how long ago it was promoted to it (nullopt: timeline 1,
+  // or pg_wal not readable, which takes pg_monitor), and each physical slot's standby.
+  int64_t timeline = 0;
+  std::optional<double> last_failover_age_s;
+  struct Standby {
+    std::string slot;
+    bool active = false;                     // its standby streams now
+    std::optional<int64_t> flush_lag_bytes;  // WAL it has not flushed (nullopt: never had)
+  };
+  std::vector<Standby> standbys;
   // Polling.
   int64_t pending = 0;
   double oldest_pending_age_s = 0;

@@ -105,6 +105,8 @@ class Pipeline {
   // A transaction is held, and reading with it, until this passes its commit.
   void SetStandbyFlush(pg::Lsn flush) { standby_flush_ = flush; }
   bool holding() const { return held_end_ != 0; }
+  // The end of the committed transaction held for the standbys (0: none).
+  pg::Lsn held_end() const { return held_end_; }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }

@@ -4,6 +4,8 @@
 #include <memory>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -26,7 +28,12 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stop_(stop),
       session_(options_, stats),
       gate_(session_.dead_letter_table(), absl::Now),
-      pipeline_(options_, &gate_, stats, stop) {}
+      pipeline_(options_, &gate_, stats, stop) {
+  // Each named standby's series from the start, so a dashboard tells 0 from absent.
+  for (const std::string& slot : options_.standby_slots) {
+    stats_->metrics.SetStandbyWaiting(slot, false);
+  }
+}
 
 Relay::~Relay() = default;
 
@@ -125,13 +132,27 @@ absl::Status Relay::Loop() {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
     pipeline_.SetStandbyFlush(session_.standby_flush());
+    if (!options_.standby_slots.empty()) ReportStandbyWait();
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
   return absl::OkStatus();
 }
 
+void Relay::ReportStandbyWait() {
+  if (pipeline_.held_end() == 0 && held_by_.empty()) return;  // most turns: nothing to say
+  const std::vector<std::string> behind = session_.StandbysBehind(pipeline_.held_end());
+  std::string held_by = absl::StrJoin(behind, ",");
+  if (held_by == held_by_) return;
+  for (const std::string& slot : options_.standby_slots) {
+    stats_->metrics.SetStandbyWaiting(slot, absl::c_linear_search(behind, slot));
+  }
+  stats_->health.SetHeldBy(held_by);
+  held_by_ = std::move(held_by);
+}
+
 void Relay::EndSession() {
   pipeline_.EndSession();
+  if (!options_.standby_slots.empty()) ReportStandbyWait();  // nothing is held any more
   session_.Close();
 }
 

@@ -60,6 +60,9 @@ class Relay {
   // Streams until the stop signal (OK) or an error.
   absl::Status Loop();
   void EndSession();
+  // --standby-slot: which named standbys the held transaction waits for, in the
+  // metrics (outboxd_standby_waiting) and /healthz, when that changes.
+  void ReportStandbyWait();
   // Waits `duration` or until stopped, serving the sink's reports meanwhile.
   void WaitFor(absl::Duration duration);
 
@@ -70,6 +73,7 @@ class Relay {
   DeadLetterGate gate_;
   Pipeline pipeline_;
   std::string history_;  // the previous session's server history (Session::history)
+  std::string held_by_;  // as last reported by ReportStandbyWait
 };
 
 }  // namespace outboxd::relay
