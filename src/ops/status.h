@@ -34,6 +34,9 @@ struct StatusOptions {
   // that is missing or another database's is always an error, never polling mode.
   bool slot_given = false;
   StatusMode mode = StatusMode::kAuto;
+  // The relay runs --source messages (the WAL-only outbox): its events are in no
+  // table, so the slot's backlog is reported instead of row counts.
+  bool wal_only = false;
   std::string created_at_column = "criado_em";
   std::string published_at_column = "publicado_em";
   std::string attempts_column = "tentativas";
@@ -53,6 +56,9 @@ struct OutboxStatus {
   int64_t unacked = 0;
   double oldest_unacked_age_s = 0;
   std::vector<outbox::SlotPosition> positions;  // what each relay last recorded
+  // --source messages: unacked and its age are not counted; the backlog is the WAL
+  // the slot holds past its confirmed position (slot_lag_bytes).
+  bool wal_only = false;
   // Polling.
   int64_t pending = 0;
   double oldest_pending_age_s = 0;
