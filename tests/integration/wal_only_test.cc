@@ -258,6 +258,34 @@ TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndStrayMessagesAreSkippe
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// No table holds the events: status shows the slot's backlog, never row counts, and
+// cannot judge --max-age.
+TEST(WalOnly, StatusShowsTheSlotsBacklogInsteadOfRowCounts) {
+  RelayHarness h(kTopics);
+  pg::Connection conn = h.db().Connect();
+  for (int i = 0; i < 10; ++i) Emit(conn, "pedido-1", R"({"waiting":true})");
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--source",
+                          "messages", "--json"},
+                         &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"source\":\"messages\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"unacked\""), std::string::npos) << out;
+  const size_t at = out.find("\"backlog_bytes\":");
+  ASSERT_NE(at, std::string::npos) << out;
+  int64_t backlog = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(out.substr(at + 16, out.find_first_of(",}", at) - at - 16), &backlog))
+      << out;
+  EXPECT_GT(backlog, 0) << out;
+  EXPECT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--source",
+                          "messages", "--max-age", "1m"},
+                         &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("alert on backlog_bytes"), std::string::npos) << out;
+}
+
 TEST(WalOnly, RefusesMessagesWhenTheSlotCanLoseWalUnlessAllowed) {
   PrivateCluster cluster("max_slot_wal_keep_size = 1GB");
   RelayHarness h(kTopics, 3, cluster.conninfo());
