@@ -56,6 +56,7 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
   out.slot_active = slot.active;
   out.wal_status = slot.wal_status;
   out.slot_lag_bytes = slot.lag_bytes;
+  out.wal_only = options.wal_only;
   const outbox::RelayStateStore state(options.table);
   OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
@@ -67,6 +68,7 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
     unacked = absl::StrCat(acked, " IS NOT TRUE");
     OUTBOXD_ASSIGN_OR_RETURN(out.positions, state.Positions(conn));
   }
+  if (options.wal_only) return absl::OkStatus();  // the table holds none of the events
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, CountRows(conn, outbox, options, "", unacked));
   out.unacked = ToInt(r.Get(0, 0));
   out.oldest_unacked_age_s = ToDouble(r.Get(0, 1));
@@ -240,7 +242,12 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
 
 std::string FormatStatusTable(const OutboxStatus& s) {
   std::vector<std::pair<std::string, std::string>> rows = {{"mode", s.mode}};
-  if (s.mode == "cdc") {
+  if (s.mode == "cdc" && s.wal_only) {
+    rows.insert(rows.end(), {{"source", "messages (WAL-only: no table counts)"},
+                             {"slot_active", s.slot_active ? "yes" : "no"},
+                             {"wal_status", s.wal_status},
+                             {"backlog_bytes", absl::StrCat(s.slot_lag_bytes)}});
+  } else if (s.mode == "cdc") {
     rows.insert(rows.end(), {{"slot_active", s.slot_active ? "yes" : "no"},
                              {"wal_status", s.wal_status},
                              {"slot_lag_bytes", absl::StrCat(s.slot_lag_bytes)},
@@ -282,9 +289,14 @@ std::string FormatStatusJson(const OutboxStatus& s) {
   if (s.mode == "cdc") {
     absl::StrAppend(&out, ",\"slot_active\":", s.slot_active ? "true" : "false",
                     ",\"wal_status\":", JsonString(s.wal_status),
-                    ",\"slot_lag_bytes\":", s.slot_lag_bytes, ",\"unacked\":", s.unacked,
-                    ",\"oldest_unacked_age_s\":", JsonAge(s, s.oldest_unacked_age_s),
-                    ",\"positions\":[");
+                    ",\"slot_lag_bytes\":", s.slot_lag_bytes);
+    if (s.wal_only) {
+      absl::StrAppend(&out, ",\"source\":\"messages\",\"backlog_bytes\":", s.slot_lag_bytes);
+    } else {
+      absl::StrAppend(&out, ",\"unacked\":", s.unacked,
+                      ",\"oldest_unacked_age_s\":", JsonAge(s, s.oldest_unacked_age_s));
+    }
+    out += ",\"positions\":[";
     for (size_t i = 0; i < s.positions.size(); ++i) {
       const outbox::SlotPosition& p = s.positions[i];
       absl::StrAppend(&out, i ? "," : "", "{\"slot\":", JsonString(p.slot),

@@ -126,6 +126,12 @@ class Pipeline {
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
+  // --source messages|both: an outboxd_emit message is an event like a row.
+  absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
+  // An outboxd message whose content cannot be read: dead-lettered whole, since it
+  // names no aggregate to park and stopping would stall every event behind it.
+  absl::Status DeadLetterUnreadable(const pgoutput::LogicalMessage& message,
+                                    const absl::Status& error);
   bool IsOutboxTable(const pgoutput::Relation& relation) const;
   // The current transaction's commit time, rendered once per transaction: the
   // created_at of events from a table without a created-at column.
@@ -175,6 +181,8 @@ class Pipeline {
   pgoutput::Message message_;       // reused across DecodeInto calls
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
+  bool warned_ignored_row_ = false;          // --source messages: a row arrived
+  bool warned_non_transactional_ = false;    // an outboxd message outside a transaction
 
   absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after

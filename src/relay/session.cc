@@ -166,7 +166,10 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
       pg::ReplicationStream stream,
       pg::ReplicationStream::Start(
           std::move(conn),
-          {.slot = options_.slot, .publication = options_.publication, .start_lsn = start}));
+          {.slot = options_.slot,
+           .publication = options_.publication,
+           .start_lsn = start,
+           .messages = options_.source != Source::kTable}));
   return std::make_unique<PgChangeStream>(std::move(stream));
 }
 

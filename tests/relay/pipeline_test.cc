@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "observe/health.h"
+#include "outbox/emitted_event.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
 #include "support/fake_sink.h"
@@ -146,6 +147,57 @@ TEST_F(RelayPipelineTest, NeverConfirmsPastAnUnacknowledgedEvent) {
   Step(kCoalesce);
   EXPECT_EQ(stream_->last_confirmed(), second);
 }
+
+// --source both (the WAL-only outbox, outbox/emitted_event.h): an outboxd_emit message
+// is an event of its transaction like a row, produced where it stands among the rows
+// and confirmed only with them; other prefixes and non-transactional messages are
+// not events. With --source table the same stream publishes the rows alone.
+class WalOnlyPipelineTest : public RelayPipelineTest,
+                            public ::testing::WithParamInterface<Source> {};
+
+TEST_P(WalOnlyPipelineTest, MessagesAreEventsOfTheirTransactionInPlace) {
+  namespace bytes = test::pgoutput_bytes;
+  options_.source = GetParam();
+  Start();
+  const pg::Lsn commit = 0x2000000, end = 0x2000100;
+  auto row = [](const std::string& id) {
+    return bytes::Insert(test::OutboxWal::kRelationId,
+                         {id, "A", "pedido.confirmado", "{}", "2026-12-03 15:40:00+00"});
+  };
+  const std::string emitted = outbox::EmittedContent({.id = "m2",
+                                                      .aggregate_id = "A",
+                                                      .type = "pedido.confirmado",
+                                                      .payload = "[2]",
+                                                      .created_at = "2026-12-03 15:40:00.5+00"});
+  stream_->PushData(0x1FFFF00, bytes::LogicalMessage(0x1FFFF00, false, "outboxd", emitted));
+  stream_->PushData(commit, bytes::Begin(commit, 0, 900));
+  stream_->PushData(commit, bytes::OutboxRelation(test::OutboxWal::kRelationId));
+  stream_->PushData(commit, row("r1"));
+  stream_->PushData(commit, bytes::LogicalMessage(commit - 0x80, true, "outboxd", emitted));
+  stream_->PushData(commit, bytes::LogicalMessage(commit - 0x40, true, "other", emitted));
+  stream_->PushData(commit, row("r3"));
+  stream_->PushData(end, bytes::Commit(commit, end, 0));
+  Step();
+  if (GetParam() == Source::kTable) {
+    EXPECT_THAT(Ids(fake_->produced()), ElementsAre("r1", "r3"));
+    return;
+  }
+  ASSERT_THAT(Ids(fake_->produced()), ElementsAre("r1", "m2", "r3"));
+  const test::ProducedMessage& m = fake_->produced()[1];
+  EXPECT_EQ(m.key, "A");
+  EXPECT_EQ(m.value, "[2]");
+  EXPECT_EQ(Header(m, "created_at"), "2026-12-03T15:40:00.5+00:00");
+  fake_->Ack(TagOf(0));
+  fake_->Ack(TagOf(2));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), 0u) << "the message is not acknowledged yet";
+  fake_->Ack(TagOf(1));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), end);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, WalOnlyPipelineTest,
+                         ::testing::Values(Source::kTable, Source::kBoth));
 
 // Acknowledgements may come in any order (partitions, brokers); the confirmed position
 // moves in commit order only.
