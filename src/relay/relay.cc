@@ -26,7 +26,8 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stop_(stop),
       session_(options_, stats),
       gate_(session_.dead_letter_table(), absl::Now),
-      pipeline_(options_, &gate_, stats, stop) {}
+      pipeline_(options_, &gate_, stats, stop),
+      catch_up_(&stats->metrics) {}
 
 Relay::~Relay() = default;
 
@@ -117,6 +118,10 @@ absl::Status Relay::Connect() {
   pipeline_.Stream(std::move(stream), start, state.feedback_interval);
   spdlog::info("streaming slot {} publication {} from {}", options_.slot, options_.publication,
                pg::FormatLsn(start));
+  // Best effort: without the server's position there is only no progress to show.
+  if (absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control()); server.ok()) {
+    catch_up_.Begin(start, *server);
+  }
   return absl::OkStatus();
 }
 
@@ -124,6 +129,7 @@ absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
+    catch_up_.Observe(pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
@@ -131,6 +137,7 @@ absl::Status Relay::Loop() {
 }
 
 void Relay::EndSession() {
+  catch_up_.End();
   pipeline_.EndSession();
   session_.Close();
 }

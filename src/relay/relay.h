@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
 #include "pg/connection.h"
+#include "relay/catch_up.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
@@ -69,6 +70,7 @@ class Relay {
   Session session_;
   DeadLetterGate gate_;
   Pipeline pipeline_;
+  CatchUp catch_up_;
   std::string history_;  // the previous session's server history (Session::history)
 };
 
