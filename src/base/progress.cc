@@ -49,6 +49,11 @@ std::string Amount(Progress::Unit unit, double value) {
   return absl::StrFormat("%.0f", value);
 }
 
+// absl prints a zero duration as "0"; the line says "0s left".
+std::string Seconds(absl::Duration d) {
+  return d == absl::ZeroDuration() ? "0s" : absl::FormatDuration(d);
+}
+
 std::string PerSecond(Progress::Unit unit, double rate) {
   return absl::StrCat(Amount(unit, rate), " ", UnitName(unit), "/s");
 }
@@ -137,7 +142,7 @@ std::string Progress::Line() const {
     absl::StrAppend(&line, ", ", PerSecond(options_.rate_unit.value_or(unit), *rate));
   }
   if (const std::optional<absl::Duration> left = TimeLeft()) {
-    absl::StrAppend(&line, ", ", absl::FormatDuration(*left), " left");
+    absl::StrAppend(&line, ", ", Seconds(*left), " left");
   }
   return line;
 }
@@ -156,9 +161,7 @@ std::string Progress::Summary() const {
     absl::StrAppend(&line, ", ", Amount(*options_.rate_unit, items_), " ",
                     UnitName(*options_.rate_unit));
   }
-  const absl::Duration shown = absl::Trunc(elapsed, absl::Milliseconds(100));
-  absl::StrAppend(&line, " in ",
-                  shown == absl::ZeroDuration() ? "0s" : absl::FormatDuration(shown));
+  absl::StrAppend(&line, " in ", Seconds(absl::Trunc(elapsed, absl::Milliseconds(100))));
   if (elapsed > absl::ZeroDuration()) {
     absl::StrAppend(&line, " (",
                     PerSecond(options_.rate_unit.value_or(unit),

@@ -1,5 +1,6 @@
 #include "relay/catch_up.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,12 +44,13 @@ void CatchUp::Begin(pg::Lsn start, pg::Lsn server) {
 
 // The totals are read through the registry (observe/metrics.h), so at most as often
 // as the line is drawn, not every loop turn.
-void CatchUp::Observe(pg::Lsn watermark) {
+void CatchUp::Observe(pg::Lsn received, pg::Lsn watermark) {
   if (progress_ == nullptr) return;
   const absl::Time now = clock_();
   if (now < next_look_) return;
   next_look_ = now + Progress::kRedraw;
-  const int64_t done = watermark > start_ ? static_cast<int64_t>(watermark - start_) : 0;
+  const pg::Lsn read = std::min(std::max(received, watermark), target_);
+  const int64_t done = read > start_ ? static_cast<int64_t>(read - start_) : 0;
   const double events = metrics_->ReadTotals().published - events_at_start_;
   progress_->Update(done, static_cast<int64_t>(events));
   if (watermark >= target_) {

@@ -107,6 +107,7 @@ class Pipeline {
   bool holding() const { return held_end_ != 0; }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
+  pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
 
  private:

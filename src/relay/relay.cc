@@ -129,7 +129,7 @@ absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
-    catch_up_.Observe(pipeline_.watermark());
+    catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }

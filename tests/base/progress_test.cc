@@ -70,7 +70,7 @@ TEST(Progress, NoProgressMeansNoTimeLeftAndDoneMeansZero) {
   EXPECT_EQ(p.TimeLeft(), absl::ZeroDuration());
   p.Update(150);  // more than the estimate (rows written meanwhile): not negative
   EXPECT_EQ(p.TimeLeft(), absl::ZeroDuration());
-  EXPECT_THAT(p.Line(), HasSubstr("150/100 rows (100%)"));
+  EXPECT_EQ(p.Line(), "backfill: 150/100 rows (100%), 30 rows/s, 0s left");
 }
 
 TEST(Progress, DrawsAtMostFourTimesASecond) {
