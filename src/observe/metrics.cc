@@ -58,6 +58,7 @@ struct Metrics::Families {
   prometheus::Gauge* primary_changed_at = nullptr;
   prometheus::Family<prometheus::Gauge>* standby_lag = nullptr;
   prometheus::Family<prometheus::Gauge>* standby_waiting = nullptr;
+  prometheus::Gauge* catchup_eta = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -147,6 +148,11 @@ Metrics::Metrics(RelayMode mode)
                                  "--standby-slot: 1 while publishing waits for this standby to "
                                  "flush a committed transaction (down, paused or behind).")
                              .Register(r);
+    f.catchup_eta = &NewGauge(
+        r, "outboxd_catchup_eta_seconds",
+        "Time left to reach the server's WAL position of the last (re)connect with a backlog, "
+        "at the pace of the last 10 s; 0 when caught up (NaN: no pace yet, or disconnected). "
+        "The bytes left are outboxd_slot_lag_bytes.");
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -192,6 +198,12 @@ void Metrics::SetConfirmedLsn(uint64_t lsn) {
 
 void Metrics::SetReceivedLsn(uint64_t lsn) {
   if (families_->received_lsn != nullptr) families_->received_lsn->Set(static_cast<double>(lsn));
+}
+
+void Metrics::SetCatchUpEta(std::optional<absl::Duration> eta) {
+  if (families_->catchup_eta == nullptr) return;
+  families_->catchup_eta->Set(eta ? absl::ToDoubleSeconds(*eta)
+                                  : std::numeric_limits<double>::quiet_NaN());
 }
 
 void Metrics::SetSlotLagBytes(int64_t bytes) {

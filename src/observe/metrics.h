@@ -24,6 +24,7 @@
 //   outboxd_primary_info{host,port}, outboxd_primary_changes_total,
 //   outboxd_primary_changed_timestamp_seconds                            run
 //   outboxd_standby_flush_lag_bytes{slot}, outboxd_standby_waiting{slot} run
+//   outboxd_catchup_eta_seconds             gauge     run
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
 
@@ -89,6 +90,9 @@ class Metrics {
   void SetStandbyLag(const std::string& slot, std::optional<int64_t> bytes);
   // --standby-slot: whether a committed transaction waits for this standby now. Run only.
   void SetStandbyWaiting(const std::string& slot, bool waiting);
+  // Time left to catch up with the backlog found at (re)connect, at the recent pace
+  // (relay/catch_up.h): zero when caught up, nullopt (NaN) while unknown. Run only.
+  void SetCatchUpEta(std::optional<absl::Duration> eta);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

@@ -25,6 +25,10 @@
 
 namespace outboxd::ops {
 
+// `outboxd cleanup` counts the rows it will delete first and shows its progress
+// (base/progress.h); the job inside `run` logs one line per round instead.
+enum class CleanupProgress { kSilent, kReported };
+
 struct CleanupOptions {
   std::string table = "outbox";
   // Empty, or missing from the table (a Debezium outbox table): outbox rows have no
@@ -35,6 +39,7 @@ struct CleanupOptions {
   absl::Duration retention = absl::Hours(24 * 7);
   absl::Duration inbox_retention = absl::Hours(24 * 30);
   int batch = 5000;
+  CleanupProgress progress = CleanupProgress::kSilent;
   // Checked between batches: cleanup inside `outboxd run` stops with the relay.
   std::function<bool()> stopping = [] { return false; };
 };

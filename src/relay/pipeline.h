@@ -109,6 +109,7 @@ class Pipeline {
   pg::Lsn held_end() const { return held_end_; }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
+  pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
 
  private:

@@ -28,7 +28,8 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stop_(stop),
       session_(options_, stats),
       gate_(session_.dead_letter_table(), absl::Now),
-      pipeline_(options_, &gate_, stats, stop) {
+      pipeline_(options_, &gate_, stats, stop),
+      catch_up_(&stats->metrics) {
   // Each named standby's series from the start, so a dashboard tells 0 from absent.
   for (const std::string& slot : options_.standby_slots) {
     stats_->metrics.SetStandbyWaiting(slot, false);
@@ -124,6 +125,10 @@ absl::Status Relay::Connect() {
   pipeline_.Stream(std::move(stream), start, state.feedback_interval);
   spdlog::info("streaming slot {} publication {} from {}", options_.slot, options_.publication,
                pg::FormatLsn(start));
+  // Best effort: without the server's position there is only no progress to show.
+  if (absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control()); server.ok()) {
+    catch_up_.Begin(start, *server);
+  }
   return absl::OkStatus();
 }
 
@@ -131,6 +136,7 @@ absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
+    catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
     if (!options_.standby_slots.empty()) ReportStandbyWait();
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
@@ -151,6 +157,7 @@ void Relay::ReportStandbyWait() {
 }
 
 void Relay::EndSession() {
+  catch_up_.End();
   pipeline_.EndSession();
   if (!options_.standby_slots.empty()) ReportStandbyWait();  // nothing is held any more
   session_.Close();

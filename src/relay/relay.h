@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
 #include "pg/connection.h"
+#include "relay/catch_up.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
@@ -72,6 +73,7 @@ class Relay {
   Session session_;
   DeadLetterGate gate_;
   Pipeline pipeline_;
+  CatchUp catch_up_;
   std::string history_;  // the previous session's server history (Session::history)
   std::string held_by_;  // as last reported by ReportStandbyWait
 };
