@@ -118,9 +118,11 @@ std::string Redacted(const ParsedUrl& url) {
 }
 
 // Client properties: the capabilities without which RabbitMQ never sends
-// connection.blocked, and the name shown by `rabbitmqctl list_connections`.
+// connection.blocked, nor says ACCESS_REFUSED before closing on a wrong password
+// (otherwise the socket just closes, which reads as a broker outage and is retried),
+// and the name shown by `rabbitmqctl list_connections`.
 struct ClientProperties {
-  amqp_table_entry_t capabilities[2];
+  amqp_table_entry_t capabilities[3];
   amqp_table_entry_t entries[2];
   amqp_table_t table;
 
@@ -129,9 +131,11 @@ struct ClientProperties {
                        .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value = {.boolean = 1}}};
     capabilities[1] = {.key = Bytes("publisher_confirms"),
                        .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value = {.boolean = 1}}};
+    capabilities[2] = {.key = Bytes("authentication_failure_close"),
+                       .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value = {.boolean = 1}}};
     entries[0] = {.key = Bytes("capabilities"),
                   .value = {.kind = AMQP_FIELD_KIND_TABLE,
-                            .value = {.table = {.num_entries = 2, .entries = capabilities}}}};
+                            .value = {.table = {.num_entries = 3, .entries = capabilities}}}};
     entries[1] = {
         .key = Bytes("connection_name"),
         .value = {.kind = AMQP_FIELD_KIND_UTF8, .value = {.bytes = Bytes(connection_name)}}};
