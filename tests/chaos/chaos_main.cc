@@ -62,6 +62,7 @@ struct Options {
   bool keep = false;
   std::string sink = "kafka";  // or "rabbitmq"
   bool scalar_poison_only = false;
+  std::string partition_by;  // "" (a plain outbox), day, week, month: setup --partition-by
 };
 
 void Say(const std::string& line) {
@@ -121,8 +122,12 @@ absl::Status ChaosRun::SetUp() {
   if (absl::Status s = rabbit() ? SetUpRabbit(sink_args) : SetUpKafka(sink_args); !s.ok()) {
     return s;
   }
-  auto setup = test::ChildProcess::Start(
-      {test::BinPath("outboxd"), "setup", "--pg", db_->conninfo(), "--slot", db_->name()});
+  std::vector<std::string> setup_args = {test::BinPath("outboxd"), "setup",  "--pg",
+                                         db_->conninfo(),          "--slot", db_->name()};
+  if (!options_.partition_by.empty()) {
+    setup_args.insert(setup_args.end(), {"--partition-by", options_.partition_by});
+  }
+  auto setup = test::ChildProcess::Start(setup_args);
   if (setup->Wait(absl::Seconds(60)) != 0) {
     return absl::InternalError(absl::StrCat("outboxd setup failed: ", setup->Log()));
   }
@@ -285,7 +290,8 @@ int ChaosRun::Run() {
   Say(absl::StrCat("seed ", options_.seed, ", ", options_.minutes, " min, ", options_.rate,
                    " transactions/s; replay with: scripts/chaos --minutes ", options_.minutes,
                    " --seed ", options_.seed, rabbit() ? " --sink rabbitmq" : "",
-                   options_.scalar_poison_only ? " --scalar-poison-only" : ""));
+                   options_.scalar_poison_only ? " --scalar-poison-only" : "",
+                   options_.partition_by.empty() ? "" : " --partition-by ", options_.partition_by));
   if (absl::Status s = SetUp(); !s.ok()) {
     Say(absl::StrCat("cannot set up: ", s.message()));
     return 2;
@@ -385,6 +391,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"kafka", "rabbitmq"}));
   app.add_flag("--scalar-poison-only", options.scalar_poison_only,
                "poison events are JSON scalars only, never an invalid topic / unroutable key");
+  app.add_option("--partition-by", options.partition_by,
+                 "a partitioned outbox (outboxd setup --partition-by): day, week or month")
+      ->check(CLI::IsMember({"day", "week", "month"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "support/metrics_text.h"
 
 namespace outboxd::test {
 namespace {
@@ -217,6 +218,7 @@ TEST(PartitionedOutbox, CleanupDropsExactlyTheFullyAcknowledgedPartitions) {
   ASSERT_TRUE(h.collector().WaitForCount(13, absl::Seconds(60))) << h.relay().Log();
   std::string status;
   ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
+  EXPECT_TRUE(absl::StrContains(status, "\"default_partition_rows\":3}")) << status;
 
   ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
   InsertEvents(conn, "old1", 5, -1);
@@ -239,6 +241,8 @@ TEST(PartitionedOutbox, CleanupDropsExactlyTheFullyAcknowledgedPartitions) {
       << out;
   EXPECT_EQ(CountBatch(h.db(), "old1"), 5);
   EXPECT_EQ(CountBatch(h.db(), "today"), 5);
+  ASSERT_EQ(Outboxd(h, {"status", "--json", "--slot", h.slot()}, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "\"default_partition_rows\":0}")) << out;
 
   ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
   ASSERT_TRUE(h.collector().WaitForCount(23, absl::Seconds(60))) << h.relay().Log();
@@ -295,6 +299,11 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
     }
   }
   EXPECT_TRUE(absl::StrContains(h.relay().Log(), "dropped 1 acknowledged partitions"))
+      << h.relay().Log();
+  // A row in DEFAULT (no partition so far ahead) shows on the run's gauge.
+  InsertEvents(conn, "far", 1, 30);
+  EXPECT_TRUE(
+      WaitForMetric(h.relay(), "outboxd_outbox_default_partition_rows", 1, absl::Seconds(30)))
       << h.relay().Log();
 }
 
