@@ -124,7 +124,11 @@ absl::Status CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(OutboxRule rule,
                            OutboxDeleteRule(conn, options, outbox, result.outbox_kept));
-  OUTBOXD_RETURN_IF_ERROR(KeepPartitions(conn, options, outbox, rule, result));
+  // A role that may delete rows but not own the table (docs/security.md) still cleans
+  // row by row; the upkeep's failure is reported, not the round's.
+  if (absl::Status kept = KeepPartitions(conn, options, outbox, rule, result); !kept.ok()) {
+    result.partition_upkeep_error = std::string(kept.message());
+  }
   OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
   for (const pg::Partition& leaf : leaves) {
     int64_t deleted = 0;
@@ -160,6 +164,10 @@ void LogPartitionUpkeep(const CleanupResult& done) {
   if (done.partitions_created + done.partitions_dropped > 0) {
     spdlog::info("cleanup: created {} partitions ahead, dropped {} acknowledged partitions",
                  done.partitions_created, done.partitions_dropped);
+  }
+  if (!done.partition_upkeep_error.empty()) {
+    spdlog::warn("cleanup: partition upkeep failed ({}); rows are deleted one by one",
+                 done.partition_upkeep_error);
   }
   for (const std::string& kept : done.partitions_kept) {
     spdlog::info("cleanup: kept partition {}", kept);

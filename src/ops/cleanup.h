@@ -58,6 +58,7 @@ struct CleanupResult {
   int64_t partitions_created = 0;
   int64_t partitions_dropped = 0;
   std::vector<std::string> partitions_kept;
+  std::string partition_upkeep_error;  // e.g. the role does not own the outbox
   std::string default_partition;
   int64_t default_deleted = 0;
   int64_t default_rows = 0;

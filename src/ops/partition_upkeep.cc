@@ -45,19 +45,25 @@ const char* Step(PartitionInterval interval) {
   return "";
 }
 
-// `sql` as its own transaction that waits at most `lock_timeout` for a lock, or
-// inside the caller's transaction when `lock_timeout` is empty (setup). `sqlstate`:
-// the failure's, read before the ROLLBACK clears it.
+// `sql` as its own transaction that waits at most `lock_timeout` for a lock, or,
+// when `lock_timeout` is empty (setup), inside the caller's transaction under a
+// savepoint, so that a period CreateRanges skips does not abort the rest. `sqlstate`:
+// the failure's, read before the rollback clears it.
 absl::Status ExecDdl(pg::Connection& conn, const std::string& sql, const std::string& lock_timeout,
                      std::string* sqlstate = nullptr) {
-  if (lock_timeout.empty()) return conn.Exec(sql).status();
-  OUTBOXD_ASSIGN_OR_RETURN(std::string timeout, conn.QuoteLiteral(lock_timeout));
-  absl::Status status =
-      conn.Exec(absl::StrCat("BEGIN; SET LOCAL lock_timeout = ", timeout)).status();
+  const bool own = !lock_timeout.empty();
+  absl::Status status;
+  if (own) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string timeout, conn.QuoteLiteral(lock_timeout));
+    status = conn.Exec(absl::StrCat("BEGIN; SET LOCAL lock_timeout = ", timeout)).status();
+  } else {
+    status = conn.Exec("SAVEPOINT outboxd_partition").status();
+  }
   if (status.ok()) status = conn.Exec(sql).status();
-  if (status.ok()) return conn.Exec("COMMIT").status();
+  if (status.ok())
+    return conn.Exec(own ? "COMMIT" : "RELEASE SAVEPOINT outboxd_partition").status();
   if (sqlstate != nullptr) *sqlstate = conn.last_sqlstate();
-  (void)conn.Exec("ROLLBACK");
+  (void)conn.Exec(own ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT outboxd_partition");
   return status;
 }
 
@@ -121,7 +127,7 @@ absl::StatusOr<std::vector<std::string>> CreateRanges(pg::Connection& conn,
                 absl::StrCat("CREATE TABLE ", name.quoted, " PARTITION OF ", outbox.quoted,
                              " FOR VALUES FROM (", from, ") TO (", to, ")"),
                 options.lock_timeout, &state);
-    if (!made.ok() && !options.lock_timeout.empty() &&
+    if (!made.ok() &&
         (state == kDefaultHoldsRows || state == kOverlap || state == kLockNotAvailable)) {
       continue;  // this period stays in DEFAULT (or a user's partition); the next round retries
     }

@@ -5,6 +5,7 @@
 // reconcile, poll and dead-letter replay work on it, and cleanup deletes leaf by
 // leaf: a ctid names a row in one partition only (src/ops/cleanup.cc).
 #include <csignal>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,7 +16,9 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "support/doc_commands.h"
 #include "support/metrics_text.h"
+#include "support/outbox_load.h"
 
 namespace outboxd::test {
 namespace {
@@ -305,6 +308,58 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
   EXPECT_TRUE(
       WaitForMetric(h.relay(), "outboxd_outbox_default_partition_rows", 1, absl::Seconds(30)))
       << h.relay().Log();
+}
+
+// Issue 19 point 4: README's "Moving to a partitioned outbox", run as written there
+// with a writer and the relay running through the swap: every row of both tables
+// delivered, first deliveries in seq order per aggregate.
+TEST(PartitionedOutbox, MovingAPlainOutboxWithWritersAndTheRelayRunningLosesNothing) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--cleanup-interval", "0s"});
+  Load load(h.db().conninfo());
+  ASSERT_TRUE(load.WaitForMore(50)) << h.relay().Log();
+  for (const std::string& sql : DocBlocks("README.md", "sql", "-- 1. the partitioned table")) {
+    h.db().Exec(sql);
+  }
+  ASSERT_TRUE(load.WaitForMore(20)) << h.relay().Log();
+  const std::vector<std::string> swap = DocBlocks("README.md", "sql", "-- 2. the swap");
+  ASSERT_EQ(swap.size(), 1u);
+  h.db().Exec(swap[0]);
+  EXPECT_EQ(h.db().Scalar("SELECT relkind FROM pg_class WHERE oid = 'outbox'::regclass"), "p");
+  ASSERT_TRUE(load.WaitForMore(50)) << h.relay().Log();
+  for (std::vector<std::string> args :
+       DocCommands("README.md", "# 3. the partitions", h.db().conninfo(), "")) {
+    args.insert(args.end(), {"--slot", h.slot()});
+    std::string out;
+    ASSERT_EQ(h.RunOutboxd(args, &out), 0) << out;
+    EXPECT_TRUE(absl::StrContains(out, "setup: partition outbox_p")) << out;
+  }
+  ASSERT_TRUE(load.WaitForMore(50)) << h.relay().Log();
+  load.Stop();
+  EXPECT_NE(h.db().Scalar("SELECT count(*) FROM outbox_plain"), "0");
+  EXPECT_NE(h.db().Scalar("SELECT count(*) FROM outbox"), "0");
+
+  // Every row of both tables, by id; per aggregate in seq order (seq goes on).
+  auto rows = h.db().Connect().Exec(
+      "SELECT id::text, aggregate_id FROM (SELECT id, aggregate_id, seq FROM outbox_plain "
+      "UNION ALL SELECT id, aggregate_id, seq FROM outbox) r ORDER BY seq");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(h.collector().WaitForCount(rows->rows(), absl::Seconds(90))) << h.relay().Log();
+  std::map<std::string, std::vector<std::string>> delivered;  // aggregate -> ids
+  std::set<std::string> seen;
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    const std::string id = m.Header("id").value_or("");
+    if (seen.insert(id).second) delivered[m.key].push_back(id);
+  }
+  std::map<std::string, std::vector<std::string>> written;
+  for (int i = 0; i < rows->rows(); ++i) {
+    written[std::string(rows->Get(i, 1))].push_back(std::string(rows->Get(i, 0)));
+  }
+  EXPECT_EQ(delivered, written);
+  std::string status;
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
+  h.db().Exec("DROP TABLE outbox_plain");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
 // reconcile reads the outbox through its root, dead-letter replay publishes from the
