@@ -203,12 +203,15 @@ absl::StatusOr<DropOutcome> DropConcurrently(pg::Connection& conn, const pg::Tab
 // detached table carrying the marker.
 absl::Status FinishInterruptedDrops(pg::Connection& conn, const pg::TableName& outbox,
                                     const std::string& acked_sql, DropReport& report) {
+  // Only the detaches outboxd began (marked before its DETACH): one a person began
+  // is theirs to finish.
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result pending,
       conn.ExecParams("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_inherits i "
                       "JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = "
-                      "c.relnamespace WHERE i.inhparent = to_regclass($1) AND i.inhdetachpending",
-                      {outbox.quoted}));
+                      "c.relnamespace WHERE i.inhparent = to_regclass($1) AND i.inhdetachpending "
+                      "AND obj_description(c.oid, 'pg_class') = $2",
+                      {outbox.quoted, DropMarker(outbox)}));
   for (int i = 0; i < pending.rows(); ++i) {
     OUTBOXD_RETURN_IF_ERROR(
         conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " DETACH PARTITION ",

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -19,6 +20,7 @@
 #include "support/doc_commands.h"
 #include "support/metrics_text.h"
 #include "support/outbox_load.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -359,6 +361,65 @@ TEST(PartitionedOutbox, MovingAPlainOutboxWithWritersAndTheRelayRunningLosesNoth
   std::string status;
   ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
   h.db().Exec("DROP TABLE outbox_plain");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A user's partitioned outbox without a DEFAULT partition: cleanup detaches
+// CONCURRENTLY (writers never wait). A round killed while the detach waited for an
+// older snapshot leaves it pending; the next round finishes it (FINALIZE) and drops
+// the partition once every row in it is acknowledged.
+TEST(PartitionedOutbox, WithoutDefaultPartitionsAreDetachedConcurrentlyAndAKilledDetachIsFinished) {
+  RelayHarness h(kTopics);
+  h.db().Exec(absl::StrCat("SELECT pg_drop_replication_slot('", h.slot(),
+                           "'); DROP PUBLICATION outboxd; DROP TABLE outbox"));
+  std::string ddl = kUserPartitionedOutbox;
+  ddl = ddl.substr(0, ddl.find("CREATE TABLE outbox_yesterday"));  // the table alone
+  h.db().Exec(ddl);
+  for (int days : {-2, -1, 0}) CreateDayPartition(h.db(), absl::StrCat("d", days + 2), days);
+  std::string out;
+  ASSERT_EQ(Outboxd(h, {"setup", "--slot", h.slot()}, &out), 0) << out;
+  h.StartRelay({"--cleanup-interval", "0s"});
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "d0", 5, -2);
+  InsertEvents(conn, "d1", 5, -1);
+  InsertEvents(conn, "d2", 5);
+  ASSERT_TRUE(h.collector().WaitForCount(15, absl::Seconds(60))) << h.relay().Log();
+  std::string status;
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
+
+  // What the job does before its DETACH ... CONCURRENTLY of outbox_d1 (mark it), then
+  // the detach, cancelled while it waits for a transaction's snapshot: as if killed.
+  h.db().Exec("COMMENT ON TABLE outbox_d1 IS 'outboxd: detached from outbox to be dropped'");
+  auto reader = h.db().Connect();
+  ASSERT_TRUE(
+      reader.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM outbox").ok());
+  std::thread detach([&] {
+    auto detacher = h.db().Connect();
+    (void)detacher.Exec("ALTER TABLE outbox DETACH PARTITION outbox_d1 CONCURRENTLY");
+  });
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {
+    return h.db().Scalar(
+               "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE "
+               "'ALTER TABLE outbox DETACH%' AND wait_event IS NOT NULL "
+               "UNION ALL SELECT false LIMIT 1") == "t";
+  }));
+  detach.join();
+  ASSERT_TRUE(reader.Exec("COMMIT").ok());
+  ASSERT_EQ(h.db().Scalar("SELECT inhdetachpending FROM pg_inherits "
+                          "WHERE inhrelid = 'outbox_d1'::regclass"),
+            "t");
+
+  ASSERT_EQ(Outboxd(h, {"cleanup", "--retention", "0s"}, &out), 0) << out;
+  EXPECT_EQ(
+      h.db().Scalar("SELECT to_regclass('outbox_d0') IS NULL AND "
+                    "to_regclass('outbox_d1') IS NULL AND to_regclass('outbox_d2') IS NOT NULL"),
+      "t")
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "dropped 2 acknowledged partitions")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "upkeep failed")) << out;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0") << out;
+  InsertEvents(conn, "later", 5);
+  ASSERT_TRUE(h.collector().WaitForCount(20, absl::Seconds(60))) << h.relay().Log();
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
