@@ -423,6 +423,34 @@ TEST(PartitionedOutbox, WithoutDefaultPartitionsAreDetachedConcurrentlyAndAKille
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Weeks start on Monday and months on the 1st (UTC), named after their first day;
+// cleanup infers the width from the newest partition and creates a missing one ahead.
+TEST(PartitionedOutbox, WeeksAndMonthsAreCutInUtcAndKeptAheadByCleanup) {
+  for (const std::string unit : {"week", "month"}) {
+    RelayHarness h(kTopics);
+    h.db().Exec(absl::StrCat("SELECT pg_drop_replication_slot('", h.slot(),
+                             "'); DROP PUBLICATION outboxd; DROP TABLE outbox"));
+    std::string out;
+    ASSERT_EQ(
+        Outboxd(h, {"setup", "--slot", h.slot(), "--partition-by", unit, "--partitions-ahead", "2"},
+                &out),
+        0)
+        << out;
+    const std::string first = h.db().Scalar("SELECT to_char(date_trunc('" + unit +
+                                            "', now() AT TIME ZONE 'UTC'), 'YYYYMMDD')");
+    const std::string last =
+        h.db().Scalar("SELECT to_char(date_trunc('" + unit +
+                      "', now() AT TIME ZONE 'UTC') + interval '2 " + unit + "', 'YYYYMMDD')");
+    EXPECT_TRUE(absl::StrContains(out, "setup: partition outbox_p" + first)) << out;
+    EXPECT_TRUE(absl::StrContains(out, "setup: partition outbox_p" + last)) << out;
+    EXPECT_EQ(Leaves(h.db()), 4) << unit;  // the current one, two ahead, DEFAULT
+    h.db().Exec("DROP TABLE outbox_p" + last);
+    ASSERT_EQ(Outboxd(h, {"cleanup", "--partitions-ahead", "2"}, &out), 0) << out;
+    EXPECT_TRUE(absl::StrContains(out, "created 1 partitions ahead")) << unit << out;
+    EXPECT_EQ(h.db().Scalar("SELECT to_regclass('outbox_p" + last + "') IS NOT NULL"), "t") << out;
+  }
+}
+
 // reconcile reads the outbox through its root, dead-letter replay publishes from the
 // dead-letter table beside it, and the polling relay marks rows in every partition.
 TEST(PartitionedOutbox, ReconcilePollAndDeadLetterReplayWorkOnIt) {
