@@ -451,6 +451,29 @@ TEST(PartitionedOutbox, WeeksAndMonthsAreCutInUtcAndKeptAheadByCleanup) {
   }
 }
 
+// The lost-slot recovery on a partitioned outbox: setup --recreate-slot, and run
+// republishes, from every partition, the rows after the last acknowledged position.
+TEST(PartitionedOutbox, ARecreatedSlotRepublishesFromEveryPartition) {
+  RelayHarness h(kTopics);
+  std::string out;
+  ReplaceWithSetupPartitionedOutbox(h, &out);
+  h.StartRelay({"--cleanup-interval", "0s"});
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "before", 10, -1);
+  ASSERT_TRUE(h.collector().WaitForCount(10, absl::Seconds(60))) << h.relay().Log();
+  std::string status;
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  InsertEvents(conn, "away", 5, -1);
+  InsertEvents(conn, "away", 5);
+  InsertEvents(conn, "away", 5, 30);  // DEFAULT
+  ASSERT_EQ(Outboxd(h, {"setup", "--slot", h.slot(), "--recreate-slot"}, &out), 0) << out;
+  h.StartRelay({"--cleanup-interval", "0s"}, "backfill done");
+  InsertEvents(conn, "after", 5, 1);
+  EXPECT_EQ(ExpectEverythingDelivered(h, absl::Seconds(60)), 0u);
+  EXPECT_EQ(h.collector().Messages().size(), 30u);
+}
+
 // reconcile reads the outbox through its root, dead-letter replay publishes from the
 // dead-letter table beside it, and the polling relay marks rows in every partition.
 TEST(PartitionedOutbox, ReconcilePollAndDeadLetterReplayWorkOnIt) {
