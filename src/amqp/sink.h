@@ -12,11 +12,18 @@
 // capped backoff and publishes the waiting list again in produce order before
 // anything newer, so per-key order holds and the relay sees only delayed reports.
 // What the broker took but never confirmed arrives twice (counted in republished()).
-// A basic.nack is published again the same way after a backoff; messages produced
-// after it wait behind it (those already sent may overtake it: a queue that nacks
-// with reject-publish and then takes a later message reorders that key). A message
-// no queue is bound for (basic.return) or the broker refuses (over max_message_size)
-// is reported failed, which the relay dead-letters.
+// A basic.nack is published again the same way after a backoff. A message no queue
+// is bound for (basic.return) or the broker refuses (over max_message_size) is
+// reported failed, which the relay dead-letters.
+//
+// Per-key order past those: at most one message per key is at the broker at a time;
+// the key's later messages wait in the sink until it is confirmed. So a nacked message
+// is never overtaken, and when one fails, its key's later messages (none published)
+// are reported failed right behind it ("follows an earlier message of its key that
+// failed: ..."): the relay dead-letters them in order, and a replay delivers them in
+// order. Published at once, they would sit in the queue before the failed one's
+// replay. The price is a confirm round trip per message of one key; across keys the
+// sink publishes as much as the relay hands it.
 //
 // A broker under a memory or disk alarm blocks the connection (connection.blocked):
 // Produce() then answers ResourceExhausted, so the relay stops reading and keeps
@@ -86,6 +93,8 @@ class Sink final : public sink::Sink {
   absl::Status Flush(absl::Duration timeout) override;
   absl::Status Health() const override;
   int InFlight() const override;
+  // What the unreported messages hold in the sink: their text (topic, key, value,
+  // headers) and the bookkeeping around each, so --max-in-flight-bytes bounds memory.
   uint64_t InFlightBytes() const override;
   int wake_fd() const override;
   int Close(absl::Duration flush_timeout) override;

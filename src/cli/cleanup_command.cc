@@ -45,6 +45,7 @@ struct CleanupCommand {
     if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.retention = retention.value;
     options.inbox_retention = inbox_retention.value;
+    options.progress = ops::CleanupProgress::kReported;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::CleanupResult> done = ops::Cleanup(*conn, options);

@@ -1,5 +1,7 @@
 #include "cli/logging.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -7,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "base/json_string.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "cli/common.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -65,6 +68,9 @@ class LineFormatter final : public spdlog::formatter {
     spdlog::details::log_msg redacted = msg;
     redacted.payload = text;
     if (!json_) {
+      // Only text logs share stderr with a progress line (base/progress.h).
+      constexpr std::string_view kErase = "\r\x1b[K";
+      if (TakeProgressLine()) dest.append(kErase.data(), kErase.data() + kErase.size());
       pattern_->format(redacted, dest);
       msg.color_range_start = redacted.color_range_start;
       msg.color_range_end = redacted.color_range_end;
@@ -129,6 +135,8 @@ void AddLogFlags(CLI::App& app, LogFlags& flags) {
 void ApplyLogFlags(const LogFlags& flags) {
   spdlog::default_logger()->set_formatter(std::make_unique<LineFormatter>(flags.format == "json"));
   spdlog::set_level(LevelFromFlag(flags.level));
+  // A progress line is for a person watching: not in a file, a pipe or a json stream.
+  SetProgressLineEnabled(flags.format == "text" && isatty(STDERR_FILENO));
 }
 
 void RedactFromLogs(std::string_view secret) {

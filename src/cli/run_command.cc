@@ -48,6 +48,7 @@ struct RunCommand {
   DurationFlag slot_check_interval{"5s"};
   DurationFlag healthz_stall{"30s"};
   relay::PreflightFindings findings;
+  std::string source = "table";
   bool allow_unsafe_kafka = false;
   bool unsafe_kafka = false;  // allowed, and in force: outboxd_unsafe_kafka_config
 
@@ -61,6 +62,14 @@ struct RunCommand {
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
+    Flag(cmd, "source", source,
+         "Where events come from: table (outbox rows), messages (outboxd_emit's WAL-only "
+         "events: no table, so no backfill after a lost slot) or both, in commit order")
+        ->check(CLI::IsMember({"table", "messages", "both"}))
+        ->capture_default_str();
+    Switch(cmd, "allow-wal-only-with-slot-limit", options.allow_wal_only_with_slot_limit,
+           "Run --source messages or both although max_slot_wal_keep_size lets PostgreSQL "
+           "remove WAL the slot needs: emitted events in it are then lost for good");
     Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
     AddSinkFlags(cmd, sink_flags);
     AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
@@ -121,6 +130,9 @@ struct RunCommand {
     kafka_options.on_log = LogKafka;
     OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
     OUTBOXD_RETURN_IF_ERROR(outbox::TopicTemplate::Parse(options.topic_template).status());
+    options.source = source == "messages" ? relay::Source::kMessages
+                     : source == "both"   ? relay::Source::kBoth
+                                          : relay::Source::kTable;
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
     }
@@ -210,8 +222,10 @@ struct RunCommand {
     // After the checks: a configuration error stays the only line (README Guarantees,
     // "clear failure").
     spdlog::info(
-        "starting outboxd {} run: slot {}, publication {}, table {}, topic {}, {}, PostgreSQL {}",
-        OUTBOXD_VERSION, options.slot, options.publication, options.table, options.topic_template,
+        "starting outboxd {} run: slot {}, publication {}, table {}, source {}, topic {}, {}, "
+        "PostgreSQL {}",
+        OUTBOXD_VERSION, options.slot, options.publication, options.table, source,
+        options.topic_template,
         SinkDescription(sink_flags, kafka_options), pg::RedactConninfo(options.conninfo));
     AdaptToTable();
 

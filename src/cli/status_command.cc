@@ -21,6 +21,7 @@ struct StatusCommand {
   bool json = false;
   DurationFlag max_age{""};
   std::string mode = "auto";
+  std::string source = "table";
   CLI::Option* slot_flag = nullptr;
 
   CLI::App* Register(CLI::App& app) {
@@ -38,6 +39,11 @@ struct StatusCommand {
          "the slot is not named and the database never had a CDC relay")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "cdc", "poll"}));
+    Flag(cmd, "source", source,
+         "The relay's --source: with messages (WAL-only) the slot's backlog is shown instead "
+         "of outbox row counts")
+        ->check(CLI::IsMember({"table", "messages", "both"}))
+        ->capture_default_str();
     Switch(cmd, "json", json, "Print one JSON object instead of the table");
     Flag(cmd, "max-age", max_age,
          "Exit 1 when the oldest unacknowledged event is older than this");
@@ -51,6 +57,7 @@ struct StatusCommand {
     options.mode = mode == "cdc"    ? ops::StatusMode::kCdc
                    : mode == "poll" ? ops::StatusMode::kPoll
                                     : ops::StatusMode::kAuto;
+    options.wal_only = source == "messages";
     // A slot from the config file is not counted by CLI11; it differs from the default.
     options.slot_given = slot_flag->count() > 0 || options.slot != ops::StatusOptions().slot;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
@@ -68,6 +75,12 @@ struct StatusCommand {
             max_age.text);
         return kExitConfig;
       }
+    }
+    if (!max_age.text.empty() && status->wal_only) {
+      spdlog::error("--max-age {} cannot be judged with --source messages (no table holds the "
+                    "events); alert on backlog_bytes instead",
+                    max_age.text);
+      return kExitConfig;
     }
     if (!max_age.text.empty() && status->oldest_age_s() > absl::ToDoubleSeconds(max_age.value)) {
       spdlog::error("the oldest {} event is {:.1f}s old, more than --max-age {}",

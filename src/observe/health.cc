@@ -27,6 +27,11 @@ void HealthState::SetSlotProblem(std::string problem) {
   slot_problem_ = std::move(problem);
 }
 
+void HealthState::SetHeldBy(std::string slots) {
+  absl::MutexLock lock(&slot_mutex_);
+  held_by_ = std::move(slots);
+}
+
 HealthInputs HealthState::Snapshot() const {
   int64_t progress = last_progress_us_.load(std::memory_order_relaxed);
   HealthInputs inputs{
@@ -37,6 +42,7 @@ HealthInputs HealthState::Snapshot() const {
       .last_progress = progress == 0 ? absl::InfinitePast() : absl::FromUnixMicros(progress)};
   absl::MutexLock lock(&slot_mutex_);
   inputs.slot_problem = slot_problem_;
+  inputs.held_by = held_by_;
   return inputs;
 }
 
@@ -51,6 +57,13 @@ HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_thres
   std::string since = inputs.last_progress == absl::InfinitePast()
                           ? "since start"
                           : absl::StrCat("for ", absl::ToInt64Seconds(quiet), "s");
+  if (!inputs.held_by.empty()) {
+    // Nothing reaches the broker at all: the transaction waits before the sink.
+    return {false,
+            absl::StrCat("publishing held ", since, ": waiting for --standby-slot ", inputs.held_by,
+                         " to flush a committed transaction (is its standby down or its "
+                         "WAL receiver stuck?)")};
+  }
   std::string reason = absl::StrCat("no broker acknowledgement ", since, " with ", inputs.in_flight,
                                     " events in flight");
   if (inputs.failed_attempts > 0) {

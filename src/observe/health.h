@@ -42,6 +42,9 @@ struct HealthInputs {
   // Why the replication slot is in danger ("" when it is not): `run` answers 503
   // with it while the slot is `unreserved`, about to lose WAL it still needs.
   std::string slot_problem;
+  // --standby-slot: the named standbys a committed transaction waits for ("" when
+  // none): a stall then names them instead of the broker.
+  std::string held_by;
 };
 
 // Written by the relay thread, read by the HTTP thread.
@@ -61,11 +64,14 @@ class HealthState {
     last_progress_us_.store(absl::ToUnixMicros(now), std::memory_order_relaxed);
   }
   void SetSlotProblem(std::string problem);
+  // The standby slots publishing waits for, comma-separated ("" when none).
+  void SetHeldBy(std::string slots);
   HealthInputs Snapshot() const;
 
  private:
   mutable absl::Mutex slot_mutex_;
   std::string slot_problem_ ABSL_GUARDED_BY(slot_mutex_);
+  std::string held_by_ ABSL_GUARDED_BY(slot_mutex_);
   std::atomic<bool> connected_{false};
   std::atomic<bool> standing_by_{false};
   std::atomic<uint64_t> in_flight_{0};

@@ -58,6 +58,8 @@ struct Metrics::Families {
   prometheus::Counter* primary_changes = nullptr;
   prometheus::Gauge* primary_changed_at = nullptr;
   prometheus::Family<prometheus::Gauge>* standby_lag = nullptr;
+  prometheus::Family<prometheus::Gauge>* standby_waiting = nullptr;
+  prometheus::Gauge* catchup_eta = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -145,6 +147,17 @@ Metrics::Metrics(RelayMode mode)
                              "--standby-slot: WAL the standby has not flushed yet (NaN: its "
                              "slot is missing); publishing waits for every one.")
                          .Register(r);
+    f.standby_waiting = &prometheus::BuildGauge()
+                             .Name("outboxd_standby_waiting")
+                             .Help(
+                                 "--standby-slot: 1 while publishing waits for this standby to "
+                                 "flush a committed transaction (down, paused or behind).")
+                             .Register(r);
+    f.catchup_eta = &NewGauge(
+        r, "outboxd_catchup_eta_seconds",
+        "Time left to reach the server's WAL position of the last (re)connect with a backlog, "
+        "at the pace of the last 10 s; 0 when caught up (NaN: no pace yet, or disconnected). "
+        "The bytes left are outboxd_slot_lag_bytes.");
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -192,6 +205,12 @@ void Metrics::SetReceivedLsn(uint64_t lsn) {
   if (families_->received_lsn != nullptr) families_->received_lsn->Set(static_cast<double>(lsn));
 }
 
+void Metrics::SetCatchUpEta(std::optional<absl::Duration> eta) {
+  if (families_->catchup_eta == nullptr) return;
+  families_->catchup_eta->Set(eta ? absl::ToDoubleSeconds(*eta)
+                                  : std::numeric_limits<double>::quiet_NaN());
+}
+
 void Metrics::SetSlotLagBytes(int64_t bytes) {
   if (families_->slot_lag != nullptr) families_->slot_lag->Set(static_cast<double>(bytes));
 }
@@ -226,6 +245,11 @@ void Metrics::SetStandbyLag(const std::string& slot, std::optional<int64_t> byte
   if (families_->standby_lag == nullptr) return;
   families_->standby_lag->Add({{"slot", slot}})
       .Set(bytes ? static_cast<double>(*bytes) : std::numeric_limits<double>::quiet_NaN());
+}
+
+void Metrics::SetStandbyWaiting(const std::string& slot, bool waiting) {
+  if (families_->standby_waiting == nullptr) return;
+  families_->standby_waiting->Add({{"slot", slot}}).Set(waiting ? 1 : 0);
 }
 
 void Metrics::SetOldestUnacked(std::optional<absl::Time> commit_time) {

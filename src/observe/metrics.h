@@ -23,7 +23,8 @@
 //   outboxd_poll_batches_total              counter   poll
 //   outboxd_primary_info{host,port}, outboxd_primary_changes_total,
 //   outboxd_primary_changed_timestamp_seconds                            run
-//   outboxd_standby_flush_lag_bytes{slot}                                run
+//   outboxd_standby_flush_lag_bytes{slot}, outboxd_standby_waiting{slot} run
+//   outboxd_catchup_eta_seconds             gauge     run
 //   outboxd_outbox_default_partition_rows   gauge     run (its cleanup job)
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
@@ -91,6 +92,11 @@ class Metrics {
   // --standby-slot: WAL the named standby has not flushed yet (nullopt: its slot is
   // missing, shown as NaN). Run only.
   void SetStandbyLag(const std::string& slot, std::optional<int64_t> bytes);
+  // --standby-slot: whether a committed transaction waits for this standby now. Run only.
+  void SetStandbyWaiting(const std::string& slot, bool waiting);
+  // Time left to catch up with the backlog found at (re)connect, at the recent pace
+  // (relay/catch_up.h): zero when caught up, nullopt (NaN) while unknown. Run only.
+  void SetCatchUpEta(std::optional<absl::Duration> eta);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

@@ -21,8 +21,8 @@ bool StallWatch::Check(absl::Time now) {
   if (!verdict.healthy && !stalled_) {
     stalled_ = true;
     stalled_since_ = inputs.last_progress == absl::InfinitePast() ? now : inputs.last_progress;
-    spdlog::warn("stalled: {}; the slot is not confirmed past them (check the brokers)",
-                 verdict.reason);
+    spdlog::warn("stalled: {}; the slot is not confirmed past them (check the {})", verdict.reason,
+                 inputs.held_by.empty() ? "brokers" : "standbys");
   } else if (verdict.healthy && stalled_) {
     stalled_ = false;
     spdlog::info(

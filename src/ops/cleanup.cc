@@ -1,10 +1,13 @@
 #include "ops/cleanup.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/status_macros.h"
 #include "ops/partition_upkeep.h"
 #include "outbox/event.h"
@@ -25,15 +28,32 @@ absl::StatusOr<std::string> Cutoff(pg::Connection& conn, absl::Duration age) {
   return std::string(r.Get(0, 0));
 }
 
+// With CleanupProgress::kReported: the rows `from_where` ($1 = cut-off) selects,
+// counted once for the progress line's total.
+absl::StatusOr<std::unique_ptr<Progress>> Report(pg::Connection& conn,
+                                                 const CleanupOptions& options, std::string what,
+                                                 const std::string& from_where,
+                                                 const std::string& cutoff) {
+  if (options.progress != CleanupProgress::kReported) return nullptr;
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.ExecParams(absl::StrCat("SELECT count(*) FROM ", from_where), {cutoff}));
+  int64_t eligible = 0;
+  if (!absl::SimpleAtoi(std::string(r.Get(0, 0)), &eligible))
+    return absl::InternalError("count(*) unreadable");
+  return std::make_unique<Progress>(Progress::Options{.what = std::move(what), .total = eligible});
+}
+
 // Runs `batch_sql` ($1 = cut-off, $2 = batch size) until it deletes nothing.
 absl::StatusOr<int64_t> DeleteInBatches(pg::Connection& conn, const std::string& batch_sql,
-                                        const std::string& cutoff, const CleanupOptions& options) {
+                                        const std::string& cutoff, const CleanupOptions& options,
+                                        Progress* progress = nullptr) {
   int64_t total = 0;
   while (!options.stopping()) {
     OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
                              conn.ExecParams(batch_sql, {cutoff, absl::StrCat(options.batch)}));
     if (r.AffectedRows() == 0) break;
     total += r.AffectedRows();
+    if (progress != nullptr) progress->Update(total);
   }
   return total;
 }
@@ -80,13 +100,19 @@ absl::StatusOr<OutboxRule> OutboxDeleteRule(pg::Connection& conn, const CleanupO
 // ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
 // A ctid is unique within one table only, so a partitioned outbox is deleted from
 // leaf by leaf: on its root the same ctid would name a row in every partition.
+// With CleanupProgress::kReported, one progress line per leaf (the outbox itself
+// when it is not partitioned).
 absl::StatusOr<int64_t> DeleteAcknowledged(pg::Connection& conn, const pg::TableName& leaf,
                                            const OutboxRule& rule, const CleanupOptions& options) {
+  const std::string eligible = absl::StrCat(leaf.quoted, " o WHERE ", rule.where);
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::unique_ptr<Progress> progress,
+      Report(conn, options, absl::StrCat("cleanup of ", leaf.Display()), eligible, rule.cutoff));
   return DeleteInBatches(
       conn,
       absl::StrCat("DELETE FROM ", leaf.quoted, " WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM ",
-                   leaf.quoted, " o WHERE ", rule.where, " LIMIT $2))"),
-      rule.cutoff, options);
+                   eligible, " LIMIT $2))"),
+      rule.cutoff, options, progress.get());
 }
 
 // A partitioned outbox: the partitions ahead of the writers, and the old ones
@@ -151,11 +177,15 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
   OUTBOXD_ASSIGN_OR_RETURN(bool exists, inbox.Exists(conn));
   if (!exists) return 0;
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.inbox_retention));
+  const std::string eligible = absl::StrCat(inbox.quoted, " WHERE processado_em < $1::timestamptz");
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::unique_ptr<Progress> progress,
+      Report(conn, options, absl::StrCat("cleanup of ", inbox.Display()), eligible, cutoff));
   return DeleteInBatches(
       conn,
       absl::StrCat("DELETE FROM ", inbox.quoted, " WHERE ctid = ANY(ARRAY(SELECT ctid FROM ",
-                   inbox.quoted, " WHERE processado_em < $1::timestamptz LIMIT $2))"),
-      cutoff, options);
+                   eligible, " LIMIT $2))"),
+      cutoff, options, progress.get());
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ namespace outboxd::ops {
 
 struct CleanupResult;
 
+// `outboxd cleanup` counts the rows it will delete first and shows its progress
+// (base/progress.h); the job inside `run` logs one line per round instead.
+enum class CleanupProgress { kSilent, kReported };
+
 struct CleanupOptions {
   std::string table = "outbox";
   // Empty, or missing from the table (a Debezium outbox table): outbox rows have no
@@ -40,6 +44,7 @@ struct CleanupOptions {
   int batch = 5000;
   // A partitioned outbox: partitions kept ready ahead of the current period.
   int partitions_ahead = 3;
+  CleanupProgress progress = CleanupProgress::kSilent;
   // Checked between batches: cleanup inside `outboxd run` stops with the relay.
   std::function<bool()> stopping = [] { return false; };
   // CleanupJob: called after each round that succeeded (the run's metrics).

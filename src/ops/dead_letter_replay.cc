@@ -6,12 +6,14 @@
 #include "ops/dead_letter_replay.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/log_escape.h"
+#include "base/progress.h"
 #include "base/status_macros.h"
 #include "outbox/broker_message.h"
 #include "outbox/topic_template.h"
@@ -104,12 +106,19 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
         }
       }}));
   ReplayReport report;
+  std::unique_ptr<Progress> progress;  // its total: the letters the first round found
   std::set<std::string> stopped;
   outbox::MessageEncoder encoder(options.format);
   std::string topic_buffer;
   while (true) {
     OUTBOXD_ASSIGN_OR_RETURN(std::vector<outbox::DeadLetter> letters,
                              store.List(conn, options.aggregate));
+    if (progress == nullptr) {
+      progress = std::make_unique<Progress>(
+          Progress::Options{.what = "dead-letter replay",
+                            .unit = Progress::Unit::kLetters,
+                            .total = static_cast<int64_t>(letters.size())});
+    }
     std::vector<Attempt> round;
     for (outbox::DeadLetter& l : NextRound(std::move(letters), stopped)) {
       std::string name(topic ? topic->Render(l.type, options.table_name, topic_buffer) : l.topic);
@@ -127,6 +136,7 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
       (void)conn.Exec("ROLLBACK");  // best effort: the letters stay, to be replayed again
       return settled;
     }
+    progress->Update(report.replayed);
     // The broker is not answering: the next round would only wait as long again.
     if (!flushed.ok() &&
         std::any_of(round.begin(), round.end(), [](const Attempt& a) { return !a.outcome; })) {

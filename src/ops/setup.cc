@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "ops/internal/outbox_table.h"
 #include "outbox/dead_letter.h"
+#include "outbox/emitted_event.h"
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
@@ -176,6 +177,24 @@ absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options
   return absl::OkStatus();
 }
 
+// The WAL-only outbox's writer function (outbox/emitted_event.h), beside the outbox
+// table. Replaced on every run, so an upgrade brings its new definition; reported only
+// when it was missing.
+absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& options,
+                                SetupReport& report) {
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
+  const TableName function = outbox.Sibling(std::string(outbox::kEmitFunction));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result found, conn.ExecParams("SELECT to_regprocedure($1 || '(text,text,jsonb)') IS NULL",
+                                        {function.quoted}));
+  absl::StatusOr<pg::Result> created = conn.Exec(outbox::EmitFunctionSql(function));
+  if (!created.ok()) {
+    return Annotate(created.status(), absl::StrCat("cannot create function ", function.Display(), ": "));
+  }
+  if (found.Get(0, 0) == "t") report.created.push_back("function " + function.Display());
+  return absl::OkStatus();
+}
+
 // Tables, index and publication commit together; the advisory lock serialises two
 // setups racing on the same database.
 absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
@@ -183,6 +202,7 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
       conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(hashtext('outboxd setup'))").status());
   absl::Status status = EnsureTables(conn, options, report);
   if (status.ok() && !options.poll_only) status = EnsurePublication(conn, options, report);
+  if (status.ok() && !options.poll_only) status = EnsureEmitFunction(conn, options, report);
   if (!status.ok()) {
     (void)conn.Exec("ROLLBACK");
     report.created.clear();

@@ -57,6 +57,7 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
   out.slot_active = slot.active;
   out.wal_status = slot.wal_status;
   out.slot_lag_bytes = slot.lag_bytes;
+  out.wal_only = options.wal_only;
   const outbox::RelayStateStore state(options.table);
   OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
@@ -68,10 +69,49 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
     unacked = absl::StrCat(acked, " IS NOT TRUE");
     OUTBOXD_ASSIGN_OR_RETURN(out.positions, state.Positions(conn));
   }
+  if (options.wal_only) return absl::OkStatus();  // the table holds none of the events
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, CountRows(conn, outbox, options, "", unacked));
   out.unacked = ToInt(r.Get(0, 0));
   out.oldest_unacked_age_s = ToDouble(r.Get(0, 1));
   return absl::OkStatus();
+}
+
+// A relay with --standby-slot publishes only what the named standbys flushed, and a
+// promotion starts a new timeline: both are read here so that `status` answers "which
+// primary, since when, and how far behind is each standby" without the relay.
+absl::Status QueryReplication(pg::Connection& conn, OutboxStatus& out) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result tli,
+      conn.Exec(
+          "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int"));
+  out.timeline = ToInt(tli.Get(0, 0));
+  if (out.timeline > 1) {
+    // The promotion wrote the timeline's history file. Listing pg_wal takes pg_monitor:
+    // without it the age stays unknown rather than failing the whole status.
+    absl::StatusOr<pg::Result> r = conn.ExecParams(
+        "SELECT extract(epoch FROM now() - modification)::float8 FROM pg_ls_waldir() "
+        "WHERE name = $1",
+        {absl::StrFormat("%08X.history", out.timeline)});
+    if (r.ok() && r->rows() == 1) out.last_failover_age_s = ToDouble(r->Get(0, 0));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result slots,
+      conn.Exec("SELECT slot_name, active, (pg_current_wal_lsn() - restart_lsn)::bigint "
+                "FROM pg_replication_slots WHERE slot_type = 'physical' ORDER BY 1"));
+  for (int i = 0; i < slots.rows(); ++i) {
+    OutboxStatus::Standby standby{.slot = std::string(slots.Get(i, 0)),
+                                  .active = slots.Get(i, 1) == "t"};
+    if (!slots.IsNull(i, 2)) standby.flush_lag_bytes = ToInt(slots.Get(i, 2));
+    out.standbys.push_back(std::move(standby));
+  }
+  return absl::OkStatus();
+}
+
+std::string FailoverText(const OutboxStatus& s) {
+  if (s.timeline <= 1) return absl::StrCat(s.timeline, " (no failover)");
+  if (!s.last_failover_age_s)
+    return absl::StrCat(s.timeline, ", last failover: unknown (pg_monitor reads it)");
+  return absl::StrFormat("%d, last failover %.1fs ago", s.timeline, *s.last_failover_age_s);
 }
 
 absl::Status QueryPoll(pg::Connection& conn, const pg::TableName& outbox,
@@ -202,6 +242,7 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
   OUTBOXD_ASSIGN_OR_RETURN(out.mode, ChooseMode(conn, outbox, options, slot));
   if (out.mode == "cdc") {
     OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, dated, slot, out));
+    if (out.server_is_primary) OUTBOXD_RETURN_IF_ERROR(QueryReplication(conn, out));
   } else {
     OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, dated, out));
   }
@@ -216,7 +257,12 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
 
 std::string FormatStatusTable(const OutboxStatus& s) {
   std::vector<std::pair<std::string, std::string>> rows = {{"mode", s.mode}};
-  if (s.mode == "cdc") {
+  if (s.mode == "cdc" && s.wal_only) {
+    rows.insert(rows.end(), {{"source", "messages (WAL-only: no table counts)"},
+                             {"slot_active", s.slot_active ? "yes" : "no"},
+                             {"wal_status", s.wal_status},
+                             {"backlog_bytes", absl::StrCat(s.slot_lag_bytes)}});
+  } else if (s.mode == "cdc") {
     rows.insert(rows.end(), {{"slot_active", s.slot_active ? "yes" : "no"},
                              {"wal_status", s.wal_status},
                              {"slot_lag_bytes", absl::StrCat(s.slot_lag_bytes)},
@@ -227,6 +273,14 @@ std::string FormatStatusTable(const OutboxStatus& s) {
                       p.acked_lsn.empty() ? std::string("none")
                                           : absl::StrFormat("%s, recorded %.1fs ago",
                                                             p.acked_lsn, p.acked_age_s)});
+    }
+    if (s.timeline > 0) rows.push_back({"timeline", FailoverText(s)});
+    for (const OutboxStatus::Standby& b : s.standbys) {
+      rows.push_back(
+          {absl::StrCat("standby[", b.slot, "]"),
+           absl::StrCat(b.flush_lag_bytes ? absl::StrCat("flush lag ", *b.flush_lag_bytes, " bytes")
+                                          : std::string("no position"),
+                        b.active ? ", streaming" : ", not connected")});
     }
   } else {
     rows.insert(rows.end(), {{"pending", absl::StrCat(s.pending)},
@@ -258,14 +312,32 @@ std::string FormatStatusJson(const OutboxStatus& s) {
   if (s.mode == "cdc") {
     absl::StrAppend(&out, ",\"slot_active\":", s.slot_active ? "true" : "false",
                     ",\"wal_status\":", JsonString(s.wal_status),
-                    ",\"slot_lag_bytes\":", s.slot_lag_bytes, ",\"unacked\":", s.unacked,
-                    ",\"oldest_unacked_age_s\":", JsonAge(s, s.oldest_unacked_age_s),
-                    ",\"positions\":[");
+                    ",\"slot_lag_bytes\":", s.slot_lag_bytes);
+    if (s.wal_only) {
+      absl::StrAppend(&out, ",\"source\":\"messages\",\"backlog_bytes\":", s.slot_lag_bytes);
+    } else {
+      absl::StrAppend(&out, ",\"unacked\":", s.unacked,
+                      ",\"oldest_unacked_age_s\":", JsonAge(s, s.oldest_unacked_age_s));
+    }
+    out += ",\"positions\":[";
     for (size_t i = 0; i < s.positions.size(); ++i) {
       const outbox::SlotPosition& p = s.positions[i];
       absl::StrAppend(&out, i ? "," : "", "{\"slot\":", JsonString(p.slot),
                       ",\"acked_lsn\":", p.acked_lsn.empty() ? "null" : JsonString(p.acked_lsn),
                       absl::StrFormat(",\"acked_age_s\":%.3f}", p.acked_age_s));
+    }
+    out += "]";
+    if (s.timeline > 0) {
+      absl::StrAppend(&out, ",\"timeline\":", s.timeline, ",\"last_failover_age_s\":",
+                      s.last_failover_age_s ? absl::StrFormat("%.3f", *s.last_failover_age_s)
+                                            : std::string("null"));
+    }
+    out += ",\"standbys\":[";
+    for (size_t i = 0; i < s.standbys.size(); ++i) {
+      const OutboxStatus::Standby& b = s.standbys[i];
+      absl::StrAppend(&out, i ? "," : "", "{\"slot\":", JsonString(b.slot),
+                      ",\"active\":", b.active ? "true" : "false", ",\"flush_lag_bytes\":",
+                      b.flush_lag_bytes ? absl::StrCat(*b.flush_lag_bytes) : "null", "}");
     }
     out += "]";
   } else {

@@ -34,6 +34,9 @@ struct StatusOptions {
   // that is missing or another database's is always an error, never polling mode.
   bool slot_given = false;
   StatusMode mode = StatusMode::kAuto;
+  // The relay runs --source messages (the WAL-only outbox): its events are in no
+  // table, so the slot's backlog is reported instead of row counts.
+  bool wal_only = false;
   std::string created_at_column = "criado_em";
   std::string published_at_column = "publicado_em";
   std::string attempts_column = "tentativas";
@@ -53,6 +56,20 @@ struct OutboxStatus {
   int64_t unacked = 0;
   double oldest_unacked_age_s = 0;
   std::vector<outbox::SlotPosition> positions;  // what each relay last recorded
+  // The primary's failovers and standbys (read on a primary only): its timeline (1:
+  // it never failed over), how long ago it was promoted to it (nullopt: timeline 1,
+  // or pg_wal not readable, which takes pg_monitor), and each physical slot's standby.
+  int64_t timeline = 0;
+  std::optional<double> last_failover_age_s;
+  struct Standby {
+    std::string slot;
+    bool active = false;                     // its standby streams now
+    std::optional<int64_t> flush_lag_bytes;  // WAL it has not flushed (nullopt: never had)
+  };
+  std::vector<Standby> standbys;
+  // --source messages: unacked and its age are not counted; the backlog is the WAL
+  // the slot holds past its confirmed position (slot_lag_bytes).
+  bool wal_only = false;
   // Polling.
   int64_t pending = 0;
   double oldest_pending_age_s = 0;

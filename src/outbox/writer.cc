@@ -11,43 +11,45 @@
 #include "absl/strings/str_cat.h"
 #include "base/annotate.h"
 #include "base/status_macros.h"
+#include "outbox/emitted_event.h"
 #include "outbox/payload_check.h"
 #include "pg/table_name.h"
 
 namespace outboxd::outbox {
 namespace {
 
-absl::Status CheckInTransaction(pg::Connection& conn) {
+absl::Status CheckInTransaction(pg::Connection& conn, const char* api) {
   switch (PQtransactionStatus(conn.get())) {
     case PQTRANS_INTRANS:
       return absl::OkStatus();
     case PQTRANS_IDLE:
       return absl::FailedPreconditionError(
-          "outbox::Enqueue needs an open transaction on the connection: run BEGIN first, "
-          "then the business change, Enqueue and COMMIT (both or neither)");
+          absl::StrCat(api, " needs an open transaction on the connection: run BEGIN first, "
+                       "then the business change, the event and COMMIT (both or neither)"));
     case PQTRANS_INERROR:
       return absl::FailedPreconditionError(
-          "outbox::Enqueue: the transaction has already failed; ROLLBACK it");
+          absl::StrCat(api, ": the transaction has already failed; ROLLBACK it"));
     case PQTRANS_ACTIVE:
       return absl::FailedPreconditionError(
-          "outbox::Enqueue: the connection is busy with another command");
+          absl::StrCat(api, ": the connection is busy with another command"));
     default:
-      return absl::UnavailableError("outbox::Enqueue: the connection to PostgreSQL is broken");
+      return absl::UnavailableError(
+          absl::StrCat(api, ": the connection to PostgreSQL is broken"));
   }
 }
 
-absl::Status CheckEvent(const NewEvent& event) {
+absl::Status CheckEvent(const NewEvent& event, const char* api) {
   if (event.aggregate_id.empty() || event.type.empty()) {
     return absl::InvalidArgumentError(
-        "outbox::Enqueue: aggregate_id and type must not be empty (they are the Kafka key and "
-        "topic)");
+        absl::StrCat(api, ": aggregate_id and type must not be empty (they are the Kafka key and "
+                     "topic)"));
   }
   // The relay dead-letters anything but an object or array; refusing it here keeps a
   // poison event from ever being committed. One parser per thread: it keeps its buffers.
   thread_local PayloadChecker checker;
   absl::Status payload = checker.Check(event.payload);
   if (!payload.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("outbox::Enqueue: ", payload.message()));
+    return absl::InvalidArgumentError(absl::StrCat(api, ": ", payload.message()));
   }
   return absl::OkStatus();
 }
@@ -76,8 +78,8 @@ absl::Status InsertError(const absl::Status& status, const WriterOptions& option
 
 absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
                                     const WriterOptions& options) {
-  if (absl::Status s = CheckInTransaction(conn); !s.ok()) return s;
-  if (absl::Status s = CheckEvent(event); !s.ok()) return s;
+  if (absl::Status s = CheckInTransaction(conn, "outbox::Enqueue"); !s.ok()) return s;
+  if (absl::Status s = CheckEvent(event, "outbox::Enqueue"); !s.ok()) return s;
   const std::vector<std::optional<std::string>> params = {event.aggregate_id, event.type,
                                                           event.payload};
   absl::StatusOr<std::string> sql = InsertSql(conn, options);
@@ -89,6 +91,29 @@ absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
         absl::StrCat("INSERT INTO ", options.table, " returned ", inserted->rows(), " rows"));
   }
   return std::string(inserted->Get(0, 0));
+}
+
+absl::StatusOr<std::string> EmitEvent(pg::Connection& conn, const NewEvent& event,
+                                      const WriterOptions& options) {
+  if (absl::Status s = CheckInTransaction(conn, "outbox::EmitEvent"); !s.ok()) return s;
+  if (absl::Status s = CheckEvent(event, "outbox::EmitEvent"); !s.ok()) return s;
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
+  const pg::TableName function = table.Sibling(std::string(kEmitFunction));
+  absl::StatusOr<pg::Result> emitted =
+      conn.ExecParams(absl::StrCat("SELECT ", function.quoted, "($1, $2, $3::jsonb)::text"),
+                      {event.aggregate_id, event.type, event.payload});
+  if (!emitted.ok()) {
+    return Annotate(emitted.status(), absl::StrCat("cannot emit the event through ",
+                                                   function.Display(), ": "),
+                    emitted.status().code() == absl::StatusCode::kNotFound
+                        ? " (run `outboxd setup`, which installs it)"
+                        : "");
+  }
+  if (emitted->rows() != 1) {
+    return absl::InternalError(
+        absl::StrCat(function.Display(), " returned ", emitted->rows(), " rows"));
+  }
+  return std::string(emitted->Get(0, 0));
 }
 
 }  // namespace outboxd::outbox

@@ -46,6 +46,19 @@ struct WriterOptions {
 absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
                                     const WriterOptions& options = {});
 
+// The WAL-only outbox (outbox/emitted_event.h; the relay runs with --source messages
+// or both): writes the event as a transactional logical decoding message through the
+// outboxd_emit function `outboxd setup` installs in the schema of options.table,
+// instead of a row. About half an INSERT's cost to the writer, but no table keeps the
+// event: nothing can backfill it after a lost slot (README, "WAL-only outbox").
+// Returns the new event's id; the same checks and errors as Enqueue, NotFound naming
+// `outboxd setup` when the function is missing. Only options.table's schema is used.
+//
+//   absl::StatusOr<std::string> id = outbox::EmitEvent(
+//       conn, {.aggregate_id = "pedido-77", .type = "pedido.confirmado", .payload = "{}"});
+absl::StatusOr<std::string> EmitEvent(pg::Connection& conn, const NewEvent& event,
+                                      const WriterOptions& options = {});
+
 }  // namespace outboxd::outbox
 
 #endif  // OUTBOXD_OUTBOX_WRITER_H_

@@ -87,7 +87,8 @@ absl::StatusOr<ReplicationStream> ReplicationStream::Start(Connection conn,
   OUTBOXD_ASSIGN_OR_RETURN(std::string publication_names, conn.QuoteLiteral(publication));
   const std::string command =
       absl::StrCat("START_REPLICATION SLOT ", slot, " LOGICAL ", FormatLsn(options.start_lsn),
-                   " (proto_version '1', publication_names ", publication_names, ")");
+                   " (proto_version '1', publication_names ", publication_names,
+                   options.messages ? ", messages 'true'" : "", ")");
   absl::StatusOr<Result> result = conn.Exec(command);
   if (!result.ok()) return StartError(result.status(), options);
   if (PQresultStatus(result->get()) != PGRES_COPY_BOTH) {

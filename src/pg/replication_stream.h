@@ -28,6 +28,9 @@ struct StreamOptions {
   std::string slot;
   std::string publication;
   Lsn start_lsn = 0;  // 0: the slot's confirmed_flush_lsn
+  // pgoutput's messages 'true': logical decoding messages (pg_logical_emit_message)
+  // are sent too, transactional ones inside their transaction's Begin and Commit.
+  bool messages = false;
 };
 
 class ReplicationStream {

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "pg/table_name.h"
@@ -48,13 +49,21 @@ absl::StatusOr<BackfillReader> BackfillReader::Open(const std::string& conninfo,
                              snapshot_literal,
                              "; SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO'"))
           .status());
+  // One more scan of the rows, for a total a person can watch against: a backfill
+  // is rare, and its cursor reads them all anyway.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result count,
+      conn.Exec(absl::StrCat("SELECT count(*) FROM ", table.quoted, " o WHERE ", condition)));
+  int64_t rows = 0;
+  if (!absl::SimpleAtoi(std::string(count.Get(0, 0)), &rows))
+    return absl::InternalError("count(*) unreadable");
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec(absl::StrCat("DECLARE backfill NO SCROLL CURSOR FOR SELECT o.", q[0], "::text, o.",
                              q[1], "::text, o.", q[2], "::text, o.", q[3], "::text, ", created_at,
                              "::text FROM ", table.quoted, " o WHERE ", condition, " ORDER BY ",
                              order))
           .status());
-  return BackfillReader(std::move(conn));
+  return BackfillReader(std::move(conn), rows);
 }
 
 absl::StatusOr<pg::Result> BackfillReader::Next(int rows) {

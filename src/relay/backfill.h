@@ -16,6 +16,7 @@
 #ifndef OUTBOXD_RELAY_BACKFILL_H_
 #define OUTBOXD_RELAY_BACKFILL_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -43,10 +44,13 @@ class BackfillReader {
   // renders them from the stream (text, ISO dates in UTC).
   absl::StatusOr<pg::Result> Next(int rows);
   absl::Status Close();
+  // How many rows the snapshot holds for it, counted at Open (the progress line's total).
+  int64_t rows() const { return rows_; }
 
  private:
-  explicit BackfillReader(pg::Connection conn) : conn_(std::move(conn)) {}
+  BackfillReader(pg::Connection conn, int64_t rows) : conn_(std::move(conn)), rows_(rows) {}
   pg::Connection conn_;
+  int64_t rows_;
 };
 
 }  // namespace outboxd::relay

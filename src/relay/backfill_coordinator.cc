@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/status_macros.h"
 #include "pg/connection.h"
 #include "relay/backfill.h"
@@ -32,9 +33,19 @@ absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, 
                            request, created.snapshot));
   spdlog::info("created slot {} at {}; publishing the outbox rows committed before it first",
                options.slot, pg::FormatLsn(created.consistent_point));
+  if (options.source != Source::kTable) {
+    // The WAL-only outbox's trade-off (README, "A WAL-only outbox"): said where it bites.
+    spdlog::warn("events emitted with outboxd_emit before {} and not yet acknowledged are not "
+                 "republished: no table holds them (--source {})",
+                 pg::FormatLsn(created.consistent_point),
+                 options.source == Source::kMessages ? "messages" : "both");
+  }
   // All backfilled rows form one tracked "transaction" ending at the consistent
   // point: the watermark cannot pass it before every one is acknowledged.
   pipeline.BeginBackfill(created.consistent_point);
+  Progress progress({.what = absl::StrCat("backfill of slot ", options.slot),
+                     .unit = Progress::Unit::kEvents,
+                     .total = reader.rows()});
   int64_t published = 0;
   while (true) {
     OUTBOXD_ASSIGN_OR_RETURN(pg::Result rows, reader.Next(1000));
@@ -47,7 +58,9 @@ absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, 
                                                           .created_at = rows.Get(i, 4)}));
     }
     published += rows.rows();
+    progress.Update(published);
   }
+  progress.Finish();
   OUTBOXD_RETURN_IF_ERROR(reader.Close());
   OUTBOXD_RETURN_IF_ERROR(pipeline.EndBackfill(created.consistent_point));
   OUTBOXD_RETURN_IF_ERROR(session.state().FinishBackfill(control, options.slot));

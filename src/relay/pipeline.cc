@@ -13,7 +13,9 @@
 #include "base/log.h"
 #include "base/log_escape.h"
 #include "base/status_macros.h"
+#include "absl/strings/escaping.h"
 #include "outbox/broker_message.h"
+#include "outbox/emitted_event.h"
 #include "pg/table_name.h"
 
 namespace outboxd::relay {
@@ -215,10 +217,12 @@ absl::Status Pipeline::HandleData(std::string_view data) {
     tracker_.Commit(commit->end_lsn);
   } else if (auto* relation = std::get_if<pgoutput::Relation>(&message_)) {
     return HandleRelation(*relation);
+  } else if (auto* logical = std::get_if<pgoutput::LogicalMessage>(&message_)) {
+    return HandleLogicalMessage(*logical);
   }
   // Update, Delete and Truncate are never published (the publication asks for
-  // inserts only; if someone widens it, we still ignore them). Origin, Type and
-  // Message carry nothing for us.
+  // inserts only; if someone widens it, we still ignore them). Origin and Type carry
+  // nothing for us.
   return absl::OkStatus();
 }
 
@@ -248,6 +252,14 @@ absl::Status Pipeline::HandleInsert(const pgoutput::Insert& insert) {
     }
     return absl::OkStatus();
   }
+  if (options_.source == Source::kMessages) {
+    if (!std::exchange(warned_ignored_row_, true)) {
+      spdlog::warn("rows inserted into {} are not published with --source messages; use "
+                   "--source both to publish rows and emitted events",
+                   options_.table);
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<outbox::OutboxEvent> event = mapper_.Map(insert.tuple);
   if (!event.ok()) {
     // Only a row that contradicts its own Relation gets here (NULL in a mapped
@@ -257,6 +269,42 @@ absl::Status Pipeline::HandleInsert(const pgoutput::Insert& insert) {
   }
   if (options_.columns.created_at.empty()) event->created_at = CommitTimeText();
   return Publish(*event);
+}
+
+absl::Status Pipeline::HandleLogicalMessage(const pgoutput::LogicalMessage& message) {
+  // Other prefixes belong to other consumers of the WAL.
+  if (message.prefix != outbox::kEmitPrefix || options_.source == Source::kTable) {
+    return absl::OkStatus();
+  }
+  if ((message.flags & 1) == 0) {
+    // Written whether or not its transaction commits, and outside any transaction
+    // the AckTracker could confirm: publishing it could publish what was rolled back.
+    // Skipped rather than stopping on it: one stray call must not halt every event.
+    if (!std::exchange(warned_non_transactional_, true)) {
+      spdlog::warn("non-transactional outboxd message at {} skipped (and any later ones): events "
+                   "must be emitted inside their transaction, pg_logical_emit_message(true, ...) "
+                   "or outboxd_emit",
+                   pg::FormatLsn(message.lsn));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<outbox::OutboxEvent> event = outbox::ParseEmittedEvent(message.content);
+  if (!event.ok()) return DeadLetterUnreadable(message, event.status());
+  if (event->created_at.empty()) event->created_at = CommitTimeText();
+  return Publish(*event);
+}
+
+absl::Status Pipeline::DeadLetterUnreadable(const pgoutput::LogicalMessage& message,
+                                            const absl::Status& error) {
+  tracker_.AddEvent(tx_);
+  // The message's own LSN is unique, so the letter's id is too; the content is
+  // escaped because its NUL separators (and any bytes) cannot go into a text column.
+  const std::string id = absl::StrCat("message@", pg::FormatLsn(message.lsn));
+  const sink::Header headers[] = {{.name = "id", .value = id}, {.name = "lsn", .value = tx_lsn_text_}};
+  const sink::OutgoingMessage unreadable{.topic = "", .headers = headers, .tag = tx_};
+  return DeadLetter(unreadable,
+                    absl::CHexEscape(absl::string_view(message.content.data(), message.content.size())),
+                    error);
 }
 
 std::string_view Pipeline::CommitTimeText() {
@@ -295,11 +343,15 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
       stats_->metrics.PublishFailed();
       return DeadLetter(message, payload, status);
     }
-    // librdkafka's queue is full: serve reports until there is room, and keep the
-    // walsender informed meanwhile (no stream yet during a backfill).
+    // The sink's queue is full (librdkafka) or the broker blocked it (RabbitMQ's
+    // memory or disk alarm, for as long as it lasts): serve reports until there is
+    // room, and keep the walsender informed meanwhile (no stream yet during a
+    // backfill), and /metrics and /healthz, which would otherwise freeze on the last
+    // turn's figures and never see this wait turn into a stall.
     sink_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(SinkHealth());
     if (stream_) OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
+    PublishStats();
     if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
     }

@@ -105,8 +105,11 @@ class Pipeline {
   // A transaction is held, and reading with it, until this passes its commit.
   void SetStandbyFlush(pg::Lsn flush) { standby_flush_ = flush; }
   bool holding() const { return held_end_ != 0; }
+  // The end of the committed transaction held for the standbys (0: none).
+  pg::Lsn held_end() const { return held_end_; }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
+  pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
 
  private:
@@ -124,6 +127,12 @@ class Pipeline {
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
+  // --source messages|both: an outboxd_emit message is an event like a row.
+  absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
+  // An outboxd message whose content cannot be read: dead-lettered whole, since it
+  // names no aggregate to park and stopping would stall every event behind it.
+  absl::Status DeadLetterUnreadable(const pgoutput::LogicalMessage& message,
+                                    const absl::Status& error);
   bool IsOutboxTable(const pgoutput::Relation& relation) const;
   // The current transaction's commit time, rendered once per transaction: the
   // created_at of events from a table without a created-at column.
@@ -173,6 +182,8 @@ class Pipeline {
   pgoutput::Message message_;       // reused across DecodeInto calls
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
+  bool warned_ignored_row_ = false;          // --source messages: a row arrived
+  bool warned_non_transactional_ = false;    // an outboxd message outside a transaction
 
   absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after

@@ -271,6 +271,24 @@ absl::Status CheckSlot(pg::Connection& conn, const RelayOptions& options) {
                    slot_literal, ") and run outboxd setup"));
 }
 
+// --source messages|both: an emitted event lives only in the WAL, so a slot that
+// max_slot_wal_keep_size lets PostgreSQL cut loses it for good (a row would be
+// republished by setup --recreate-slot). Refused unless the person accepted that.
+absl::Status CheckWalOnlyRetention(pg::Connection& conn, const RelayOptions& options) {
+  if (options.source == Source::kTable || options.allow_wal_only_with_slot_limit) {
+    return absl::OkStatus();
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.Exec("SELECT setting FROM pg_settings WHERE name = 'max_slot_wal_keep_size'"));
+  if (r.rows() == 0 || r.Get(0, 0) == "-1") return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--source ", options.source == Source::kMessages ? "messages" : "both",
+      " with max_slot_wal_keep_size = ", std::string(r.Get(0, 0)),
+      "MB: slot ", options.slot,
+      " can lose WAL and with it emitted events no table can backfill; set "
+      "max_slot_wal_keep_size = -1, or accept the loss with --allow-wal-only-with-slot-limit"));
+}
+
 }  // namespace
 
 absl::Status CheckNames(const RelayOptions& options) {
@@ -293,6 +311,7 @@ absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
   OUTBOXD_RETURN_IF_ERROR(CheckDeadLetterTable(conn, options, table));
   OUTBOXD_RETURN_IF_ERROR(CheckPublication(conn, options, present, table));
   OUTBOXD_RETURN_IF_ERROR(CheckSlot(conn, options));
+  OUTBOXD_RETURN_IF_ERROR(CheckWalOnlyRetention(conn, options));
   if (findings != nullptr) findings->created_at_missing = created_at_missing;
   return absl::OkStatus();
 }

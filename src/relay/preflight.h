@@ -28,7 +28,8 @@ struct PreflightFindings {
 // (pg/server_checks.h), the table, the mapped columns (all but the created-at one
 // required), the dead-letter table beside it, the publication (exists, publishes the
 // table's inserts and the mapped columns), the slot (exists, logical, pgoutput, this
-// database). Reads catalogs only; changes nothing.
+// database), and with --source messages|both that max_slot_wal_keep_size is -1 (or
+// --allow-wal-only-with-slot-limit). Reads catalogs only; changes nothing.
 absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
                        PreflightFindings* findings = nullptr);
 

@@ -4,6 +4,8 @@
 #include <memory>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -26,7 +28,13 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stop_(stop),
       session_(options_, stats),
       gate_(session_.dead_letter_table(), absl::Now),
-      pipeline_(options_, &gate_, stats, stop) {}
+      pipeline_(options_, &gate_, stats, stop),
+      catch_up_(&stats->metrics) {
+  // Each named standby's series from the start, so a dashboard tells 0 from absent.
+  for (const std::string& slot : options_.standby_slots) {
+    stats_->metrics.SetStandbyWaiting(slot, false);
+  }
+}
 
 Relay::~Relay() = default;
 
@@ -117,6 +125,10 @@ absl::Status Relay::Connect() {
   pipeline_.Stream(std::move(stream), start, state.feedback_interval);
   spdlog::info("streaming slot {} publication {} from {}", options_.slot, options_.publication,
                pg::FormatLsn(start));
+  // Best effort: without the server's position there is only no progress to show.
+  if (absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control()); server.ok()) {
+    catch_up_.Begin(start, *server);
+  }
   return absl::OkStatus();
 }
 
@@ -124,14 +136,30 @@ absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
+    catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
+    if (!options_.standby_slots.empty()) ReportStandbyWait();
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
   return absl::OkStatus();
 }
 
+void Relay::ReportStandbyWait() {
+  if (pipeline_.held_end() == 0 && held_by_.empty()) return;  // most turns: nothing to say
+  const std::vector<std::string> behind = session_.StandbysBehind(pipeline_.held_end());
+  std::string held_by = absl::StrJoin(behind, ",");
+  if (held_by == held_by_) return;
+  for (const std::string& slot : options_.standby_slots) {
+    stats_->metrics.SetStandbyWaiting(slot, absl::c_linear_search(behind, slot));
+  }
+  stats_->health.SetHeldBy(held_by);
+  held_by_ = std::move(held_by);
+}
+
 void Relay::EndSession() {
+  catch_up_.End();
   pipeline_.EndSession();
+  if (!options_.standby_slots.empty()) ReportStandbyWait();  // nothing is held any more
   session_.Close();
 }
 

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
 #include "pg/connection.h"
+#include "relay/catch_up.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
@@ -60,6 +61,9 @@ class Relay {
   // Streams until the stop signal (OK) or an error.
   absl::Status Loop();
   void EndSession();
+  // --standby-slot: which named standbys the held transaction waits for, in the
+  // metrics (outboxd_standby_waiting) and /healthz, when that changes.
+  void ReportStandbyWait();
   // Waits `duration` or until stopped, serving the sink's reports meanwhile.
   void WaitFor(absl::Duration duration);
 
@@ -69,7 +73,9 @@ class Relay {
   Session session_;
   DeadLetterGate gate_;
   Pipeline pipeline_;
+  CatchUp catch_up_;
   std::string history_;  // the previous session's server history (Session::history)
+  std::string held_by_;  // as last reported by ReportStandbyWait
 };
 
 }  // namespace outboxd::relay

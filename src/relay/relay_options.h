@@ -19,6 +19,10 @@
 
 namespace outboxd::relay {
 
+// Where events come from (--source): outbox rows, transactional logical decoding
+// messages written by outboxd_emit (outbox/emitted_event.h), or both, in commit order.
+enum class Source { kTable, kMessages, kBoth };
+
 struct RelayOptions {
   std::string conninfo;
   std::string slot = "outboxd";
@@ -26,6 +30,11 @@ struct RelayOptions {
   std::string table = "outbox";  // "name" or "schema.name"
   outbox::ColumnMapping columns;
   std::string topic_template = "{type}";
+  Source source = Source::kTable;
+  // --source messages|both on a server where max_slot_wal_keep_size can remove WAL the
+  // slot still needs: accepted only when asked for, since no table can backfill a
+  // message the slot lost (--allow-wal-only-with-slot-limit).
+  bool allow_wal_only_with_slot_limit = false;
   // Value format, payload headers and key (--format, --header, --key-pointer).
   outbox::MessageFormat format;
   // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory.

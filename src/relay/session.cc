@@ -166,7 +166,10 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
       pg::ReplicationStream stream,
       pg::ReplicationStream::Start(
           std::move(conn),
-          {.slot = options_.slot, .publication = options_.publication, .start_lsn = start}));
+          {.slot = options_.slot,
+           .publication = options_.publication,
+           .start_lsn = start,
+           .messages = options_.source != Source::kTable}));
   return std::make_unique<PgChangeStream>(std::move(stream));
 }
 
@@ -199,10 +202,12 @@ absl::Status Session::ReadStandbys() {
           {absl::StrCat("{", absl::StrJoin(options_.standby_slots, ","), "}")}));
   pg::Lsn flush = UINT64_MAX;
   std::string problem;
+  standby_flushes_.clear();
   for (int i = 0; i < r.rows(); ++i) {
     const std::string name(r.Get(i, 0));
     absl::StatusOr<pg::Lsn> lsn =
         r.IsNull(i, 1) ? absl::NotFoundError("") : pg::ParseLsn(r.Get(i, 1));
+    standby_flushes_.emplace_back(name, lsn.value_or(0));
     if (!lsn.ok()) {
       flush = 0;
       stats_->metrics.SetStandbyLag(name, std::nullopt);
@@ -226,6 +231,15 @@ absl::Status Session::ReadStandbys() {
     standby_problem_ = problem;
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> Session::StandbysBehind(pg::Lsn end) const {
+  std::vector<std::string> behind;
+  if (end == 0) return behind;
+  for (const auto& [name, flush] : standby_flushes_) {
+    if (flush < end) behind.push_back(name);
+  }
+  return behind;
 }
 
 void Session::Close() {

@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -80,6 +82,9 @@ class Session {
   // --standby-slot: how far every named standby has flushed, as last read (0 when
   // one is missing), read in Upkeep every standby_interval: one query for all.
   pg::Lsn standby_flush() const { return standby_flush_; }
+  // --standby-slot: the named standbys that had not flushed up to `end` when last read
+  // (a missing slot included), in the order named; none when `end` is 0.
+  std::vector<std::string> StandbysBehind(pg::Lsn end) const;
 
   // Valid between Open() and Close(); the replication one until StartStream().
   pg::Connection& control() { return *control_; }
@@ -122,6 +127,7 @@ class Session {
   bool slot_unreserved_ = false;  // as last seen, to warn once per change
   std::string history_;
   pg::Lsn standby_flush_ = 0;
+  std::vector<std::pair<std::string, pg::Lsn>> standby_flushes_;  // per slot; 0: missing
   absl::Time next_standby_read_ = absl::InfinitePast();
   std::string standby_problem_;  // as last logged, to warn once per change
 };

@@ -301,6 +301,54 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
   EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "big");
 }
 
+// basic.return of an event comes after the broker routed what the relay published
+// behind it on the channel. Its aggregate's later events, in the same transaction,
+// must not reach the queue before it: they are dead-lettered right behind it, and a
+// replay delivers the three in order (scripts/chaos --sink rabbitmq counted order
+// violations here while the sink published them at once).
+TEST(RelayOnRabbitMq, AReturnedEventsFollowersWaitBehindItAndReplayInOrder) {
+  RabbitHarness h(AmqpNode::Shared(), VhostKind::kShared, "pedido.#");
+  h.StartRelay({"--topic", "{type}"});
+  h.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+      "('a', 'fatura.paga', '{\"n\":1}'), ('a', 'pedido.confirmado', '{\"n\":2}'), "
+      "('b', 'pedido.confirmado', '{\"n\":3}'), ('a', 'pedido.confirmado', '{\"n\":4}')");
+  WaitForDeadLetters(h, "3");
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(payload, ' ' ORDER BY seq) FROM outbox_dead_letter "
+                          "WHERE aggregate_id = 'a'"),
+            R"({"n": 1} {"n": 2} {"n": 4})")
+      << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT error FROM outbox_dead_letter ORDER BY seq LIMIT 1"),
+            "no queue bound for routing key fatura.paga");
+  auto bodies_of = [&](const std::string& aggregate) {
+    std::vector<std::string> bodies;
+    for (const AmqpMessage& m : h.messages()) {
+      if (RabbitHarness::Header(m, "aggregate_id") == aggregate) bodies.push_back(m.body);
+    }
+    return bodies;
+  };
+  WaitUntil(
+      absl::Seconds(60),
+      [&] {
+        h.Take();
+        return !bodies_of("b").empty();
+      },
+      absl::Milliseconds(200));
+  EXPECT_THAT(bodies_of("b"), ::testing::ElementsAre(R"({"n": 3})"));
+  EXPECT_THAT(bodies_of("a"), ::testing::IsEmpty()) << "a follower overtook the returned event";
+
+  // Fixed: the queue takes fatura.paga too; the replay delivers a's events in order.
+  h.broker().BindQueue(h.broker().Name("outboxd"), h.queue(), "fatura.#");
+  std::vector<std::string> replay = {"dead-letter",     "replay",      "--pg",
+                                     h.db().conninfo(), "--aggregate", "a"};
+  for (const std::string& arg : h.SinkArgs()) replay.push_back(arg);
+  std::string output;
+  EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
+  h.Take();
+  EXPECT_THAT(bodies_of("a"), ::testing::ElementsAre(R"({"n": 1})", R"({"n": 2})", R"({"n": 4})"));
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+}
+
 // An event over the node's max_message_size is a dead letter; once the limit is
 // raised (a node of the test's own: the limit is node-wide), `dead-letter replay
 // --sink rabbitmq` delivers it, and the aggregate's event parked behind it.
@@ -386,12 +434,14 @@ TEST(RelayOnRabbitMq, KillNineOfTheNodeUnderLoadLosesNothing) {
 
 // A memory alarm held 10 s: the relay stops reading (received_lsn stays behind what
 // was committed meanwhile) but keeps sending feedback (the walsender's reply_time
-// moves); once lifted, everything arrives.
+// moves) without confirming the slot past what the queue holds; once lifted,
+// everything arrives, in order.
 TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   std::unique_ptr<AmqpNode> node = AmqpNode::StartPrivate();
   RabbitHarness h(*node);
   h.StartRelay({"--feedback-interval", "1s"});
   Load load(h.db().conninfo());
+  AheadCheck ahead;
   ASSERT_TRUE(load.WaitForMore(200));  // traffic flowing before the alarm
   node->Ctl({"set_vm_memory_high_watermark", "0.0000001"});
   ASSERT_TRUE(h.relay().WaitForLog("RabbitMQ blocked the connection", absl::Seconds(30)))
@@ -408,9 +458,11 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   // Once the relay is stuck on the blocked connection (after the first 500), it reads
   // nothing more from the WAL while the load goes on committing.
   ASSERT_TRUE(load.WaitForMore(500));
+  ahead.Sample(h);
   const std::optional<double> received_early = received_lsn();
   const pg::Lsn wal_early = pg::ParseLsn(h.db().Scalar("SELECT pg_current_wal_lsn()")).value_or(0);
   ASSERT_TRUE(load.WaitForMore(2500));
+  ahead.Sample(h);
   const std::optional<double> received_late = received_lsn();
   const pg::Lsn wal_late = pg::ParseLsn(h.db().Scalar("SELECT pg_current_wal_lsn()")).value_or(0);
   const std::string reply_after = h.db().Scalar(reply_sql);
@@ -421,9 +473,13 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   node->Ctl({"set_vm_memory_high_watermark", "0.4"});
   ASSERT_TRUE(h.relay().WaitForLog("RabbitMQ unblocked the connection", absl::Seconds(60)))
       << h.relay().Log();
+  for (int i = 0; i < 3; ++i) ahead.Sample(h);
   load.Stop();
-  h.ExpectEverythingOnceInOrder(absl::Seconds(90));
+  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
+  ahead.Verify(h);
   EXPECT_TRUE(h.relay().Running());
+  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
+              h.messages().size(), duplicates);
 }
 
 // kill -9 of the relay under load, three times: the next one resumes from the slot;

@@ -3,6 +3,7 @@
 // an oversized message do to the reports and the order.
 #include "amqp/sink.h"
 
+#include <malloc.h>
 #include <sys/select.h>
 
 #include <map>
@@ -136,28 +137,76 @@ TEST_F(AmqpSinkTest, AnUnroutableMessageIsReportedWithTheRoutingKeyAndTheMessage
   EXPECT_EQ(reports_[0].headers["aggregate_id"], "9");
 }
 
-TEST_F(AmqpSinkTest, AnOversizedMessageFailsAloneAndTheOthersArriveInOrder) {
+// The broker closes the channel on an oversized message: it fails, with its key's
+// later message right behind it (never published), and another key's goes through.
+TEST_F(AmqpSinkTest, AnOversizedMessageFailsWithItsKeysFollowersAndOtherKeysArrive) {
   Start();
   std::unique_ptr<Sink> sink = MakeSink();
   ASSERT_TRUE(Send(*sink, "1", 1, "before", 1).ok());
   // scripts/rabbitmq sets max_message_size to 1 MiB.
   ASSERT_TRUE(Send(*sink, "1", 2, std::string(2 << 20, 'x'), 2).ok());
-  ASSERT_TRUE(Send(*sink, "1", 3, "after", 3).ok());
-  AwaitReports(*sink, 3);
+  ASSERT_TRUE(Send(*sink, "2", 3, "after", 3).ok());
+  ASSERT_TRUE(Send(*sink, "1", 4, "follower", 4).ok());
+  AwaitReports(*sink, 4);
   std::map<uint64_t, absl::Status> by_tag;
   for (const Report& r : reports_) by_tag[r.tag] = r.status;
   EXPECT_TRUE(by_tag[1].ok()) << by_tag[1];
   EXPECT_EQ(by_tag[2].code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(by_tag[2].message()), HasSubstr("max"));
   EXPECT_TRUE(by_tag[3].ok()) << by_tag[3];
+  EXPECT_EQ(by_tag[4].code(), absl::StatusCode::kFailedPrecondition) << by_tag[4];
   std::vector<AmqpMessage> got = broker_->Drain(queue_);
   std::vector<std::string> bodies;
   for (const AmqpMessage& m : got) bodies.push_back(m.body);
-  // "before" may arrive twice: its confirm went with the channel the broker closed.
+  // "after" may arrive twice: its confirm may go with the channel the broker closed.
   ASSERT_FALSE(bodies.empty());
   EXPECT_EQ(bodies.front(), "before");
   EXPECT_EQ(bodies.back(), "after");
   EXPECT_EQ(std::count(bodies.begin(), bodies.end(), std::string(2 << 20, 'x')), 0);
+  EXPECT_EQ(std::count(bodies.begin(), bodies.end(), "follower"), 0);
+}
+
+// basic.return comes after the broker has routed what followed on the channel: a
+// later message of the same key, published at once, would be in the queue before the
+// returned one is dead-lettered and replayed. The sink holds it until its predecessor
+// is confirmed, so the return fails it too, right behind it, for the relay to
+// dead-letter in order; other keys go on.
+TEST_F(AmqpSinkTest, AReturnedMessagesKeyFollowersWaitAndFailBehindItInOrder) {
+  Start();
+  std::unique_ptr<Sink> sink = MakeSink();
+  std::vector<sink::Header> returned = {{"id", "1"}, {"aggregate_id", "A"}};
+  ASSERT_TRUE(
+      sink->Produce(
+              {.topic = "invoice.paid", .key = "A", .value = "{}", .headers = returned, .tag = 1})
+          .ok());
+  ASSERT_TRUE(Send(*sink, "A", 2, "A2", 2).ok());
+  ASSERT_TRUE(Send(*sink, "B", 3, "B3", 3).ok());
+  ASSERT_TRUE(Send(*sink, "A", 4, "A4", 4).ok());
+  EXPECT_EQ(sink->InFlight(), 4);
+  AwaitReports(*sink, 4);
+  std::vector<uint64_t> key_a;
+  for (const Report& r : reports_) {
+    if (r.tag == 3) {
+      EXPECT_TRUE(r.status.ok()) << r.status;
+      continue;
+    }
+    key_a.push_back(r.tag);
+    if (r.tag == 1) {
+      EXPECT_EQ(r.status.code(), absl::StatusCode::kNotFound) << r.status;
+      continue;
+    }
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition) << r.status;
+    EXPECT_THAT(std::string(r.status.message()),
+                HasSubstr("no queue bound for routing key invoice.paid"));
+    // What the relay needs to dead-letter it.
+    EXPECT_EQ(r.value, absl::StrCat("A", r.tag));
+    EXPECT_EQ(r.headers.at("aggregate_id"), "A");
+  }
+  EXPECT_THAT(key_a, ::testing::ElementsAre(1, 2, 4));
+  EXPECT_EQ(sink->InFlight(), 0);
+  std::vector<AmqpMessage> got = broker_->Drain(queue_);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].body, "B3");
 }
 
 TEST_F(AmqpSinkTest, AMessageAmqpCannotCarryIsRefusedAtProduce) {
@@ -278,6 +327,28 @@ TEST_F(AmqpSinkTest, ALoginRefusedEndsCreateNamingNoPassword) {
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(sink.status().message()), ::testing::Not(HasSubstr("wrong-secret")));
+}
+
+// The relay bounds the sink's memory with --max-in-flight-bytes through
+// InFlightBytes(): what the sink's copies take on the heap must not exceed it (they
+// once took ~1 KiB per event while it counted the ~150 bytes of text). Nothing is
+// published (no broker), so the heap grows by the copies alone.
+TEST_F(AmqpSinkTest, InFlightBytesCoverWhatTheCopiesTakeOnTheHeap) {
+  Start();
+  std::unique_ptr<Sink> sink =
+      MakeSink(absl::InfiniteDuration(), "amqp://guest:guest@127.0.0.1:1/%2f");
+  ASSERT_NE(sink, nullptr);
+  const size_t before = mallinfo2().uordblks;
+  constexpr int kMessages = 10000;
+  for (int i = 1; i <= kMessages; ++i) {
+    ASSERT_TRUE(Send(*sink, absl::StrCat(i % 100), i, R"({"t": 1796299205250000})", i).ok());
+  }
+  const size_t grown = mallinfo2().uordblks - before;
+  EXPECT_EQ(sink->InFlight(), kMessages);
+  EXPECT_LE(grown, sink->InFlightBytes())
+      << "per message: " << grown / kMessages << " on the heap, "
+      << sink->InFlightBytes() / kMessages << " counted";
+  EXPECT_EQ(sink->Close(absl::ZeroDuration()), kMessages);
 }
 
 TEST_F(AmqpSinkTest, CloseReturnsWhatItDroppedUnreported) {

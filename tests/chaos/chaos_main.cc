@@ -11,8 +11,16 @@
 // close_all_connections, kill -9 and restart of the node, a memory alarm held a few
 // seconds, and the PostgreSQL crash-restart.
 //
+// With --replica PostgreSQL is a primary and its streaming standby (scripts/pg-ha,
+// ha_pair.h); the relays follow whichever is primary (a two-host --pg,
+// --recreate-missing-slot), and the faults add failovers: promote (kill -9 of the
+// primary) and switchover (its clean stop), each promoting the standby and
+// rebuilding the old primary as its standby. The check then reads the surviving
+// timeline: events in the broker whose rows it lacks are ghosts, counted and printed,
+// and with --standby-slot (publish only what the standby flushed) there must be none.
+//
 //   outboxd-chaos --minutes 5 [--seed 42] [--rate 100] [--sink rabbitmq]
-//                                                           (scripts/chaos wraps it)
+//                 [--replica [--standby-slot]]              (scripts/chaos wraps it)
 //
 // Everything it runs is its own: a private PostgreSQL cluster, the mock broker (or
 // the RabbitMQ node) as a separate process, the relays as child processes. Exit 0 when the check
@@ -25,6 +33,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -34,6 +43,7 @@
 #include "chaos/amqp_reader.h"
 #include "chaos/broker.h"
 #include "chaos/checker.h"
+#include "chaos/ha_pair.h"
 #include "chaos/kafka_reader.h"
 #include "chaos/load.h"
 #include "chaos/rabbit_node.h"
@@ -62,6 +72,8 @@ struct Options {
   bool keep = false;
   std::string sink = "kafka";  // or "rabbitmq"
   bool scalar_poison_only = false;
+  bool replica = false;       // a primary and its standby, and failover faults
+  bool standby_slot = false;  // --replica: the relays wait for the standby (no ghosts)
   std::string partition_by;  // "" (a plain outbox), day, week, month: setup --partition-by
 };
 
@@ -81,6 +93,12 @@ class ChaosRun {
   // The broker and the reader, with the relays' flags for it.
   absl::Status SetUpKafka(std::vector<std::string>& sink_args);
   absl::Status SetUpRabbit(std::vector<std::string>& sink_args);
+  // One PostgreSQL cluster, or (--replica) a primary and its standby; sets db_.
+  absl::Status SetUpPostgres();
+  // --replica: the relays' PostgreSQL flags while `standby` is the primary's standby.
+  std::vector<std::string> ReplicaArgs(const std::string& standby) const;
+  // --replica: promote or switchover, then the old primary rebuilt as the new standby.
+  void Failover(const Fault& fault);
   bool rabbit() const { return options_.sink == "rabbitmq"; }
   // RabbitMQ's faults; a non-OK status is a problem of the run.
   absl::Status InjectRabbit(const Fault& fault);
@@ -101,6 +119,7 @@ class ChaosRun {
   const Options options_;
   const std::string dir_;
   std::unique_ptr<test::PrivateCluster> cluster_;
+  std::unique_ptr<HaPair> ha_;  // --replica, instead of cluster_
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<MockBroker> broker_;  // Kafka
   std::unique_ptr<RabbitNode> node_;    // RabbitMQ
@@ -108,16 +127,39 @@ class ChaosRun {
   std::unique_ptr<RelayPair> relays_;
   std::unique_ptr<Load> load_;
   std::map<std::string, int> faults_;  // by kind
+  // --replica: from the primary's end to the first event committed on the new one read back.
+  std::vector<absl::Duration> first_event_after_;
   std::vector<std::string> problems_;  // the run itself misbehaved (not the verdict)
   absl::Time start_;
 };
 
-absl::Status ChaosRun::SetUp() {
+absl::Status ChaosRun::SetUpPostgres() {
+  if (options_.replica) {
+    // The postgres user runs the servers under dir_: it must get in.
+    chmod(dir_.c_str(), 0755);
+    absl::StatusOr<std::unique_ptr<HaPair>> ha = HaPair::Start(dir_);
+    if (!ha.ok()) return ha.status();
+    ha_ = std::move(*ha);
+    db_ = test::TestDatabase::Create(ha_->conninfo());
+    return absl::OkStatus();
+  }
   cluster_ = std::make_unique<test::PrivateCluster>();
   if (cluster_->conninfo().find("host=") == std::string::npos) {
     return absl::UnavailableError(absl::StrCat("PostgreSQL did not start: ", cluster_->conninfo()));
   }
   db_ = test::TestDatabase::Create(cluster_->conninfo());
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ChaosRun::ReplicaArgs(const std::string& standby) const {
+  if (!options_.replica) return {};
+  std::vector<std::string> args = {"--recreate-missing-slot"};
+  if (options_.standby_slot) args.insert(args.end(), {"--standby-slot", HaPair::SlotOf(standby)});
+  return args;
+}
+
+absl::Status ChaosRun::SetUp() {
+  if (absl::Status s = SetUpPostgres(); !s.ok()) return s;
   std::vector<std::string> sink_args;
   if (absl::Status s = rabbit() ? SetUpRabbit(sink_args) : SetUpKafka(sink_args); !s.ok()) {
     return s;
@@ -134,7 +176,8 @@ absl::Status ChaosRun::SetUp() {
   relays_ = std::make_unique<RelayPair>(RelayConfig{.conninfo = db_->conninfo(),
                                                     .sink_args = std::move(sink_args),
                                                     .slot = db_->name(),
-                                                    .log_dir = dir_});
+                                                    .log_dir = dir_,
+                                                    .pg_args = ReplicaArgs("b")});
   relays_->StartBoth(/*single_in_flight=*/false);
   if (!relays_->WaitForActive(absl::Seconds(30))) {
     return absl::UnavailableError(absl::StrCat("no relay streams; logs in ", dir_));
@@ -215,6 +258,10 @@ void ChaosRun::Inject(const Fault& f) {
     case FaultKind::kMemoryAlarm:
       status = InjectRabbit(f);
       break;
+    case FaultKind::kPromote:
+    case FaultKind::kSwitchover:
+      Failover(f);
+      break;
   }
   if (!status.ok()) Problem(absl::StrCat("broker command: ", status.message()));
 }
@@ -243,6 +290,52 @@ void ChaosRun::ProduceErrors(const Fault& f) {
   absl::SleepFor(window_end - absl::Now());
   if (!relays_->StopBoth(absl::Seconds(60))) Problem("a relay did not stop cleanly on SIGTERM");
   relays_->StartBoth(/*single_in_flight=*/false);
+}
+
+void ChaosRun::Failover(const Fault& f) {
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<std::string> old =
+      ha_->Failover(f.kind == FaultKind::kPromote ? HaPair::Exit::kKill : HaPair::Exit::kStop);
+  if (!old.ok()) {
+    Problem(absl::StrCat("failover: ", old.status().message()));
+    return;
+  }
+  const absl::Duration promoted = absl::Now() - begin;
+  if (options_.standby_slot) {
+    // The old primary becomes the standby, over its slot on the new primary: the relays
+    // name that one now (until the rebuild creates it, they hold publishing).
+    relays_->SetPgArgs(ReplicaArgs(*old));
+    if (!relays_->StopBoth(absl::Seconds(60))) Problem("a relay did not stop cleanly on SIGTERM");
+    relays_->StartBoth(/*single_in_flight=*/false);
+  }
+  // An event committed on the new primary, watched for while the old one is rebuilt:
+  // the primary's end to the new one's first event in the broker (with --standby-slot
+  // that includes the rebuild: nothing is published before a standby has it).
+  const std::optional<std::string> marker = load_->CommitMarker(absl::Seconds(60));
+  absl::Time marker_seen = absl::InfinitePast();
+  std::thread watch([&] {
+    const absl::Time deadline = absl::Now() + absl::Seconds(180);
+    while (marker && !reader_->Seen(*marker) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (marker && reader_->Seen(*marker)) marker_seen = absl::Now();
+  });
+  const absl::Status rebuilt = ha_->Rebuild(*old);
+  const absl::Duration rebuild_done = absl::Now() - begin;
+  watch.join();
+  if (!rebuilt.ok()) Problem(absl::StrCat("rebuild of node ", *old, ": ", rebuilt.message()));
+  if (marker_seen == absl::InfinitePast()) {
+    Problem("no event committed on the new primary reached the broker within 180 s");
+    return;
+  }
+  const auto show = [](absl::Duration d) {
+    return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
+  };
+  first_event_after_.push_back(marker_seen - begin);
+  Say(absl::StrCat("  node ", HaPair::Other(*old), " promoted in ", show(promoted),
+                   "; first event from it published ", show(marker_seen - begin), " after the ",
+                   f.kind == FaultKind::kPromote ? "kill" : "stop", "; node ", *old,
+                   " rebuilt as its standby after ", show(rebuild_done)));
 }
 
 void ChaosRun::KillWalsender() {
@@ -291,15 +384,18 @@ int ChaosRun::Run() {
                    " transactions/s; replay with: scripts/chaos --minutes ", options_.minutes,
                    " --seed ", options_.seed, rabbit() ? " --sink rabbitmq" : "",
                    options_.scalar_poison_only ? " --scalar-poison-only" : "",
+                   options_.replica ? " --replica" : "",
+                   options_.standby_slot ? " --standby-slot" : "",
                    options_.partition_by.empty() ? "" : " --partition-by ", options_.partition_by));
   if (absl::Status s = SetUp(); !s.ok()) {
     Say(absl::StrCat("cannot set up: ", s.message()));
     return 2;
   }
   const absl::Duration run = absl::Seconds(options_.minutes * 60);
-  const std::vector<Fault> schedule =
-      MakeSchedule(options_.seed, run, rabbit() ? kRabbitFaultKinds : kKafkaFaultKinds);
-  Say(absl::StrCat("PostgreSQL ", cluster_->dir(), ", broker ",
+  const std::vector<Fault> schedule = MakeSchedule(
+      options_.seed, run,
+      options_.replica ? kReplicaFaultKinds : (rabbit() ? kRabbitFaultKinds : kKafkaFaultKinds));
+  Say(absl::StrCat("PostgreSQL ", options_.replica ? ha_->dir() : cluster_->dir(), ", broker ",
                    rabbit() ? node_->url() : broker_->bootstraps(), ", relay logs in ", dir_, "; ",
                    schedule.size(), " faults scheduled"));
   start_ = absl::Now();
@@ -318,7 +414,10 @@ int ChaosRun::Run() {
   Say(absl::StrCat(Elapsed(), " load stopped; waiting for the relays to catch up"));
   Drain(absl::Seconds(180));
   if (!relays_->StopBoth(absl::Seconds(60))) Problem("a relay did not stop cleanly on SIGTERM");
-  CheckInput input{.deliveries = {}, .rolled_back = load_->RolledBack(), .poison = load_->Poison()};
+  CheckInput input{.deliveries = {},
+                   .rolled_back = load_->RolledBack(),
+                   .poison = load_->Poison(),
+                   .failover = options_.replica};
   const int64_t skipped = reader_->Skipped();
   const int64_t malformed = reader_->Malformed();
   input.deliveries = reader_->StopAndTake();
@@ -355,7 +454,24 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
   Say(absl::StrCat("lost ", v.lost, ", duplicates ", v.duplicates, " (", v.in_both,
                    " both published and dead-lettered), rolled-back seen ", v.rolled_back_seen,
                    ", never-written seen ", v.unknown, ", poison published ", v.poison_published,
-                   ", order violations ", v.disorder, ", lsn mismatches ", v.lsn_mismatch));
+                   ", order violations ", v.disorder, ", lsn mismatches ", v.lsn_mismatch,
+                   options_.replica ? absl::StrCat(", ghosts ", v.ghosts) : ""));
+  if (options_.replica) {
+    Say("| events | faults | lost | duplicates | ghosts | order violations |");
+    Say(absl::StrCat("| ", v.committed, " | ", total, " | ", v.lost, " | ", v.duplicates, " | ",
+                     v.ghosts, " | ", v.disorder, " |"));
+  }
+  if (!first_event_after_.empty()) {
+    std::vector<std::string> times;
+    for (absl::Duration d : first_event_after_) {
+      times.push_back(absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100))));
+    }
+    Say(absl::StrCat("primary gone to the new primary's first event published: ",
+                     absl::StrJoin(times, ", ")));
+  }
+  if (options_.standby_slot && v.ghosts > 0) {
+    Problem(absl::StrCat(v.ghosts, " ghost events although the relays waited for the standby"));
+  }
   int refused = 0;
   for (const UnexpectedExit& e : relays_->UnexpectedExits()) {
     const std::string line = absl::StrCat(e.relay, " exit ", e.code, ": ", e.last_line);
@@ -391,6 +507,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"kafka", "rabbitmq"}));
   app.add_flag("--scalar-poison-only", options.scalar_poison_only,
                "poison events are JSON scalars only, never an invalid topic / unroutable key");
+  auto* replica = app.add_flag("--replica", options.replica,
+                               "PostgreSQL as a primary and its streaming standby (scripts/pg-ha), "
+                               "with failover faults: promote, switchover");
+  app.add_flag("--standby-slot", options.standby_slot,
+               "with --replica: the relays publish only what the standby flushed "
+               "(--standby-slot), and the run fails on any ghost event")
+      ->needs(replica);
   app.add_option("--partition-by", options.partition_by,
                  "a partitioned outbox (outboxd setup --partition-by): day, week or month")
       ->check(CLI::IsMember({"day", "week", "month"}));

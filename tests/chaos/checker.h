@@ -13,6 +13,13 @@
 // event seen for the first time after a later one of its aggregate is disorder. An
 // event both published and dead-lettered (replayed after its aggregate was
 // poisoned) is one duplicate.
+//
+// After a PostgreSQL failover (--replica) the outbox table read is the surviving
+// timeline's. An id in the broker that is neither there nor rolled back is a ghost:
+// committed on the old primary, published, and lost with it (counted, not a loss; the
+// driver requires none with --standby-slot). A slot re-created on the new primary
+// backfills the unacknowledged rows with its consistent point as their lsn header, so
+// one id may then carry two lsn headers.
 #ifndef OUTBOXD_TESTS_CHAOS_CHECKER_H_
 #define OUTBOXD_TESTS_CHAOS_CHECKER_H_
 
@@ -37,6 +44,7 @@ struct Verdict {
   int64_t in_both = 0;                // of which: published, then dead-lettered on a replay
   int64_t rolled_back_seen = 0;       // rolled-back ids found anywhere
   int64_t unknown = 0;                // ids found in Kafka/dead letters but never written
+  int64_t ghosts = 0;                 // failover: ids committed on a timeline that was lost
   int64_t poison_published = 0;       // poison events that reached Kafka
   int64_t disorder = 0;               // first occurrences against commit order
   int64_t lsn_mismatch = 0;           // one id with two different lsn headers
@@ -66,6 +74,9 @@ struct CheckInput {
   std::vector<Delivery> deliveries;         // as read, per partition in offset order
   absl::flat_hash_set<std::string> rolled_back;
   absl::flat_hash_set<std::string> poison;
+  // The run failed PostgreSQL over (see the header comment): unknown ids are ghosts,
+  // and a backfill's second lsn header is no mismatch.
+  bool failover = false;
 };
 
 // Fills input.outbox and input.dead_letters from the database.

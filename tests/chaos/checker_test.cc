@@ -99,5 +99,31 @@ TEST(ChaosChecker, OneEventWithTwoLsnsIsReported) {
   EXPECT_EQ(Check(in).lsn_mismatch, 1);
 }
 
+// A failover: e5 was published from the old primary and lost with it (a ghost, not a
+// failure); the re-created slot's backfill republished e3 and first published e4,
+// both under its consistent point (a second lsn header for e3: a duplicate).
+TEST(ChaosChecker, AfterAFailoverAnEventMissingFromTheTableIsAGhostNotAFailure) {
+  CheckInput in = FourEvents();
+  in.failover = true;
+  Delivery backfilled_again = At(4, "e3");
+  backfilled_again.lsn = "0/900";
+  Delivery backfilled = At(5, "e4");
+  backfilled.lsn = "0/900";
+  in.deliveries = {At(0, "e1"), At(1, "e2"),      At(2, "e3"),
+                   At(3, "e5"), backfilled_again, backfilled};
+  Verdict v = Check(in);
+  EXPECT_TRUE(v.ok()) << v.examples[0];
+  EXPECT_EQ(v.ghosts, 1);
+  EXPECT_EQ(v.duplicates, 1);
+  EXPECT_EQ(v.lost, 0);
+
+  in.failover = false;  // the same run without a failover: a stranger and a mismatch
+  v = Check(in);
+  EXPECT_FALSE(v.ok());
+  EXPECT_EQ(v.ghosts, 0);
+  EXPECT_EQ(v.unknown, 1);
+  EXPECT_EQ(v.lsn_mismatch, 1);
+}
+
 }  // namespace
 }  // namespace outboxd::chaos

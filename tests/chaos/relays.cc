@@ -20,7 +20,7 @@ std::string LastLine(const std::string& log) {
 
 }  // namespace
 
-RelayPair::RelayPair(RelayConfig config) : config_(std::move(config)) {
+RelayPair::RelayPair(RelayConfig config) : config_(std::move(config)), pg_args_(config_.pg_args) {
   instances_[0].name = "relay-a";
   instances_[1].name = "relay-b";
 }
@@ -48,6 +48,7 @@ void RelayPair::StartLocked(Instance& in) {
                                    "--metrics",
                                    "127.0.0.1:0"};
   argv.insert(argv.end(), config_.sink_args.begin(), config_.sink_args.end());
+  argv.insert(argv.end(), pg_args_.begin(), pg_args_.end());
   if (single_in_flight_) {
     argv.insert(argv.end(), {"--kafka", "max.in.flight.requests.per.connection=1"});
   }
@@ -73,6 +74,11 @@ void RelayPair::ReapLocked(Instance& in, int code) {
     in.restart_at += absl::Seconds(1);
   }
   in.process.reset();
+}
+
+void RelayPair::SetPgArgs(std::vector<std::string> pg_args) {
+  std::lock_guard lock(mu_);
+  pg_args_ = std::move(pg_args);
 }
 
 void RelayPair::StartBoth(bool single_in_flight) {

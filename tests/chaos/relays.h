@@ -28,6 +28,8 @@ struct RelayConfig {
   std::vector<std::string> sink_args;
   std::string slot;
   std::string log_dir;  // relay-a.log, relay-b.log: every instance's output, appended
+  // More flags for the PostgreSQL side (--replica: --recreate-missing-slot, --standby-slot).
+  std::vector<std::string> pg_args;
 };
 
 // An exit nobody asked for (not our kill -9, not our SIGTERM). One before the relay
@@ -52,6 +54,9 @@ class RelayPair {
   // kill -9 of the instance that holds the slot (or of the other one); the supervisor
   // starts it again. Returns the instance's name, or "" if none was running.
   std::string Kill(bool standby);
+  // The PostgreSQL flags of the instances started from now on (a failover names
+  // another standby slot).
+  void SetPgArgs(std::vector<std::string> pg_args);
   // True once one instance streams the slot.
   bool WaitForActive(absl::Duration timeout);
   // "relay-a", "relay-b" or "" (nobody holds the slot).
@@ -76,6 +81,7 @@ class RelayPair {
   mutable std::mutex mu_;
   std::array<Instance, 2> instances_;       // guarded by mu_
   bool single_in_flight_ = false;           // guarded by mu_
+  std::vector<std::string> pg_args_;        // guarded by mu_
   bool supervising_ = false;                // guarded by mu_: restart exited instances
   std::vector<UnexpectedExit> unexpected_;  // guarded by mu_
   std::atomic<int> starts_{0};

@@ -52,6 +52,9 @@ absl::Duration Fill(std::mt19937_64& rng, Fault& f) {
     case FaultKind::kMemoryAlarm:
       f.length = Uniform(rng, absl::Seconds(2), absl::Seconds(6));
       return f.length + absl::Seconds(2);  // two rabbitmqctl calls
+    case FaultKind::kPromote:
+    case FaultKind::kSwitchover:
+      return absl::Seconds(12);  // promote ~1 s, the rebuild (pg_basebackup) ~5-10 s
   }
   return absl::Seconds(1);
 }
@@ -78,6 +81,10 @@ std::string KindName(FaultKind kind) {
       return "node-kill-restart";
     case FaultKind::kMemoryAlarm:
       return "memory-alarm";
+    case FaultKind::kPromote:
+      return "promote";
+    case FaultKind::kSwitchover:
+      return "switchover";
   }
   return "?";
 }

@@ -25,6 +25,10 @@ enum class FaultKind {
   kConnectionsClosed,  // rabbitmqctl close_all_connections: relays and reader reconnect
   kNodeRestart,        // kill -9 of the node, then a start on the same data
   kMemoryAlarm,        // vm_memory_high_watermark near 0 for a while: publishers blocked
+  // PostgreSQL failover (--replica, scripts/pg-ha): the standby is promoted and the
+  // old primary rebuilt as its standby.
+  kPromote,     // the primary dies first (kill -9): a failover
+  kSwitchover,  // the primary stops first (fast shutdown): a planned switchover
 };
 // The faults of a run against the mock Kafka cluster.
 inline const std::vector<FaultKind> kKafkaFaultKinds = {
@@ -34,6 +38,11 @@ inline const std::vector<FaultKind> kKafkaFaultKinds = {
 inline const std::vector<FaultKind> kRabbitFaultKinds = {
     FaultKind::kRelayKill, FaultKind::kConnectionsClosed, FaultKind::kNodeRestart,
     FaultKind::kMemoryAlarm, FaultKind::kPostgresRestart};
+
+// The faults of a run on a primary and its standby (--replica): the failovers, and
+// the relay's own faults around them.
+inline const std::vector<FaultKind> kReplicaFaultKinds = {
+    FaultKind::kPromote, FaultKind::kSwitchover, FaultKind::kRelayKill, FaultKind::kWalsenderKill};
 
 struct Fault {
   absl::Duration at;  // from the start of the load

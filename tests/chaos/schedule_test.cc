@@ -37,5 +37,15 @@ TEST(ChaosSchedule, ASeedReplaysTheSameFaults) {
   }
 }
 
+// chaos_failover (a minute): 45 s on a primary and its standby see a promote and a
+// switchover already.
+TEST(ChaosSchedule, AShortReplicaRunSeesEveryFailoverKind) {
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    EXPECT_EQ(Kinds(MakeSchedule(seed, absl::Seconds(45), kReplicaFaultKinds)),
+              std::set<FaultKind>(kReplicaFaultKinds.begin(), kReplicaFaultKinds.end()))
+        << "replica, seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace outboxd::chaos

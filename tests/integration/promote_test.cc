@@ -8,6 +8,7 @@
 // streaming standby behind.
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -75,8 +76,15 @@ class PgHa {
     EXPECT_EQ(Run({"pause-receiver", node}), 0);
     paused_ = node;
   }
+  void ResumeReceiver(const std::string& node) {
+    EXPECT_EQ(Run({"resume-receiver", node}), 0);
+    paused_.clear();
+  }
   // Rebuilds the standby unless it streams (a test that failed half-way left it so).
   void EnsureStandby() {
+    // A test that failed half-way may have left the receiver held: it still reports
+    // streaming, but nothing reaches the standby.
+    if (!paused_.empty()) ResumeReceiver(paused_);
     const std::string standby = Other(Primary());
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(NodeConninfo(standby, "postgres"));
     if (conn.ok()) {
@@ -253,6 +261,110 @@ TEST_F(Promote, StandbySlotLeavesNoGhostAfterAFailover) {
   EXPECT_EQ(ghosts, 0u);
   ExpectEverythingDelivered(h, absl::Seconds(60));
   RecordProperty("ghosts", static_cast<int>(ghosts));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A named standby whose WAL receiver is held stops publishing, and says so: the
+// metrics name the slot the relay waits for and its lag, /healthz and the stall line
+// name it once the stall threshold passes, `status` shows the standby's lag and the
+// primary's timeline. Let go, every event arrives, in order.
+TEST_F(Promote, StandbySlotHeldStandbyIsVisibleEverywhereAndEverythingFollowsOnResume) {
+  RelayHarness h(kTopics, 1, ha().conninfo());
+  const std::string standby = PgHa::Other(ha().Primary());
+  const std::string slot = "node_" + standby;
+  h.StartRelay({"--standby-slot", slot, "--healthz-stall", "3s"});
+  InsertEvent(h.db().conninfo(), "v1");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  const std::string waiting = absl::StrCat("outboxd_standby_waiting{slot=\"", slot, "\"}");
+  const std::string lag = absl::StrCat("outboxd_standby_flush_lag_bytes{slot=\"", slot, "\"}");
+  EXPECT_EQ(MetricValue(h.Metrics(h.relay()), waiting), 0) << h.Metrics(h.relay());
+
+  ha().PauseReceiver(standby);
+  for (int i = 0; i < 5; ++i) InsertEvent(h.db().conninfo(), "v1");
+  ASSERT_TRUE(WaitForMetric(h.relay(), waiting, 1, absl::Seconds(30))) << h.relay().Log();
+  EXPECT_GT(MetricValue(h.Metrics(h.relay()), lag).value_or(0), 0) << h.Metrics(h.relay());
+  std::pair<int, std::string> health;
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    health = HttpGetFromLog(h.relay(), "/healthz");
+    return health.first == 503;
+  })) << health.second;
+  EXPECT_NE(health.second.find("waiting for --standby-slot " + slot), std::string::npos)
+      << health.second;
+  EXPECT_TRUE(h.relay().WaitForLog("check the standbys", absl::Seconds(30))) << h.relay().Log();
+  std::string status;
+  EXPECT_EQ(
+      h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--json"}, &status),
+      0);
+  const std::string standby_json = absl::StrCat("{\"slot\":\"", slot, "\",\"active\":true,");
+  EXPECT_NE(status.find(standby_json), std::string::npos) << status;
+  EXPECT_EQ(status.find(standby_json + "\"flush_lag_bytes\":0}"), std::string::npos) << status;
+  EXPECT_NE(status.find("\"timeline\":"), std::string::npos) << status;
+  // Nothing was published past what the standby flushed.
+  EXPECT_EQ(h.collector().Count(), 1u);
+
+  ha().ResumeReceiver(standby);
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    return MetricValue(h.Metrics(h.relay()), waiting) == 0;
+  })) << h.Metrics(h.relay());
+  ExpectEverythingDelivered(h, absl::Seconds(60));
+  EXPECT_EQ(h.collector().Count(), 6u);
+  EXPECT_TRUE(WaitUntil(absl::Seconds(30), [&] { return h.HealthStatus(h.relay()) == 200; }));
+  EXPECT_TRUE(h.relay().WaitForLog("stall over", absl::Seconds(30))) << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// `status` and /metrics after a failover: the new primary, its timeline and how long
+// ago it was promoted, the standby rebuilt behind it and its lag.
+TEST_F(Promote, StatusAndMetricsShowThePrimaryItsLastFailoverAndTheStandbysLag) {
+  RelayHarness h(kTopics, 1, ha().conninfo());
+  h.StartRelay({"--recreate-missing-slot"});
+  InsertEvent(h.db().conninfo(), "f1");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(PositionReached(ha(), h, PgHa::Other(ha().Primary())));
+  std::string before;
+  ASSERT_EQ(
+      h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--json"}, &before),
+      0);
+  const size_t at = before.find("\"timeline\":");
+  ASSERT_NE(at, std::string::npos) << before;
+  const int64_t timeline_before = std::atoll(before.c_str() + at + 11);
+
+  const absl::Time killed = absl::Now();
+  const std::string old = ha().Failover();
+  ASSERT_EQ(ha().Run({"rebuild", old}), 0);
+  const std::string after_failover = InsertEvent(h.db().conninfo(), "f1");
+  ASSERT_TRUE(WaitUntil(absl::Seconds(90), [&] { return Delivered(h, after_failover); }))
+      << h.relay().Log();
+  const double since_kill = absl::ToDoubleSeconds(absl::Now() - killed);
+
+  std::string table;
+  ASSERT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot()}, &table), 0);
+  EXPECT_NE(table.find("\ntimeline "), std::string::npos) << table;
+  EXPECT_NE(table.find(absl::StrCat(" ", timeline_before + 1, ", last failover ")),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find(absl::StrCat("standby[node_", old, "]")), std::string::npos) << table;
+  EXPECT_NE(table.find(absl::StrCat("127.0.0.1:", ha().Port(ha().Primary()), " (primary)")),
+            std::string::npos)
+      << table;
+  std::string json;
+  ASSERT_EQ(
+      h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--json"}, &json), 0);
+  const size_t age_at = json.find("\"last_failover_age_s\":");
+  ASSERT_NE(age_at, std::string::npos) << json;
+  const double age = std::atof(json.c_str() + age_at + 22);
+  EXPECT_GT(age, 0) << json;
+  EXPECT_LT(age, since_kill + 60) << json;  // this failover's, not an earlier test's
+
+  const std::string metrics = h.Metrics(h.relay());
+  EXPECT_EQ(MetricValue(metrics, "outboxd_primary_changes_total"), 1) << metrics;
+  EXPECT_GT(MetricValue(metrics, "outboxd_primary_changed_timestamp_seconds").value_or(0),
+            absl::ToDoubleSeconds(killed - absl::UnixEpoch()))
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, absl::StrCat("outboxd_primary_info{host=\"127.0.0.1\",port=\"",
+                                              ha().Port(ha().Primary()), "\"}")),
+            1)
+      << metrics;
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 

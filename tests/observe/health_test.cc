@@ -38,6 +38,26 @@ TEST(Health, SaysHowLongTheBrokerHasBeenSilentAndWithHowManyEventsInFlight) {
   EXPECT_EQ(v.reason, "no broker acknowledgement for 42s with 40 events in flight");
 }
 
+// Issue 16: a transaction held for a --standby-slot is not the broker's fault; the
+// verdict names the slot it waits for.
+TEST(Health, NamesTheStandbySlotAHeldTransactionWaitsFor) {
+  HealthVerdict v = CheckHealth({.connected = true,
+                                 .in_flight = 1,
+                                 .last_progress = kNow - absl::Seconds(42),
+                                 .held_by = "node_b"},
+                                kStall, kNow);
+  EXPECT_FALSE(v.healthy);
+  EXPECT_EQ(v.reason,
+            "publishing held for 42s: waiting for --standby-slot node_b to flush a committed "
+            "transaction (is its standby down or its WAL receiver stuck?)");
+  EXPECT_TRUE(CheckHealth({.connected = true,
+                           .in_flight = 1,
+                           .last_progress = kNow - absl::Seconds(2),
+                           .held_by = "node_b"},
+                          kStall, kNow)
+                  .healthy);
+}
+
 // Issue 20 point 1: a slot about to lose WAL is a 503 with its reason, before a stall,
 // until the relay clears it.
 TEST(HealthState, AnUnreservedSlotIsUnhealthyUntilCleared) {

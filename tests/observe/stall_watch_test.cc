@@ -56,6 +56,22 @@ class CapturedLog {
   std::shared_ptr<spdlog::logger> previous_;
 };
 
+// Issue 16: a transaction held for a --standby-slot stalls before the broker; the
+// warning names the slot and sends the reader to the standbys.
+TEST(StallWatch, NamesTheStandbySlotPublishingWaitsFor) {
+  CapturedLog log;
+  HealthState health;
+  StallWatch watch(health, absl::Seconds(30));
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  health.SetInFlight(1, t0);
+  health.SetHeldBy("node_b");
+  EXPECT_TRUE(watch.Check(t0 + absl::Seconds(31)));
+  EXPECT_EQ(log.Take(),
+            "warning stalled: publishing held for 31s: waiting for --standby-slot node_b to flush "
+            "a committed transaction (is its standby down or its WAL receiver stuck?); the slot "
+            "is not confirmed past them (check the standbys)\n");
+}
+
 TEST(StallWatch, LogsOnceWhenAStallStartsAndOnceWhenItEnds) {
   CapturedLog log;
   HealthState health;

@@ -44,7 +44,7 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
   EXPECT_THAT(report.created,
               ElementsAre("table outbox", "index outbox_pendentes", "table outbox_dead_letter",
                           "table outbox_relay_state", "table inbox", "publication outboxd",
-                          "replication slot " + db->name()));
+                          "function outboxd_emit", "replication slot " + db->name()));
 
   absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
   ASSERT_TRUE(slot.ok()) << slot.status();
@@ -120,7 +120,8 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
   EXPECT_THAT(report.created,
               ElementsAre("table app.eventos", "index eventos_pendentes",
                           "table eventos_dead_letter", "table eventos_relay_state", "table inbox",
-                          "publication pub_eventos", "replication slot " + db->name()));
+                          "publication pub_eventos", "function app.outboxd_emit",
+                          "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_dead_letter') IS NOT NULL"), "t");

@@ -5,7 +5,10 @@
 
 #include <libpq-fe.h>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
+#include "outbox/emitted_event.h"
+#include "pgoutput/decoder.h"
 #include "support/set_up_database.h"
 
 namespace outboxd::outbox {
@@ -124,6 +127,68 @@ TEST_F(WriterTest, MissingTableSaysToRunSetup) {
   EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(pg::SqlStateOf(id.status()), "42P01");
   EXPECT_NE(id.status().message().find("outboxd setup"), absl::string_view::npos) << id.status();
+}
+
+// The WAL-only writer: what outboxd_emit wrote, as the relay will read it from the
+// slot (pgoutput with messages 'true'), one message per committed event.
+std::vector<std::string> EmittedMessages(test::TestDatabase& db) {
+  pg::Result r = db.Exec(absl::StrCat(
+      "SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('", db.name(),
+      "', NULL, NULL, 'proto_version', '1', 'publication_names', 'outboxd', 'messages', 'true') "
+      "WHERE get_byte(data, 0) = ascii('M')"));
+  std::vector<std::string> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(absl::HexStringToBytes(std::string(r.Get(i, 0))));
+  return out;
+}
+
+TEST_F(WriterTest, EmitEventWritesOneTransactionalMessageOnlyWhenTheTransactionCommits) {
+  pg::Connection app = db_->Connect();
+  MustExec(app, "BEGIN");
+  ASSERT_TRUE(EmitEvent(app, kEvent).ok());
+  MustExec(app, "ROLLBACK");
+  MustExec(app, "BEGIN");
+  absl::StatusOr<std::string> id = EmitEvent(app, kEvent);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(PQtransactionStatus(app.get()), PQTRANS_INTRANS) << "EmitEvent must not commit";
+  MustExec(app, "COMMIT");
+  EXPECT_EQ(Events(), 0) << "no outbox row";
+  const std::vector<std::string> messages = EmittedMessages(*db_);
+  ASSERT_EQ(messages.size(), 1u) << "the rolled-back event is not in the WAL stream";
+  absl::StatusOr<pgoutput::Message> decoded = pgoutput::Decode(messages[0]);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const auto& message = std::get<pgoutput::LogicalMessage>(*decoded);
+  EXPECT_EQ(message.flags, 1) << "transactional";
+  EXPECT_EQ(message.prefix, kEmitPrefix);
+  absl::StatusOr<OutboxEvent> event = ParseEmittedEvent(message.content);
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_EQ(event->id, *id);
+  EXPECT_EQ(event->aggregate_id, "pedido-77");
+  EXPECT_EQ(event->type, "pedido.confirmado");
+  EXPECT_EQ(event->payload, R"({"pedidoId": "pedido-77", "totalCentavos": 1000})");
+  // As a created-at column reaches the relay: ISO DateStyle, UTC, microseconds.
+  EXPECT_EQ(event->created_at.size(), 29u) << event->created_at;
+  EXPECT_EQ(event->created_at.substr(26), "+00") << event->created_at;
+}
+
+TEST_F(WriterTest, EmitEventRefusesWhatEnqueueRefuses) {
+  pg::Connection app = db_->Connect();
+  EXPECT_EQ(EmitEvent(app, kEvent).status().code(), absl::StatusCode::kFailedPrecondition);
+  MustExec(app, "BEGIN");
+  for (const NewEvent& bad : {NewEvent{"", "pedido.confirmado", "{}"}, NewEvent{"p", "t", "42"}}) {
+    EXPECT_EQ(EmitEvent(app, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(PQtransactionStatus(app.get()), PQTRANS_INTRANS);
+  MustExec(app, "ROLLBACK");
+  // The SQL function checks the same for callers in any language.
+  EXPECT_FALSE(app.Exec("SELECT outboxd_emit('p', 't', '42')").ok());
+  EXPECT_FALSE(app.Exec("SELECT outboxd_emit('', 't', '{}')").ok());
+  absl::StatusOr<std::string> missing = [&] {
+    MustExec(app, "BEGIN");
+    return EmitEvent(app, kEvent, {.table = "sem_schema.outbox"});
+  }();
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("outboxd setup"), absl::string_view::npos)
+      << missing.status();
 }
 
 }  // namespace

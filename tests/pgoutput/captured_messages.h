@@ -239,6 +239,23 @@ inline constexpr std::string_view kCommitLogicalMessage =
 inline constexpr std::string_view kLogicalMessageNonTransactional =
     "4d00000000000153e6186f7574626f786400000000116e6f6e2d7472616e73616374696f6e616c";
 
+// Begin of the transaction of outboxd_emit below (a later capture). slot lsn 0/1947630, xid 727.
+inline constexpr std::string_view kBeginOutboxdEvent =
+    "420000000001947630000304bb89ff35b2000002d7";
+
+// SELECT outboxd_emit('pedido-77', 'pedido.confirmado', '{"totalCentavos":1000}') (the
+// function `outboxd setup` installs, src/outbox/emitted_event.h): a transactional
+// message whose content holds NUL separators. slot lsn 0/1947630.
+inline constexpr std::string_view kLogicalMessageOutboxdEvent =
+    "4d0100000000019476306f7574626f786400000000816f7574626f78642d76310039303732666436362d6438"
+    "38622d343139302d383838632d6536323236393365386538340070656469646f2d37370070656469646f2e63"
+    "6f6e6669726d61646f00323032362d31322d30332031353a35343a31302e3732383230302b3030007b22746f"
+    "74616c43656e7461766f73223a20313030307d";
+
+// Commit. slot lsn 0/1947660, xid 727.
+inline constexpr std::string_view kCommitOutboxdEvent =
+    "430000000000019476300000000001947660000304bb89ff35b2";
+
 // Begin of the INSERT after ALTER TABLE outbox ADD COLUMN trace_id. slot lsn 0/153E990, xid 745.
 inline constexpr std::string_view kBeginAlteredInsert =
     "42000000000153eaf0000304a48d026f5d000002e9";
@@ -331,6 +348,9 @@ inline constexpr CapturedMessage kAllCapturedMessages[] = {
     {"LogicalMessageTransactional", kLogicalMessageTransactional},
     {"CommitLogicalMessage", kCommitLogicalMessage},
     {"LogicalMessageNonTransactional", kLogicalMessageNonTransactional},
+    {"BeginOutboxdEvent", kBeginOutboxdEvent},
+    {"LogicalMessageOutboxdEvent", kLogicalMessageOutboxdEvent},
+    {"CommitOutboxdEvent", kCommitOutboxdEvent},
     {"BeginAlteredInsert", kBeginAlteredInsert},
     {"RelationOutboxAltered", kRelationOutboxAltered},
     {"InsertOutboxAltered", kInsertOutboxAltered},

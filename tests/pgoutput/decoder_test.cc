@@ -296,6 +296,19 @@ TEST(PgoutputDecoder, DecodesNonTransactionalLogicalMessage) {
   EXPECT_EQ(message.content, "non-transactional");
 }
 
+// outboxd_emit's content (src/outbox/emitted_event.h) separates its fields with NUL
+// bytes: the content is counted bytes, never cut at a NUL as the prefix is.
+TEST(PgoutputDecoder, DecodesLogicalMessageContentWithNulBytesWhole) {
+  const std::string bytes = FromHex(testing::kLogicalMessageOutboxdEvent);
+  const LogicalMessage message = DecodeAs<LogicalMessage>(bytes);
+  EXPECT_EQ(message.flags, 1);
+  EXPECT_EQ(message.prefix, "outboxd");
+  EXPECT_EQ(message.content.substr(0, 11), std::string_view("outboxd-v1\0", 11));
+  EXPECT_EQ(std::count(message.content.begin(), message.content.end(), '\0'), 5);
+  EXPECT_EQ(message.content.substr(message.content.rfind('\0') + 1),
+            R"({"totalCentavos": 1000})");
+}
+
 TEST(PgoutputDecoder, DecodesOriginTransaction) {
   const std::string begin_bytes = FromHex(testing::kBeginWithOrigin);
   const std::string origin_bytes = FromHex(testing::kOriginUpstream);
@@ -360,7 +373,7 @@ TEST(PgoutputDecoder, EveryCommitMatchesTheBeginBeforeIt) {
     }
   }
   EXPECT_EQ(open, nullptr);
-  EXPECT_EQ(transactions, 12);
+  EXPECT_EQ(transactions, 13);
 }
 
 // ---------------------------------------------------------------------------------

@@ -5,13 +5,19 @@
 // remain the proof against the real services.
 #include "relay/pipeline.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "observe/health.h"
+#include "outbox/emitted_event.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
 #include "support/fake_sink.h"
@@ -69,7 +75,10 @@ class RelayPipelineTest : public ::testing::Test {
   }
 
   Pipeline::Clock Clock() {
-    return [this] { return now_; };
+    return [this] {
+      if (on_clock_) on_clock_();
+      return now_;
+    };
   }
   void Advance(absl::Duration d) { now_ += d; }
 
@@ -103,6 +112,9 @@ class RelayPipelineTest : public ::testing::Test {
   uint64_t TagOf(size_t produced_index) { return fake_->produced().at(produced_index).tag; }
 
   absl::Time now_ = absl::FromUnixSeconds(1796299200);
+  // Runs at each reading of the clock: how a test acts while the pipeline is inside
+  // one of its own waits.
+  std::function<void()> on_clock_;
   RelayOptions options_;
   RelayStats stats_;
   StopSignal stop_;
@@ -135,6 +147,57 @@ TEST_F(RelayPipelineTest, NeverConfirmsPastAnUnacknowledgedEvent) {
   Step(kCoalesce);
   EXPECT_EQ(stream_->last_confirmed(), second);
 }
+
+// --source both (the WAL-only outbox, outbox/emitted_event.h): an outboxd_emit message
+// is an event of its transaction like a row, produced where it stands among the rows
+// and confirmed only with them; other prefixes and non-transactional messages are
+// not events. With --source table the same stream publishes the rows alone.
+class WalOnlyPipelineTest : public RelayPipelineTest,
+                            public ::testing::WithParamInterface<Source> {};
+
+TEST_P(WalOnlyPipelineTest, MessagesAreEventsOfTheirTransactionInPlace) {
+  namespace bytes = test::pgoutput_bytes;
+  options_.source = GetParam();
+  Start();
+  const pg::Lsn commit = 0x2000000, end = 0x2000100;
+  auto row = [](const std::string& id) {
+    return bytes::Insert(test::OutboxWal::kRelationId,
+                         {id, "A", "pedido.confirmado", "{}", "2026-12-03 15:40:00+00"});
+  };
+  const std::string emitted = outbox::EmittedContent({.id = "m2",
+                                                      .aggregate_id = "A",
+                                                      .type = "pedido.confirmado",
+                                                      .payload = "[2]",
+                                                      .created_at = "2026-12-03 15:40:00.5+00"});
+  stream_->PushData(0x1FFFF00, bytes::LogicalMessage(0x1FFFF00, false, "outboxd", emitted));
+  stream_->PushData(commit, bytes::Begin(commit, 0, 900));
+  stream_->PushData(commit, bytes::OutboxRelation(test::OutboxWal::kRelationId));
+  stream_->PushData(commit, row("r1"));
+  stream_->PushData(commit, bytes::LogicalMessage(commit - 0x80, true, "outboxd", emitted));
+  stream_->PushData(commit, bytes::LogicalMessage(commit - 0x40, true, "other", emitted));
+  stream_->PushData(commit, row("r3"));
+  stream_->PushData(end, bytes::Commit(commit, end, 0));
+  Step();
+  if (GetParam() == Source::kTable) {
+    EXPECT_THAT(Ids(fake_->produced()), ElementsAre("r1", "r3"));
+    return;
+  }
+  ASSERT_THAT(Ids(fake_->produced()), ElementsAre("r1", "m2", "r3"));
+  const test::ProducedMessage& m = fake_->produced()[1];
+  EXPECT_EQ(m.key, "A");
+  EXPECT_EQ(m.value, "[2]");
+  EXPECT_EQ(Header(m, "created_at"), "2026-12-03T15:40:00.5+00:00");
+  fake_->Ack(TagOf(0));
+  fake_->Ack(TagOf(2));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), 0u) << "the message is not acknowledged yet";
+  fake_->Ack(TagOf(1));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), end);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, WalOnlyPipelineTest,
+                         ::testing::Values(Source::kTable, Source::kBoth));
 
 // Acknowledgements may come in any order (partitions, brokers); the confirmed position
 // moves in commit order only.
@@ -319,6 +382,53 @@ TEST_F(RelayPipelineTest, ShutdownConfirmsTheAcknowledgedBeforeEndingTheStream) 
       << "feedback after the stream ended";
   EXPECT_EQ(stream_->last_confirmed(), first);
   EXPECT_EQ(stats_.events_abandoned, 1u);
+}
+
+// The value of one series in Prometheus text, or -1 when it is missing.
+double Gauge(const std::string& text, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, series + " ") && absl::SimpleAtod(line, &value)) return value;
+  }
+  return -1;
+}
+
+// A sink that refuses for now (RabbitMQ's connection.blocked under a memory alarm,
+// a full librdkafka queue) holds the pipeline inside Produce for as long as it
+// lasts. /metrics and /healthz must follow meanwhile: the events read show in flight,
+// their age grows, and the wait turns into a stall /healthz reports.
+TEST_F(RelayPipelineTest, StatsKeepMovingWhileTheSinkRefusesForNow) {
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"}, {.id = "e2", .aggregate_id = "B"}});
+  fake_.set_answer([this](const test::ProducedMessage&) -> std::optional<absl::Status> {
+    // e1 is taken (and never acknowledged); the broker blocks before e2.
+    fake_->RefuseProduce(absl::ResourceExhaustedError("the broker blocked the connection"));
+    return std::nullopt;
+  });
+  Start();
+  const absl::Time started = now_;
+  std::vector<observe::HealthInputs> seen;
+  on_clock_ = [&] {
+    if (fake_->produced().empty()) return;
+    now_ += absl::Seconds(1);
+    seen.push_back(stats_.health.Snapshot());
+    if (now_ - started > absl::Seconds(60)) stop_.Notify();
+  };
+  wal_.Send();
+  absl::StatusOr<Pipeline::Turn> turn = pipeline_->Step();
+  on_clock_ = nullptr;
+  ASSERT_EQ(turn.status().code(), absl::StatusCode::kCancelled) << turn.status();
+  ASSERT_EQ(fake_->produced().size(), 1u);
+  ASSERT_FALSE(seen.empty());
+  // e1 at the broker, e2 waiting for room: both read, neither acknowledged.
+  EXPECT_EQ(seen.back().in_flight, 2u) << "/healthz froze on the figures before the wait";
+  const observe::HealthVerdict verdict =
+      observe::CheckHealth(stats_.health.Snapshot(), absl::Seconds(30), now_);
+  EXPECT_FALSE(verdict.healthy) << "a minute blocked with an event in flight: " << verdict.reason;
+  const std::string metrics = stats_.metrics.Render();
+  EXPECT_EQ(Gauge(metrics, "outboxd_events_in_flight"), 2);
+  // Rendered against the real clock: the scripted commit is hours old.
+  EXPECT_GT(Gauge(metrics, "outboxd_oldest_unacked_age_seconds"), 0);
+  EXPECT_EQ(pipeline_->watermark(), 0u);
 }
 
 // The feedback interval is a third of wal_sender_timeout when that is shorter than

@@ -84,6 +84,18 @@ std::string Insert(uint32_t relation_id, const std::vector<std::string>& text_va
   return out;
 }
 
+std::string LogicalMessage(pg::Lsn lsn, bool transactional, const std::string& prefix,
+                           const std::string& content) {
+  std::string out = "M";
+  PutU8(out, transactional ? 1 : 0);
+  PutU64(out, lsn);
+  out.append(prefix);
+  out.push_back('\0');
+  PutU32(out, static_cast<uint32_t>(content.size()));
+  out.append(content);
+  return out;
+}
+
 }  // namespace pgoutput_bytes
 
 ScriptedStream::ScriptedStream(std::function<absl::Time()> clock) : clock_(std::move(clock)) {

@@ -128,6 +128,9 @@ std::string Commit(pg::Lsn commit_lsn, pg::Lsn end_lsn, int64_t commit_time_pg_u
 // public.outbox with the columns id, aggregate_id, tipo, payload, criado_em.
 std::string OutboxRelation(uint32_t relation_id);
 std::string Insert(uint32_t relation_id, const std::vector<std::string>& text_values);
+// pg_logical_emit_message(transactional, prefix, content) as sent with messages 'true'.
+std::string LogicalMessage(pg::Lsn lsn, bool transactional, const std::string& prefix,
+                           const std::string& content);
 }  // namespace pgoutput_bytes
 
 }  // namespace outboxd::test

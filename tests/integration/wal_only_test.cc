@@ -1,0 +1,314 @@
+// The WAL-only outbox (`outboxd run --source messages|both`, outbox/emitted_event.h)
+// end to end: events written by outboxd_emit reach Kafka with the row's message
+// contract, survive kill -9 of the relay, keep commit order with rows under
+// --source both, and a poison message is dead-lettered like a poison row. The relay
+// refuses the source when max_slot_wal_keep_size could cut the slot's WAL.
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "integration/relay_harness.h"
+#include "support/private_cluster.h"
+#include "support/wait_until.h"
+
+namespace outboxd::test {
+namespace {
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+constexpr char kTopic[] = "pedido.confirmado";
+
+std::string Emit(pg::Connection& conn, const std::string& aggregate, const std::string& payload) {
+  absl::StatusOr<pg::Result> r = conn.ExecParams(
+      "SELECT outboxd_emit($1, 'pedido.confirmado', $2::jsonb)::text", {aggregate, payload});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::string(r->Get(0, 0)) : "";
+}
+
+// The ids of committed events, per aggregate in commit order.
+using Committed = std::map<std::string, std::vector<std::string>>;
+
+// Every committed id reached the collector; per aggregate, the first delivery of each
+// id respects commit order. Returns how many messages were duplicates.
+size_t ExpectDeliveredInOrder(RelayHarness& h, const Committed& committed,
+                              absl::Duration timeout) {
+  std::set<std::string> wanted;
+  for (const auto& [aggregate, ids] : committed) wanted.insert(ids.begin(), ids.end());
+  const bool all = WaitUntil(timeout, [&] {
+    std::set<std::string> seen;
+    for (const CollectedMessage& m : h.collector().Messages()) seen.insert(m.Header("id").value_or(""));
+    for (const std::string& id : wanted) {
+      if (!seen.contains(id)) return false;
+    }
+    return true;
+  });
+  EXPECT_TRUE(all) << "not every committed event was delivered; relay log:\n" << h.relay().Log();
+  std::map<std::string, std::vector<std::string>> first_seen;
+  std::set<std::string> seen;
+  size_t duplicates = 0;
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    const std::string id = m.Header("id").value_or("");
+    if (!seen.insert(id).second) {
+      ++duplicates;
+      continue;
+    }
+    first_seen[m.key].push_back(id);
+  }
+  for (const auto& [aggregate, ids] : committed) {
+    EXPECT_EQ(first_seen[aggregate], ids) << "order of aggregate " << aggregate;
+  }
+  return duplicates;
+}
+
+TEST(WalOnly, EmittedEventsArePublishedWithTheRowsMessageContract) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--source", "messages"});
+  pg::Connection conn = h.db().Connect();
+  ASSERT_TRUE(conn.Exec("BEGIN").ok());
+  const std::string first = Emit(conn, "pedido-1", R"({"pedidoId":"pedido-1","n":1})");
+  // A row beside it: --source messages publishes only emitted events.
+  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) "
+                        "VALUES ('pedido-1', 'pedido.confirmado', '{\"row\":true}')")
+                  .ok());
+  const std::string second = Emit(conn, "pedido-2", R"([1,2,3])");
+  ASSERT_TRUE(conn.Exec("COMMIT").ok());
+  ASSERT_TRUE(h.collector().WaitForCount(2, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30)));
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
+  const std::vector<CollectedMessage> messages = h.collector().Messages();
+  ASSERT_EQ(messages.size(), 2u) << "the row was published too";
+  std::map<std::string, CollectedMessage> by_id;
+  for (const CollectedMessage& m : messages) by_id[m.Header("id").value_or("")] = m;
+  ASSERT_TRUE(by_id.contains(first) && by_id.contains(second));
+  const CollectedMessage& m = by_id[first];
+  EXPECT_EQ(m.topic, kTopic);
+  EXPECT_EQ(m.key, "pedido-1");
+  EXPECT_EQ(m.value, R"({"n": 1, "pedidoId": "pedido-1"})");  // jsonb's rendering
+  EXPECT_EQ(m.Header("type"), kTopic);
+  EXPECT_EQ(m.Header("aggregate_id"), "pedido-1");
+  EXPECT_TRUE(m.Header("lsn").has_value());
+  // ISO-8601 with offset, as for a row: 2026-12-03T15:40:00.123456+00:00.
+  const std::string created_at = m.Header("created_at").value_or("");
+  EXPECT_EQ(created_at.size(), 32u) << created_at;
+  EXPECT_EQ(created_at.substr(10, 1), "T") << created_at;
+  EXPECT_EQ(created_at.substr(26), "+00:00") << created_at;
+  EXPECT_EQ(by_id[second].value, "[1, 2, 3]");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Emits single- and multi-event transactions over 13 aggregates until stopped; what it
+// records is committed (the relay's faults never touch PostgreSQL).
+class EmitLoad {
+ public:
+  explicit EmitLoad(RelayHarness& h) : conn_(h.db().Connect()) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~EmitLoad() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  bool WaitForMore(int n) {
+    const int target = transactions() + n;
+    return WaitUntil(absl::Seconds(60), [&] { return transactions() >= target; });
+  }
+  int transactions() {
+    absl::MutexLock lock(&mu_);
+    return transactions_;
+  }
+  Committed committed() {
+    absl::MutexLock lock(&mu_);
+    return committed_;
+  }
+
+ private:
+  void Run() {
+    for (int i = 0; !stop_; ++i) {
+      const int events = 1 + i % 3;
+      std::vector<std::pair<std::string, std::string>> written;
+      if (!conn_.Exec("BEGIN").ok()) return;
+      for (int e = 0; e < events; ++e) {
+        const std::string aggregate = absl::StrCat("pedido-", (i * 7 + e) % 13);
+        written.emplace_back(aggregate, Emit(conn_, aggregate, absl::StrCat(R"({"i":)", i, "}")));
+      }
+      if (!conn_.Exec("COMMIT").ok()) return;
+      absl::MutexLock lock(&mu_);
+      for (auto& [aggregate, id] : written) committed_[aggregate].push_back(id);
+      ++transactions_;
+    }
+  }
+
+  pg::Connection conn_;
+  std::atomic<bool> stop_{false};
+  absl::Mutex mu_;
+  int transactions_ = 0;
+  Committed committed_;
+  std::thread thread_;
+};
+
+TEST(WalOnly, KillNineUnderEmitLoadLosesNothing) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--source", "messages"});
+  EmitLoad load(h);
+  const int kKills = 3;
+  for (int k = 0; k < kKills; ++k) {
+    ASSERT_TRUE(load.WaitForMore(100 + 80 * k));
+    h.relay().Signal(SIGKILL);
+    ASSERT_EQ(h.relay().Wait(absl::Seconds(10)), 128 + SIGKILL);
+    h.StartRelay({"--source", "messages"});
+  }
+  ASSERT_TRUE(load.WaitForMore(100));
+  load.Stop();
+  const Committed committed = load.committed();
+  size_t events = 0;
+  for (const auto& [aggregate, ids] : committed) events += ids.size();
+  const size_t duplicates = ExpectDeliveredInOrder(h, committed, absl::Seconds(90));
+  std::printf("kill -9 x%d under emit load: %zu events, %d transactions, %zu duplicates\n", kKills,
+              events, load.transactions(), duplicates);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+TEST(WalOnly, BothKeepsCommitOrderAcrossRowsAndMessagesOfOneAggregate) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--source", "both"});
+  pg::Connection conn = h.db().Connect();
+  Committed committed;
+  // Per aggregate, a sequence of rows and messages: some transactions only rows, some
+  // only messages, most both, interleaved.
+  for (int tx = 0; tx < 60; ++tx) {
+    const std::string aggregate = absl::StrCat("pedido-", tx % 4);
+    ASSERT_TRUE(conn.Exec("BEGIN").ok());
+    for (int e = 0; e < 1 + tx % 3; ++e) {
+      const std::string payload = absl::StrCat(R"({"tx":)", tx, R"(,"e":)", e, "}");
+      if ((tx + e) % 2 == 0) {
+        committed[aggregate].push_back(Emit(conn, aggregate, payload));
+      } else {
+        absl::StatusOr<pg::Result> r = conn.ExecParams(
+            "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ($1, 'pedido.confirmado', "
+            "$2::jsonb) RETURNING id::text",
+            {aggregate, payload});
+        ASSERT_TRUE(r.ok()) << r.status();
+        committed[aggregate].push_back(std::string(r->Get(0, 0)));
+      }
+    }
+    ASSERT_TRUE(conn.Exec("COMMIT").ok());
+  }
+  const size_t duplicates = ExpectDeliveredInOrder(h, committed, absl::Seconds(60));
+  EXPECT_EQ(duplicates, 0u);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A message with outboxd's prefix, content as given (SQL bytea expression).
+void EmitRaw(pg::Connection& conn, const std::string& content_sql, bool transactional = true) {
+  absl::StatusOr<pg::Result> r = conn.Exec(absl::StrCat(
+      "SELECT pg_logical_emit_message(", transactional ? "true" : "false", ", 'outboxd', ",
+      content_sql, ")"));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+// outbox/emitted_event.h, version 1, with `payload` (no quote or backslash in it).
+std::string ContentSql(const std::string& id, const std::string& aggregate,
+                       const std::string& payload) {
+  return absl::StrCat("'outboxd-v1'::bytea || '\\x00'::bytea || '", id,
+                      "'::bytea || '\\x00'::bytea || '", aggregate,
+                      "'::bytea || '\\x00'::bytea || 'pedido.confirmado'::bytea || "
+                      "'\\x00'::bytea || '2026-12-03 15:40:00.5+00'::bytea || '\\x00'::bytea || '",
+                      payload, "'::bytea");
+}
+
+TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndStrayMessagesAreSkipped) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--source", "messages"});
+  pg::Connection conn = h.db().Connect();
+  const std::string poison = "0b6f0000-0000-4000-8000-000000000001";
+  EmitRaw(conn, ContentSql(poison, "pedido-1", "{not json"));
+  // Its aggregate's follower is parked behind it; another aggregate goes on.
+  const std::string follower = Emit(conn, "pedido-1", R"({"after":"poison"})");
+  // Not version 1: dead-lettered whole, under the message's LSN.
+  EmitRaw(conn, "'garbage'::bytea");
+  // Outside any transaction: skipped with a warning, never published.
+  EmitRaw(conn, ContentSql("0b6f0000-0000-4000-8000-000000000002", "pedido-3", "{}"), false);
+  const std::string healthy = Emit(conn, "pedido-2", R"({"ok":true})");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
+  const std::vector<CollectedMessage> messages = h.collector().Messages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].Header("id"), healthy);
+  pg::Result letters =
+      h.db().Exec("SELECT id, aggregate_id, payload, error FROM outbox_dead_letter ORDER BY seq");
+  ASSERT_EQ(letters.rows(), 3) << h.relay().Log();
+  EXPECT_EQ(letters.Get(0, 0), poison);
+  EXPECT_EQ(letters.Get(0, 1), "pedido-1");
+  EXPECT_EQ(letters.Get(0, 2), "{not json");
+  EXPECT_EQ(letters.Get(1, 0), follower);
+  EXPECT_NE(letters.Get(1, 3).find("follows an earlier dead-lettered event"), std::string::npos);
+  EXPECT_EQ(letters.Get(2, 0).substr(0, 8), "message@");
+  EXPECT_EQ(letters.Get(2, 2), "garbage");
+  EXPECT_NE(letters.Get(2, 3).find("outboxd-v1"), std::string::npos) << letters.Get(2, 3);
+  EXPECT_NE(h.relay().Log().find("non-transactional outboxd message"), std::string::npos);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// No table holds the events: status shows the slot's backlog, never row counts, and
+// cannot judge --max-age.
+TEST(WalOnly, StatusShowsTheSlotsBacklogInsteadOfRowCounts) {
+  RelayHarness h(kTopics);
+  pg::Connection conn = h.db().Connect();
+  for (int i = 0; i < 10; ++i) Emit(conn, "pedido-1", R"({"waiting":true})");
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--source",
+                          "messages", "--json"},
+                         &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"source\":\"messages\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"unacked\""), std::string::npos) << out;
+  const size_t at = out.find("\"backlog_bytes\":");
+  ASSERT_NE(at, std::string::npos) << out;
+  int64_t backlog = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(out.substr(at + 16, out.find_first_of(",}", at) - at - 16), &backlog))
+      << out;
+  EXPECT_GT(backlog, 0) << out;
+  EXPECT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--source",
+                          "messages", "--max-age", "1m"},
+                         &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("alert on backlog_bytes"), std::string::npos) << out;
+}
+
+TEST(WalOnly, RefusesMessagesWhenTheSlotCanLoseWalUnlessAllowed) {
+  PrivateCluster cluster("max_slot_wal_keep_size = 1GB");
+  RelayHarness h(kTopics, 3, cluster.conninfo());
+  for (const char* source : {"messages", "both"}) {
+    auto relay = h.SpawnRelay({"--source", source});
+    std::optional<int> code = relay->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.has_value()) << relay->Log();
+    EXPECT_EQ(*code, 2) << relay->Log();
+    EXPECT_NE(relay->Log().find("max_slot_wal_keep_size = 1024MB"), std::string::npos)
+        << relay->Log();
+    EXPECT_NE(relay->Log().find("--allow-wal-only-with-slot-limit"), std::string::npos)
+        << relay->Log();
+  }
+  // The table source is not concerned: the rows stay to be backfilled.
+  h.StartRelay();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  h.StartRelay({"--source", "messages", "--allow-wal-only-with-slot-limit"});
+  pg::Connection conn = h.db().Connect();
+  const std::string id = Emit(conn, "pedido-1", "{}");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  EXPECT_EQ(h.collector().Messages()[0].Header("id"), id);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+}  // namespace
+}  // namespace outboxd::test
