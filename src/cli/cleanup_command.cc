@@ -35,6 +35,9 @@ struct CleanupCommand {
         ->capture_default_str();
     Flag(cmd, "created-at-column", options.created_at_column, "Column with the creation time")
         ->capture_default_str();
+    Flag(cmd, "partitions-ahead", options.partitions_ahead,
+         "A partitioned outbox: partitions kept ready after the current one")
+        ->capture_default_str();
     return cmd;
   }
 
@@ -52,6 +55,7 @@ struct CleanupCommand {
         "cleanup: deleted {} acknowledged outbox rows older than {} and {} inbox rows older "
         "than {}",
         done->outbox_deleted, retention.text, done->inbox_deleted, inbox_retention.text);
+    ops::LogPartitionUpkeep(*done);
     return kExitOk;
   }
 };

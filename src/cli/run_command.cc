@@ -42,6 +42,7 @@ struct RunCommand {
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
   DurationFlag cleanup_interval{"1h"};
+  int partitions_ahead = 3;
   DurationFlag retention{"7d"};
   DurationFlag inbox_retention{"30d"};
   DurationFlag slot_check_interval{"5s"};
@@ -95,6 +96,9 @@ struct RunCommand {
     Flag(cmd, "retention", retention, "Cleanup: acknowledged outbox rows older than this")
         ->capture_default_str();
     Flag(cmd, "inbox-retention", inbox_retention, "Cleanup: inbox rows older than this")
+        ->capture_default_str();
+    Flag(cmd, "partitions-ahead", partitions_ahead,
+         "Cleanup, on a partitioned outbox: partitions kept ready after the current one")
         ->capture_default_str();
     Flag(cmd, "standby-slot", options.standby_slots,
          "Physical slot of a standby (repeatable): a transaction is published only once "
@@ -249,7 +253,13 @@ struct RunCommand {
                       ops::CleanupOptions{.table = options.table,
                                           .created_at_column = options.columns.created_at,
                                           .retention = retention.value,
-                                          .inbox_retention = inbox_retention.value},
+                                          .inbox_retention = inbox_retention.value,
+                                          .partitions_ahead = partitions_ahead,
+                                          .on_done =
+                                              [&stats](const ops::CleanupResult& done) {
+                                                stats.metrics.SetDefaultPartitionRows(
+                                                    done.default_deleted + done.default_rows);
+                                              }},
                       cleanup_interval.value);
     }
     observe::StallWatch stall_watch(stats.health, healthz_stall.value);

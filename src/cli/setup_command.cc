@@ -14,6 +14,7 @@ struct SetupCommand {
   std::string pg;
   ops::SetupOptions options;
   SecretFlags secrets;
+  std::string partition_by;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("setup", "Create the outbox tables, publication and slot");
@@ -29,11 +30,21 @@ struct SetupCommand {
     Switch(cmd, "recreate-slot", options.recreate_slot,
          "Drop the slot; run then recreates it and republishes the rows after the last "
          "acknowledged position (recovery from wal_status lost)");
+    Flag(cmd, "partition-by", partition_by,
+         "Create the outbox partitioned by the created-at column, one partition per day, week "
+         "or month (UTC), with a DEFAULT partition; cleanup drops acknowledged partitions whole")
+        ->check(CLI::IsMember({"day", "week", "month"}));
+    Flag(cmd, "partitions-ahead", options.partitions_ahead,
+         "With --partition-by: partitions created after the current one")
+        ->capture_default_str();
     return cmd;
   }
 
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
+    absl::StatusOr<ops::PartitionInterval> interval = ops::ParsePartitionInterval(partition_by);
+    if (!interval.ok()) return Fail(interval.status(), Phase::kStarting);
+    options.partition_by = *interval;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     // Before Setup creates anything: without REPLICATION it would create the tables

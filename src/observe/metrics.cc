@@ -50,6 +50,7 @@ struct Metrics::Families {
   prometheus::Gauge* confirmed_lsn = nullptr;
   prometheus::Gauge* received_lsn = nullptr;
   prometheus::Gauge* slot_lag = nullptr;
+  prometheus::Gauge* default_partition_rows = nullptr;
   std::vector<std::pair<std::string, prometheus::Gauge*>> wal_status;
   prometheus::Gauge* safe_wal_size = nullptr;
   prometheus::Family<prometheus::Gauge>* primary_info = nullptr;
@@ -113,6 +114,10 @@ Metrics::Metrics(RelayMode mode)
         &NewGauge(r, "outboxd_received_lsn", "Newest WAL position received from PostgreSQL.");
     f.slot_lag = &NewGauge(r, "outboxd_slot_lag_bytes",
                            "WAL the slot retains: pg_current_wal_lsn() - confirmed_flush_lsn.");
+    f.default_partition_rows =
+        &NewGauge(r, "outboxd_outbox_default_partition_rows",
+                  "Rows the last cleanup round found in the partitioned outbox's DEFAULT "
+                  "partition (above 0: partition upkeep fell behind).");
     auto& wal_status = prometheus::BuildGauge()
                            .Name("outboxd_slot_wal_status")
                            .Help("1 for the slot's wal_status as last checked (every 5 s).")
@@ -208,6 +213,12 @@ void Metrics::SetCatchUpEta(std::optional<absl::Duration> eta) {
 
 void Metrics::SetSlotLagBytes(int64_t bytes) {
   if (families_->slot_lag != nullptr) families_->slot_lag->Set(static_cast<double>(bytes));
+}
+
+void Metrics::SetDefaultPartitionRows(int64_t rows) {
+  if (families_->default_partition_rows != nullptr) {
+    families_->default_partition_rows->Set(static_cast<double>(rows));
+  }
 }
 
 void Metrics::SetSlotWalStatus(std::string_view status, std::optional<int64_t> safe_wal_size) {

@@ -25,6 +25,7 @@
 //   outboxd_primary_changed_timestamp_seconds                            run
 //   outboxd_standby_flush_lag_bytes{slot}, outboxd_standby_waiting{slot} run
 //   outboxd_catchup_eta_seconds             gauge     run
+//   outboxd_outbox_default_partition_rows   gauge     run (its cleanup job)
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
 
@@ -79,6 +80,9 @@ class Metrics {
   void SetConfirmedLsn(uint64_t lsn);   // run only (ignored by poll)
   void SetReceivedLsn(uint64_t lsn);    // run only
   void SetSlotLagBytes(int64_t bytes);  // run only
+  // Rows the cleanup job found in a partitioned outbox's DEFAULT partition (deleted
+  // plus left): above 0, partition upkeep fell behind. Run only.
+  void SetDefaultPartitionRows(int64_t rows);
   // The slot's wal_status (reserved, extended, unreserved, lost: that one's series
   // 1, the others 0) and safe_wal_size (nullopt: unlimited, shown as NaN). Run only.
   void SetSlotWalStatus(std::string_view status, std::optional<int64_t> safe_wal_size);

@@ -2,16 +2,19 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/progress.h"
 #include "base/status_macros.h"
-#include "outbox/names.h"
+#include "ops/partition_upkeep.h"
 #include "outbox/event.h"
+#include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/partitions.h"
 #include "pg/table_name.h"
 
 namespace outboxd::ops {
@@ -55,15 +58,20 @@ absl::StatusOr<int64_t> DeleteInBatches(pg::Connection& conn, const std::string&
   return total;
 }
 
-// ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
-absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
-                                    std::string& kept) {
-  if (options.created_at_column.empty()) return 0;
-  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
+// Which outbox rows may go: old enough and acknowledged, as SQL over alias "o"
+// with $1 = `cutoff`. Empty `where` when nothing can tell (keep every row).
+struct OutboxRule {
+  std::string where;
+  std::string acked;  // the acknowledged half of `where`: partitions are dropped by it
+  std::string cutoff;
+};
+
+absl::StatusOr<OutboxRule> OutboxDeleteRule(pg::Connection& conn, const CleanupOptions& options,
+                                            const pg::TableName& outbox, std::string& kept) {
   OUTBOXD_ASSIGN_OR_RETURN(bool dated, outbox.HasColumn(conn, options.created_at_column));
   if (!dated) {
     kept = outbox::MissingCreatedAtNote(outbox.Display(), options.created_at_column);
-    return 0;
+    return OutboxRule{};
   }
   OUTBOXD_ASSIGN_OR_RETURN(bool polled, outbox.HasColumn(conn, options.published_at_column));
   const std::string published = polled ? options.published_at_column : "";
@@ -79,23 +87,86 @@ absl::StatusOr<int64_t> CleanOutbox(pg::Connection& conn, const CleanupOptions& 
   } else if (polled) {
     acked = absl::StrCat("o.", published_sql, " IS NOT NULL");
   } else {
-    return 0;  // nothing can tell an acknowledged row from another: keep them all
+    return OutboxRule{};  // nothing can tell an acknowledged row from another: keep them all
   }
   // The seed's rule for polled rows (published before the cut-off), and the CDC
   // analogue: created before it and acknowledged.
   std::string old = absl::StrCat("o.", created_sql, " < $1::timestamptz");
   if (polled) old = absl::StrCat("(", old, " OR o.", published_sql, " < $1::timestamptz)");
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.retention));
-  const std::string eligible =
-      absl::StrCat(outbox.quoted, " o WHERE ", old, " AND ", acked, " IS TRUE");
+  return OutboxRule{absl::StrCat(old, " AND ", acked, " IS TRUE"), acked, cutoff};
+}
+
+// ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
+// A ctid is unique within one table only, so a partitioned outbox is deleted from
+// leaf by leaf: on its root the same ctid would name a row in every partition.
+// With CleanupProgress::kReported, one progress line per leaf (the outbox itself
+// when it is not partitioned).
+absl::StatusOr<int64_t> DeleteAcknowledged(pg::Connection& conn, const pg::TableName& leaf,
+                                           const OutboxRule& rule, const CleanupOptions& options) {
+  const std::string eligible = absl::StrCat(leaf.quoted, " o WHERE ", rule.where);
   OUTBOXD_ASSIGN_OR_RETURN(
       std::unique_ptr<Progress> progress,
-      Report(conn, options, absl::StrCat("cleanup of ", outbox.Display()), eligible, cutoff));
+      Report(conn, options, absl::StrCat("cleanup of ", leaf.Display()), eligible, rule.cutoff));
   return DeleteInBatches(
       conn,
-      absl::StrCat("DELETE FROM ", outbox.quoted, " WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM ",
+      absl::StrCat("DELETE FROM ", leaf.quoted, " WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM ",
                    eligible, " LIMIT $2))"),
-      cutoff, options, progress.get());
+      rule.cutoff, options, progress.get());
+}
+
+// A partitioned outbox: the partitions ahead of the writers, and the old ones
+// dropped whole once acknowledged (ops/partition_upkeep.h), before the row-level
+// pass deletes what is left.
+absl::Status KeepPartitions(pg::Connection& conn, const CleanupOptions& options,
+                            const pg::TableName& outbox, const OutboxRule& rule,
+                            CleanupResult& result) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
+                           CreatePartitionsAhead(conn, outbox, PartitionInterval::kNone,
+                                                 CreateOptions{.ahead = options.partitions_ahead}));
+  result.partitions_created += static_cast<int64_t>(created.size());
+  if (rule.where.empty()) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(DropReport dropped,
+                           DropAcknowledgedPartitions(conn, outbox, rule.acked, rule.cutoff));
+  result.partitions_dropped += static_cast<int64_t>(dropped.dropped.size());
+  result.partitions_kept = std::move(dropped.kept);
+  return absl::OkStatus();
+}
+
+// Rows in a DEFAULT partition mean upkeep fell behind (no partition for their
+// time): counted, so that cleanup's line, the run's metric and status say so.
+absl::Status CountDefaultRows(pg::Connection& conn, const pg::Partition& leaf,
+                              CleanupResult& result) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.Exec(absl::StrCat("SELECT count(*) FROM ", leaf.name.quoted)));
+  result.default_partition = leaf.name.name;
+  result.default_rows = std::stoll(std::string(r.Get(0, 0)));
+  return absl::OkStatus();
+}
+
+absl::Status CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
+                         CleanupResult& result) {
+  if (options.created_at_column.empty()) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(OutboxRule rule,
+                           OutboxDeleteRule(conn, options, outbox, result.outbox_kept));
+  // A role that may delete rows but not own the table (docs/security.md) still cleans
+  // row by row; the upkeep's failure is reported, not the round's.
+  if (absl::Status kept = KeepPartitions(conn, options, outbox, rule, result); !kept.ok()) {
+    result.partition_upkeep_error = std::string(kept.message());
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
+  for (const pg::Partition& leaf : leaves) {
+    int64_t deleted = 0;
+    if (!rule.where.empty()) {
+      OUTBOXD_ASSIGN_OR_RETURN(deleted, DeleteAcknowledged(conn, leaf.name, rule, options));
+    }
+    result.outbox_deleted += deleted;
+    if (!leaf.is_default) continue;
+    result.default_deleted += deleted;
+    OUTBOXD_RETURN_IF_ERROR(CountDefaultRows(conn, leaf, result));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& options) {
@@ -119,12 +190,32 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
 
 }  // namespace
 
+void LogPartitionUpkeep(const CleanupResult& done) {
+  if (done.partitions_created + done.partitions_dropped > 0) {
+    spdlog::info("cleanup: created {} partitions ahead, dropped {} acknowledged partitions",
+                 done.partitions_created, done.partitions_dropped);
+  }
+  if (!done.partition_upkeep_error.empty()) {
+    spdlog::warn("cleanup: partition upkeep failed ({}); rows are deleted one by one",
+                 done.partition_upkeep_error);
+  }
+  for (const std::string& kept : done.partitions_kept) {
+    spdlog::info("cleanup: kept partition {}", kept);
+  }
+  if (done.default_deleted + done.default_rows > 0) {
+    spdlog::warn(
+        "cleanup: {} rows deleted from and {} left in the DEFAULT partition {}: partition upkeep "
+        "fell behind (rows outside every partition's range)",
+        done.default_deleted, done.default_rows, done.default_partition);
+  }
+}
+
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options) {
   if (options.batch <= 0) return absl::InvalidArgumentError("--batch must be at least 1");
   OUTBOXD_RETURN_IF_ERROR(outbox::ParseOutboxTable(options.table).status());
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.created_at_column, "--created-at-column"));
   CleanupResult result;
-  OUTBOXD_ASSIGN_OR_RETURN(result.outbox_deleted, CleanOutbox(conn, options, result.outbox_kept));
+  OUTBOXD_RETURN_IF_ERROR(CleanOutbox(conn, options, result));
   OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options));
   return result;
 }
@@ -147,6 +238,8 @@ void CleanupJob::RunOnce() {
     spdlog::info("cleanup: deleted {} acknowledged outbox rows and {} inbox rows",
                  done->outbox_deleted, done->inbox_deleted);
   }
+  if (done.ok()) LogPartitionUpkeep(*done);
+  if (done.ok() && options_.on_done) options_.on_done(*done);
 }
 
 }  // namespace outboxd::ops

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -24,6 +25,8 @@
 #include "pg/connection.h"
 
 namespace outboxd::ops {
+
+struct CleanupResult;
 
 // `outboxd cleanup` counts the rows it will delete first and shows its progress
 // (base/progress.h); the job inside `run` logs one line per round instead.
@@ -39,9 +42,13 @@ struct CleanupOptions {
   absl::Duration retention = absl::Hours(24 * 7);
   absl::Duration inbox_retention = absl::Hours(24 * 30);
   int batch = 5000;
+  // A partitioned outbox: partitions kept ready ahead of the current period.
+  int partitions_ahead = 3;
   CleanupProgress progress = CleanupProgress::kSilent;
   // Checked between batches: cleanup inside `outboxd run` stops with the relay.
   std::function<bool()> stopping = [] { return false; };
+  // CleanupJob: called after each round that succeeded (the run's metrics).
+  std::function<void(const CleanupResult&)> on_done;
 };
 
 struct CleanupResult {
@@ -50,7 +57,20 @@ struct CleanupResult {
   // Why every outbox row was kept, when the table has no created-at column (empty
   // otherwise, and when created_at_column is empty: the caller knows then).
   std::string outbox_kept;
+  // A partitioned outbox (ops/partition_upkeep.h): partitions created ahead and
+  // dropped whole, the old ones kept with why, and the DEFAULT partition's rows
+  // (deleted this round, left after it): any there means upkeep fell behind.
+  int64_t partitions_created = 0;
+  int64_t partitions_dropped = 0;
+  std::vector<std::string> partitions_kept;
+  std::string partition_upkeep_error;  // e.g. the role does not own the outbox
+  std::string default_partition;
+  int64_t default_deleted = 0;
+  int64_t default_rows = 0;
 };
+
+// The log lines for the partition upkeep of one round (nothing on a plain outbox).
+void LogPartitionUpkeep(const CleanupResult& done);
 
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options);
 

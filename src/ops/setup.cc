@@ -19,6 +19,7 @@
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/partitions.h"
 #include "pg/server_checks.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
@@ -39,6 +40,28 @@ absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
   return absl::OkStatus();
 }
 
+// --partition-by: the partitions of a new (or partitioned) outbox; a plain one that
+// exists is not converted behind the writers' backs.
+absl::Status EnsurePartitions(pg::Connection& conn, const SetupOptions& options,
+                              const TableName& outbox, SetupReport& report) {
+  if (options.partition_by == PartitionInterval::kNone) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+  if (!partitioned) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", outbox.Display(),
+        " exists and is not partitioned: setup --partition-by "
+        "creates a new outbox only; README, Operations, \"Moving to a partitioned outbox\" "
+        "says how to move a running one"));
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
+                           CreatePartitionsAhead(conn, outbox, options.partition_by,
+                                                 CreateOptions{.ahead = options.partitions_ahead,
+                                                               .with_default = true,
+                                                               .lock_timeout = ""}));
+  for (const std::string& name : created) report.created.push_back("partition " + name);
+  return absl::OkStatus();
+}
+
 absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
   OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
   const TableName index = outbox.Sibling(outbox.name + "_pendentes");
@@ -47,10 +70,15 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
   OUTBOXD_ASSIGN_OR_RETURN(internal::OutboxTable table,
                            internal::InspectOutboxTable(conn, outbox, options));
   report.notes.insert(report.notes.end(), table.notes.begin(), table.notes.end());
-  OUTBOXD_ASSIGN_OR_RETURN(std::string create_outbox,
-                           internal::CreateOutboxSql(conn, outbox, options.columns));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::string create_outbox,
+      internal::CreateOutboxSql(conn, outbox, options.columns,
+                                options.partition_by == PartitionInterval::kNone
+                                    ? internal::Layout::kPlain
+                                    : internal::Layout::kPartitioned));
   OUTBOXD_RETURN_IF_ERROR(
       CreateIfMissing(conn, outbox, "table " + options.table, create_outbox, report));
+  OUTBOXD_RETURN_IF_ERROR(EnsurePartitions(conn, options, outbox, report));
   if (table.polling_columns) {  // the index is on seq, for publicado_em IS NULL
     OUTBOXD_RETURN_IF_ERROR(
         CreateIfMissing(conn, index, "index " + index.name,
@@ -96,6 +124,34 @@ absl::Status CheckPublication(pg::Connection& conn, const SetupOptions& options,
                    " ADD TABLE ", outbox.Display(), ", or choose another --publication"));
 }
 
+// A partitioned outbox is published as its root: without publish_via_partition_root
+// pgoutput names each leaf partition, pg_publication_tables lists the leaves, and
+// `outboxd run` finds neither the outbox's name. An existing publication is switched
+// (it changes how the publication names every partitioned table it holds, which
+// is what any subscriber of an outbox wants).
+absl::Status EnsureViaRoot(pg::Connection& conn, const SetupOptions& options,
+                           const TableName& outbox, SetupReport& report) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+  if (!partitioned) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<bool> via_root,
+                           pg::PublishesViaRoot(conn, options.publication));
+  if (!via_root.has_value() || *via_root) return absl::OkStatus();
+  const std::string alter =
+      absl::StrCat("ALTER PUBLICATION ", pg::SqlIdentifier(options.publication),
+                   " SET (publish_via_partition_root = true)");
+  absl::StatusOr<pg::Result> altered = conn.Exec(alter);
+  if (!altered.ok()) {
+    return Annotate(
+        altered.status(),
+        absl::StrCat("publication ", options.publication, " publishes the partitions of ",
+                     outbox.Display(), " as themselves and cannot be changed (", alter,
+                     " as its owner): "));
+  }
+  report.created.push_back(
+      absl::StrCat("publication ", options.publication, " now publishes via the partition root"));
+  return absl::OkStatus();
+}
+
 absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options,
                                SetupReport& report) {
   OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
@@ -104,12 +160,15 @@ absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options
       conn.ExecParams("SELECT pubinsert FROM pg_publication WHERE pubname = $1",
                       {options.publication}));
   if (existing.rows() > 0) {
+    OUTBOXD_RETURN_IF_ERROR(EnsureViaRoot(conn, options, outbox, report));
     return CheckPublication(conn, options, outbox, existing.Get(0, 0) == "t");
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::string publication, conn.QuoteIdentifier(options.publication));
-  absl::StatusOr<pg::Result> created =
-      conn.Exec(absl::StrCat("CREATE PUBLICATION ", publication, " FOR TABLE ", outbox.quoted,
-                             " WITH (publish = 'insert')"));
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+  absl::StatusOr<pg::Result> created = conn.Exec(
+      absl::StrCat("CREATE PUBLICATION ", publication, " FOR TABLE ", outbox.quoted,
+                   partitioned ? " WITH (publish = 'insert', publish_via_partition_root = true)"
+                               : " WITH (publish = 'insert')"));
   if (!created.ok()) {
     return Annotate(created.status(),
                     absl::StrCat("cannot create publication ", options.publication, ": "));
@@ -265,6 +324,13 @@ absl::Status CheckNames(const SetupOptions& options) {
   OUTBOXD_RETURN_IF_ERROR(outbox::ParseOutboxTable(options.table).status());
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.publication, "--publication"));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(options.slot, "--slot"));
+  if (options.partitions_ahead < 0) {
+    return absl::InvalidArgumentError("--partitions-ahead must be 0 or more");
+  }
+  if (options.partition_by != PartitionInterval::kNone && options.columns.created_at.empty()) {
+    return absl::InvalidArgumentError(
+        "--partition-by needs the created-at column (--created-at-column): it is the key");
+  }
   return pg::CheckIdentifier(options.inbox_table, "--inbox-table");
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "ops/partition_upkeep.h"
 #include "outbox/event.h"
 #include "pg/connection.h"
 
@@ -36,6 +37,15 @@ struct SetupOptions {
   // first republish the outbox rows written after its last acknowledged position:
   // the recovery from wal_status "lost".
   bool recreate_slot = false;
+  // A new outbox partitioned by range of the created-at column, one partition per
+  // day, week or month (UTC), `partitions_ahead` of them after the current one and a
+  // DEFAULT partition, so an insert never fails for want of one (cleanup keeps them
+  // ahead: ops/partition_upkeep.h). The primary key becomes (seq, created-at) and the
+  // id's UNIQUE (id, created-at): PostgreSQL enforces uniqueness per partition only.
+  // An existing partitioned outbox gets its missing partitions; an existing plain
+  // one is refused (README, Operations: moving to a partitioned outbox).
+  PartitionInterval partition_by = PartitionInterval::kNone;
+  int partitions_ahead = 3;
 };
 
 // What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}, and

@@ -7,9 +7,10 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
+#include "outbox/event.h"
 #include "outbox/names.h"
 #include "pg/identifier.h"
-#include "outbox/event.h"
+#include "pg/partitions.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
 
@@ -197,6 +198,19 @@ absl::StatusOr<std::string> ChooseMode(pg::Connection& conn, const pg::TableName
       "--mode poll for a polling relay"));
 }
 
+// The rows of a partitioned outbox's DEFAULT partition (nullopt: none to count).
+absl::StatusOr<std::optional<int64_t>> DefaultPartitionRows(pg::Connection& conn,
+                                                            const pg::TableName& outbox) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
+  for (const pg::Partition& leaf : leaves) {
+    if (!leaf.is_default) continue;
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                             conn.Exec(absl::StrCat("SELECT count(*) FROM ", leaf.name.quoted)));
+    return std::optional<int64_t>(std::stoll(std::string(r.Get(0, 0))));
+  }
+  return std::optional<int64_t>();
+}
+
 }  // namespace
 
 absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptions& options) {
@@ -237,6 +251,7 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
   if (dead_exists) {
     OUTBOXD_ASSIGN_OR_RETURN(out.dead_letter, dead_letters.Count(conn));
   }
+  OUTBOXD_ASSIGN_OR_RETURN(out.default_partition_rows, DefaultPartitionRows(conn, outbox));
   return out;
 }
 
@@ -273,6 +288,14 @@ std::string FormatStatusTable(const OutboxStatus& s) {
                              {"repeated_failures", absl::StrCat(s.repeated_failures)}});
   }
   rows.push_back({"dead_letter", absl::StrCat(s.dead_letter)});
+  if (s.default_partition_rows) {
+    rows.push_back({"default_partition_rows",
+                    *s.default_partition_rows == 0
+                        ? std::string("0")
+                        : absl::StrCat(*s.default_partition_rows,
+                                       " (partition upkeep fell behind: outboxd cleanup creates "
+                                       "the partitions ahead)")});
+  }
   rows.push_back(
       {"server", absl::StrCat(s.server, s.server_is_primary ? " (primary)" : " (standby)")});
   size_t width = 0;
@@ -323,7 +346,11 @@ std::string FormatStatusJson(const OutboxStatus& s) {
                     ",\"repeated_failures\":", s.repeated_failures);
   }
   absl::StrAppend(&out, ",\"dead_letter\":", s.dead_letter, ",\"server\":", JsonString(s.server),
-                  ",\"server_is_primary\":", s.server_is_primary ? "true" : "false", "}\n");
+                  ",\"server_is_primary\":", s.server_is_primary ? "true" : "false");
+  if (s.default_partition_rows) {
+    absl::StrAppend(&out, ",\"default_partition_rows\":", *s.default_partition_rows);
+  }
+  out += "}\n";
   return out;
 }
 

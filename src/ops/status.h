@@ -76,6 +76,10 @@ struct OutboxStatus {
   int64_t repeated_failures = 0;
   // Both.
   int64_t dead_letter = 0;
+  // A partitioned outbox with a DEFAULT partition: the rows in it. Above 0 means
+  // partition upkeep fell behind (cleanup creates partitions ahead; see
+  // ops/partition_upkeep.h). nullopt otherwise, and then not shown.
+  std::optional<int64_t> default_partition_rows;
   // The table has no created-at column (a Debezium outbox table): the ages above are
   // unknown (0), shown as "unknown" / null, and --max-age cannot be judged.
   std::string age_unknown;  // why, one line; empty when the ages are known

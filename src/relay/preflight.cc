@@ -9,10 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "outbox/names.h"
 #include "outbox/dead_letter.h"
+#include "outbox/names.h"
 #include "outbox/relay_state.h"
 #include "pg/identifier.h"
+#include "pg/partitions.h"
 #include "pg/server_checks.h"
 #include "pg/slot.h"
 #include "pg/table_name.h"
@@ -26,6 +27,7 @@ struct ResolvedTable {
   std::string schema;
   std::string name;
   std::string display;  // schema.name, each part quoted only if needed
+  bool partitioned = false;
 };
 
 absl::Status TableNotFound(pg::Connection& conn, const RelayOptions& options,
@@ -53,6 +55,7 @@ absl::StatusOr<ResolvedTable> ResolveTable(pg::Connection& conn, const RelayOpti
                       std::string(found.Get(0, 2)), ""};
   table.display = absl::StrCat(pg::SqlIdentifier(table.schema), ".", pg::SqlIdentifier(table.name));
   const std::string_view kind = found.Get(0, 3);
+  table.partitioned = kind == "p";
   if (kind != "r" && kind != "p") {
     const std::string what = kind == "v"   ? "a view"
                              : kind == "m" ? "a materialized view"
@@ -168,6 +171,20 @@ absl::Status CheckPublishedColumns(pg::Connection& conn, const RelayOptions& opt
   return absl::OkStatus();
 }
 
+// A partitioned outbox's inserts must come named as the outbox, not as its leaf
+// partitions (outboxd setup switches the publication; see src/ops/setup.cc).
+absl::Status CheckViaRoot(pg::Connection& conn, const RelayOptions& options,
+                          const ResolvedTable& table) {
+  if (!table.partitioned) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<bool> via_root,
+                           pg::PublishesViaRoot(conn, options.publication));
+  if (!via_root.has_value() || *via_root) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "publication ", options.publication, " publishes the partitions of ", table.display,
+      " as themselves: run outboxd setup (it switches the publication), or ALTER PUBLICATION ",
+      pg::SqlIdentifier(options.publication), " SET (publish_via_partition_root = true)"));
+}
+
 absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
                               const outbox::ColumnMapping& columns, const ResolvedTable& table) {
   OUTBOXD_ASSIGN_OR_RETURN(
@@ -184,6 +201,7 @@ absl::Status CheckPublication(pg::Connection& conn, const RelayOptions& options,
         "publication ", options.publication, " does not publish inserts: ALTER PUBLICATION ", name,
         " SET (publish = 'insert')"));
   }
+  OUTBOXD_RETURN_IF_ERROR(CheckViaRoot(conn, options, table));
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result covered,
       conn.ExecParams("SELECT 1 FROM pg_publication_tables "

@@ -74,6 +74,7 @@ struct Options {
   bool scalar_poison_only = false;
   bool replica = false;       // a primary and its standby, and failover faults
   bool standby_slot = false;  // --replica: the relays wait for the standby (no ghosts)
+  std::string partition_by;  // "" (a plain outbox), day, week, month: setup --partition-by
 };
 
 void Say(const std::string& line) {
@@ -163,8 +164,12 @@ absl::Status ChaosRun::SetUp() {
   if (absl::Status s = rabbit() ? SetUpRabbit(sink_args) : SetUpKafka(sink_args); !s.ok()) {
     return s;
   }
-  auto setup = test::ChildProcess::Start(
-      {test::BinPath("outboxd"), "setup", "--pg", db_->conninfo(), "--slot", db_->name()});
+  std::vector<std::string> setup_args = {test::BinPath("outboxd"), "setup",  "--pg",
+                                         db_->conninfo(),          "--slot", db_->name()};
+  if (!options_.partition_by.empty()) {
+    setup_args.insert(setup_args.end(), {"--partition-by", options_.partition_by});
+  }
+  auto setup = test::ChildProcess::Start(setup_args);
   if (setup->Wait(absl::Seconds(60)) != 0) {
     return absl::InternalError(absl::StrCat("outboxd setup failed: ", setup->Log()));
   }
@@ -380,7 +385,8 @@ int ChaosRun::Run() {
                    " --seed ", options_.seed, rabbit() ? " --sink rabbitmq" : "",
                    options_.scalar_poison_only ? " --scalar-poison-only" : "",
                    options_.replica ? " --replica" : "",
-                   options_.standby_slot ? " --standby-slot" : ""));
+                   options_.standby_slot ? " --standby-slot" : "",
+                   options_.partition_by.empty() ? "" : " --partition-by ", options_.partition_by));
   if (absl::Status s = SetUp(); !s.ok()) {
     Say(absl::StrCat("cannot set up: ", s.message()));
     return 2;
@@ -508,6 +514,9 @@ int main(int argc, char** argv) {
                "with --replica: the relays publish only what the standby flushed "
                "(--standby-slot), and the run fails on any ghost event")
       ->needs(replica);
+  app.add_option("--partition-by", options.partition_by,
+                 "a partitioned outbox (outboxd setup --partition-by): day, week or month")
+      ->check(CLI::IsMember({"day", "week", "month"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

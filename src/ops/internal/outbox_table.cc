@@ -100,14 +100,18 @@ absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::T
 }
 
 absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
-                                            const outbox::ColumnMapping& c) {
+                                            const outbox::ColumnMapping& c, Layout layout) {
   const poll::PollColumns p;
   const std::vector<Column> polling = PollingColumns(p);
-  std::vector<Column> columns = {{p.seq, "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
-                                 {c.id, "uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE"},
-                                 {c.aggregate_id, "text NOT NULL"},
-                                 {c.type, "text NOT NULL"},
-                                 {c.payload, "jsonb NOT NULL"}};
+  const bool partitioned = layout == Layout::kPartitioned;
+  std::vector<Column> columns = {
+      {p.seq, partitioned ? "bigint GENERATED ALWAYS AS IDENTITY"
+                          : "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"},
+      {c.id, partitioned ? "uuid NOT NULL DEFAULT gen_random_uuid()"
+                         : "uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE"},
+      {c.aggregate_id, "text NOT NULL"},
+      {c.type, "text NOT NULL"},
+      {c.payload, "jsonb NOT NULL"}};
   if (!c.created_at.empty())
     columns.push_back({c.created_at, "timestamptz NOT NULL DEFAULT now()"});
   for (size_t i = 1; i < polling.size(); ++i) columns.push_back(polling[i]);  // seq is first
@@ -116,7 +120,12 @@ absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::Tabl
     OUTBOXD_ASSIGN_OR_RETURN(std::string name, conn.QuoteIdentifier(columns[i].name));
     absl::StrAppend(&sql, i ? ",\n  " : "\n  ", name, " ", columns[i].definition);
   }
-  return sql + "\n)";
+  if (!partitioned) return sql + "\n)";
+  OUTBOXD_ASSIGN_OR_RETURN(std::string seq, conn.QuoteIdentifier(p.seq));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string id, conn.QuoteIdentifier(c.id));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_at, conn.QuoteIdentifier(c.created_at));
+  return absl::StrCat(sql, ",\n  PRIMARY KEY (", seq, ", ", created_at, "),\n  UNIQUE (", id, ", ",
+                      created_at, ")\n) PARTITION BY RANGE (", created_at, ")");
 }
 
 }  // namespace outboxd::ops::internal

@@ -36,10 +36,15 @@ struct OutboxTable {
 absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::TableName& outbox,
                                                const SetupOptions& options);
 
+enum class Layout { kPlain, kPartitioned };
+
 // The default outbox table with the mapped names for the five event columns (an
-// empty created-at name leaves that column out).
+// empty created-at name leaves that column out). kPartitioned: by range of the
+// created-at column, which joins the primary key (seq) and the id's unique
+// constraint, as PostgreSQL requires of a partitioned table's unique indexes.
 absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
-                                            const outbox::ColumnMapping& columns);
+                                            const outbox::ColumnMapping& columns,
+                                            Layout layout = Layout::kPlain);
 
 }  // namespace outboxd::ops::internal
 

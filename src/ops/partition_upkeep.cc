@@ -1,0 +1,323 @@
+// Bounds are computed on the server in UTC (date_trunc ... AT TIME ZONE 'UTC'), so
+// every outboxd, whatever its session's time zone, names and cuts the same periods.
+#include "ops/partition_upkeep.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "pg/identifier.h"
+#include "pg/partitions.h"
+
+namespace outboxd::ops {
+namespace {
+
+// SQLSTATEs a round meets when upkeep fell behind or a writer holds a lock.
+constexpr char kLockNotAvailable[] = "55P03";
+constexpr char kDefaultHoldsRows[] = "23514";  // new range's rows already in DEFAULT
+constexpr char kOverlap[] = "42P17";           // a user's partition covers part of it
+
+const char* TruncUnit(PartitionInterval interval) {
+  switch (interval) {
+    case PartitionInterval::kDay:
+      return "day";
+    case PartitionInterval::kWeek:
+      return "week";
+    case PartitionInterval::kMonth:
+      return "month";
+    case PartitionInterval::kNone:
+      break;
+  }
+  return "";
+}
+
+const char* Step(PartitionInterval interval) {
+  switch (interval) {
+    case PartitionInterval::kDay:
+      return "1 day";
+    case PartitionInterval::kWeek:
+      return "7 days";
+    case PartitionInterval::kMonth:
+      return "1 month";
+    case PartitionInterval::kNone:
+      break;
+  }
+  return "";
+}
+
+// `sql` as its own transaction that waits at most `lock_timeout` for a lock, or,
+// when `lock_timeout` is empty (setup), inside the caller's transaction under a
+// savepoint, so that a period CreateRanges skips does not abort the rest. `sqlstate`:
+// the failure's, read before the rollback clears it.
+absl::Status ExecDdl(pg::Connection& conn, const std::string& sql, const std::string& lock_timeout,
+                     std::string* sqlstate = nullptr) {
+  const bool own = !lock_timeout.empty();
+  absl::Status status;
+  if (own) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string timeout, conn.QuoteLiteral(lock_timeout));
+    status = conn.Exec(absl::StrCat("BEGIN; SET LOCAL lock_timeout = ", timeout)).status();
+  } else {
+    status = conn.Exec("SAVEPOINT outboxd_partition").status();
+  }
+  if (status.ok()) status = conn.Exec(sql).status();
+  if (status.ok())
+    return conn.Exec(own ? "COMMIT" : "RELEASE SAVEPOINT outboxd_partition").status();
+  if (sqlstate != nullptr) *sqlstate = conn.last_sqlstate();
+  (void)conn.Exec(own ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT outboxd_partition");
+  return status;
+}
+
+// The newest range partition's width, when it is a day, a week or a month.
+absl::StatusOr<PartitionInterval> InferInterval(pg::Connection& conn,
+                                                const std::vector<pg::Partition>& leaves) {
+  const pg::Partition* newest = nullptr;
+  for (const pg::Partition& p : leaves) {
+    if (!p.from || !p.to) continue;
+    if (newest == nullptr || *p.to > *newest->to) newest = &p;  // same format: text order
+  }
+  if (newest == nullptr) return PartitionInterval::kNone;
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams(
+          "SELECT CASE WHEN f = date_trunc('day', f) AND t = f + interval '1 day' THEN 'day' "
+          "WHEN f = date_trunc('week', f) AND t = f + interval '7 days' THEN 'week' "
+          "WHEN f = date_trunc('month', f) AND t = f + interval '1 month' THEN 'month' "
+          "ELSE '' END FROM (SELECT $1::timestamptz AT TIME ZONE 'UTC' AS f, "
+          "$2::timestamptz AT TIME ZONE 'UTC' AS t) b",
+          {*newest->from, *newest->to}));
+  return ParsePartitionInterval(r.Get(0, 0));
+}
+
+// The latest upper bound of the range partitions, "-infinity" when there is none.
+absl::StatusOr<std::string> LastBound(pg::Connection& conn,
+                                      const std::vector<pg::Partition>& leaves) {
+  std::string last = "-infinity";
+  for (const pg::Partition& p : leaves) {
+    if (!p.to) continue;
+    OUTBOXD_ASSIGN_OR_RETURN(
+        pg::Result r,
+        conn.ExecParams("SELECT greatest($1::timestamptz, $2::timestamptz)::text", {last, *p.to}));
+    last = r.Get(0, 0);
+  }
+  return last;
+}
+
+absl::StatusOr<std::vector<std::string>> CreateRanges(pg::Connection& conn,
+                                                      const pg::TableName& outbox,
+                                                      PartitionInterval interval,
+                                                      const std::string& after,
+                                                      const CreateOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result periods,
+      conn.ExecParams(
+          "SELECT to_char(s, 'YYYYMMDD'), (s AT TIME ZONE 'UTC')::text, "
+          "((s + $2::interval) AT TIME ZONE 'UTC')::text FROM (SELECT date_trunc($1, now() AT "
+          "TIME ZONE 'UTC') + k * $2::interval AS s FROM generate_series(0, $3::int) k) p "
+          "WHERE s AT TIME ZONE 'UTC' >= $4::timestamptz ORDER BY s",
+          {TruncUnit(interval), Step(interval), absl::StrCat(options.ahead), after}));
+  std::vector<std::string> created;
+  for (int i = 0; i < periods.rows(); ++i) {
+    const pg::TableName name =
+        outbox.Sibling(absl::StrCat(outbox.name, "_p", std::string(periods.Get(i, 0))));
+    OUTBOXD_ASSIGN_OR_RETURN(std::string from, conn.QuoteLiteral(std::string(periods.Get(i, 1))));
+    OUTBOXD_ASSIGN_OR_RETURN(std::string to, conn.QuoteLiteral(std::string(periods.Get(i, 2))));
+    std::string state;
+    absl::Status made =
+        ExecDdl(conn,
+                absl::StrCat("CREATE TABLE ", name.quoted, " PARTITION OF ", outbox.quoted,
+                             " FOR VALUES FROM (", from, ") TO (", to, ")"),
+                options.lock_timeout, &state);
+    if (!made.ok() &&
+        (state == kDefaultHoldsRows || state == kOverlap || state == kLockNotAvailable)) {
+      continue;  // this period stays in DEFAULT (or a user's partition); the next round retries
+    }
+    OUTBOXD_RETURN_IF_ERROR(made);
+    created.push_back(name.name);
+  }
+  return created;
+}
+
+// The comment that marks a partition being detached to be dropped, so that a round
+// killed between the detach and the drop is finished by the next.
+std::string DropMarker(const pg::TableName& outbox) {
+  return absl::StrCat("outboxd: detached from ", outbox.Display(), " to be dropped");
+}
+
+absl::StatusOr<bool> AllAcknowledged(pg::Connection& conn, const pg::TableName& table,
+                                     const std::string& acked_sql) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.Exec(absl::StrCat("SELECT NOT EXISTS (SELECT 1 FROM ", table.quoted,
+                                                  " o WHERE (", acked_sql, ") IS NOT TRUE)")));
+  return r.Get(0, 0) == "t";
+}
+
+enum class DropOutcome { kDropped, kUnacknowledged, kBusy };
+
+// With a DEFAULT partition: detach, check, drop, one transaction.
+absl::StatusOr<DropOutcome> DropInOneTransaction(pg::Connection& conn, const pg::TableName& outbox,
+                                                 const pg::TableName& leaf,
+                                                 const std::string& acked_sql) {
+  absl::Status status = conn.Exec("BEGIN; SET LOCAL lock_timeout = '2s'").status();
+  if (status.ok()) {
+    status =
+        conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " DETACH PARTITION ", leaf.quoted))
+            .status();
+  }
+  const bool busy = !status.ok() && conn.last_sqlstate() == kLockNotAvailable;
+  absl::StatusOr<bool> acked = status.ok() ? AllAcknowledged(conn, leaf, acked_sql) : status;
+  if (acked.ok() && *acked) {
+    status = conn.Exec(absl::StrCat("DROP TABLE ", leaf.quoted, "; COMMIT")).status();
+    if (status.ok()) return DropOutcome::kDropped;
+  }
+  (void)conn.Exec("ROLLBACK");
+  if (busy) return DropOutcome::kBusy;
+  if (!acked.ok()) return acked.status();
+  if (!status.ok()) return status;
+  return DropOutcome::kUnacknowledged;
+}
+
+// Drops a detached partition if every row in it is acknowledged.
+absl::StatusOr<DropOutcome> DropDetached(pg::Connection& conn, const pg::TableName& table,
+                                         const std::string& acked_sql) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, table, acked_sql));
+  if (!acked) return DropOutcome::kUnacknowledged;
+  OUTBOXD_RETURN_IF_ERROR(conn.Exec(absl::StrCat("DROP TABLE ", table.quoted)).status());
+  return DropOutcome::kDropped;
+}
+
+// Without a DEFAULT partition: marked, detached concurrently, then dropped.
+absl::StatusOr<DropOutcome> DropConcurrently(pg::Connection& conn, const pg::TableName& outbox,
+                                             const pg::TableName& leaf,
+                                             const std::string& acked_sql) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::string marker, conn.QuoteLiteral(DropMarker(outbox)));
+  OUTBOXD_RETURN_IF_ERROR(
+      conn.Exec(absl::StrCat("COMMENT ON TABLE ", leaf.quoted, " IS ", marker)).status());
+  OUTBOXD_RETURN_IF_ERROR(
+      conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " DETACH PARTITION ", leaf.quoted,
+                             " CONCURRENTLY"))
+          .status());
+  return DropDetached(conn, leaf, acked_sql);
+}
+
+// What a killed round left: a detach still pending (finished with FINALIZE), or a
+// detached table carrying the marker.
+absl::Status FinishInterruptedDrops(pg::Connection& conn, const pg::TableName& outbox,
+                                    const std::string& acked_sql, DropReport& report) {
+  // Only the detaches outboxd began (marked before its DETACH): one a person began
+  // is theirs to finish.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result pending,
+      conn.ExecParams("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_inherits i "
+                      "JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = "
+                      "c.relnamespace WHERE i.inhparent = to_regclass($1) AND i.inhdetachpending "
+                      "AND obj_description(c.oid, 'pg_class') = $2",
+                      {outbox.quoted, DropMarker(outbox)}));
+  for (int i = 0; i < pending.rows(); ++i) {
+    OUTBOXD_RETURN_IF_ERROR(
+        conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " DETACH PARTITION ",
+                               std::string(pending.Get(i, 0)), " FINALIZE"))
+            .status());
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result detached,
+      conn.ExecParams("SELECT format('%I.%I', n.nspname, c.relname), c.relname FROM pg_class c "
+                      "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND "
+                      "NOT c.relispartition AND obj_description(c.oid, 'pg_class') = $1",
+                      {DropMarker(outbox)}));
+  for (int i = 0; i < detached.rows(); ++i) {
+    const pg::TableName table{"", std::string(detached.Get(i, 1)), std::string(detached.Get(i, 0))};
+    OUTBOXD_ASSIGN_OR_RETURN(DropOutcome outcome, DropDetached(conn, table, acked_sql));
+    if (outcome == DropOutcome::kDropped) report.dropped.push_back(table.name);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> EndsBy(pg::Connection& conn, const std::string& to,
+                            const std::string& cutoff) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.ExecParams("SELECT $1::timestamptz <= $2::timestamptz", {to, cutoff}));
+  return r.Get(0, 0) == "t";
+}
+
+}  // namespace
+
+absl::StatusOr<PartitionInterval> ParsePartitionInterval(std::string_view text) {
+  if (text.empty() || text == "none") return PartitionInterval::kNone;
+  if (text == "day") return PartitionInterval::kDay;
+  if (text == "week") return PartitionInterval::kWeek;
+  if (text == "month") return PartitionInterval::kMonth;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--partition-by ", std::string(text), " is not one of day, week, month"));
+}
+
+std::string_view PartitionIntervalName(PartitionInterval interval) {
+  return interval == PartitionInterval::kNone ? "none" : TruncUnit(interval);
+}
+
+absl::StatusOr<std::vector<std::string>> CreatePartitionsAhead(pg::Connection& conn,
+                                                               const pg::TableName& outbox,
+                                                               PartitionInterval interval,
+                                                               const CreateOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+  if (!partitioned) return std::vector<std::string>{};
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
+  if (interval == PartitionInterval::kNone) {
+    OUTBOXD_ASSIGN_OR_RETURN(interval, InferInterval(conn, leaves));
+  }
+  std::vector<std::string> created;
+  if (interval != PartitionInterval::kNone) {
+    OUTBOXD_ASSIGN_OR_RETURN(std::string after, LastBound(conn, leaves));
+    OUTBOXD_ASSIGN_OR_RETURN(created, CreateRanges(conn, outbox, interval, after, options));
+  }
+  bool has_default = false;
+  for (const pg::Partition& p : leaves) has_default = has_default || p.is_default;
+  if (options.with_default && !has_default) {
+    const pg::TableName name = outbox.Sibling(outbox.name + "_default");
+    OUTBOXD_RETURN_IF_ERROR(ExecDdl(
+        conn,
+        absl::StrCat("CREATE TABLE ", name.quoted, " PARTITION OF ", outbox.quoted, " DEFAULT"),
+        options.lock_timeout));
+    created.push_back(name.name);
+  }
+  return created;
+}
+
+absl::StatusOr<DropReport> DropAcknowledgedPartitions(pg::Connection& conn,
+                                                      const pg::TableName& outbox,
+                                                      const std::string& acked_sql,
+                                                      const std::string& cutoff) {
+  DropReport report;
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+  if (!partitioned) return report;
+  OUTBOXD_RETURN_IF_ERROR(FinishInterruptedDrops(conn, outbox, acked_sql, report));
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
+  bool has_default = false;
+  for (const pg::Partition& p : leaves) has_default = has_default || p.is_default;
+  for (const pg::Partition& p : leaves) {
+    if (!p.to) continue;
+    OUTBOXD_ASSIGN_OR_RETURN(bool old, EndsBy(conn, *p.to, cutoff));
+    if (!old) continue;
+    OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, p.name, acked_sql));
+    DropOutcome outcome = DropOutcome::kUnacknowledged;
+    if (acked) {
+      OUTBOXD_ASSIGN_OR_RETURN(outcome, has_default
+                                            ? DropInOneTransaction(conn, outbox, p.name, acked_sql)
+                                            : DropConcurrently(conn, outbox, p.name, acked_sql));
+    }
+    switch (outcome) {
+      case DropOutcome::kDropped:
+        report.dropped.push_back(p.name.name);
+        break;
+      case DropOutcome::kUnacknowledged:
+        report.kept.push_back(absl::StrCat(p.name.name, " holds unacknowledged rows"));
+        break;
+      case DropOutcome::kBusy:
+        report.kept.push_back(
+            absl::StrCat(p.name.name, " is locked by a transaction (lock_timeout 2s)"));
+        break;
+    }
+  }
+  return report;
+}
+
+}  // namespace outboxd::ops
