@@ -14,7 +14,7 @@ def n(x): x | floor | tostring | [scan("^\\d{1,3}(?=(?:\\d{3})*$)|\\d{3}")] | jo
 def short($x): $x.pgbench_tps != null and $x.pgbench_tps < 0.9 * $x.rate;
 
 def live_rows($rate; $l):
-  ["run", "run"], ["poll", "poll (batch 50, 500ms)"], ["notify", "poll --notify"],
+  ["run", "run"], ["naive", "naive relay (Python)"], ["poll", "poll (batch 50, 500ms)"], ["notify", "poll --notify"],
   ["rabbitmq", "run --sink rabbitmq (recv = delivery)"] | . as [$k, $name] |
   $l[$k] as $x | select($x != null) |
   "| \(n($rate)) / \(f($x.pgbench_tps))\(if short($x) then " (short)" else "" end) | \($name) | \($x.count)/\($x.events) | \(f($x.recv_ms.p50)) | \(f($x.recv_ms.p99)) | \(f($x.recv_ms.p999)) | \(f($x.recv_ms.max)) | \(f($x.create_ms.p50)) | \(f($x.create_ms.p99)) | \(pct($x.acked_within_s["0.001"])) / \(pct($x.acked_within_s["0.002"])) / \(pct($x.acked_within_s["0.01"])) / \(pct($x.acked_within_s["0.025"])) | \(mib($x.peak_rss_kib)) |";

@@ -139,6 +139,9 @@ class Pipeline {
   std::string_view CommitTimeText();
   // Catching up: nap so a backlog gathers; live traffic: have the sink send now.
   void Pace(const Batch& batch);
+  // Bytes from the server wait on the stream's socket (a message arrived during
+  // this turn); without blocking.
+  bool StreamReadable() const;
   // Delivery reports, the sink's health, errors raised in a delivery callback.
   absl::Status ServeDeliveries();
   // Serves delivery reports until nothing is in flight, or until the in-flight

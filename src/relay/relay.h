@@ -13,10 +13,11 @@
 //   relay/pipeline.h              decode -> map -> gate -> sink, acks, flow control, feedback
 //   relay/dead_letter_gate.h      an aggregate's events follow its first dead letter
 //   relay/backfill_coordinator.h  rows a new slot will not stream, published before it
-// Each loop turn the pipeline reads a batch from the stream (after a large one it naps
-// 1 ms to let a backlog gather; after a small one it has the sink send at once),
-// serves delivery reports, sends feedback; then the session's chores run, and an idle
-// turn sleeps in select() on the stream's socket, the sink's wake fd and the stop signal.
+// Each loop turn the pipeline reads a batch from the stream (after a large one of old
+// transactions it naps 1 ms to let a backlog gather; after live traffic, once nothing
+// more waits on the socket, it has the sink send at once), serves delivery reports,
+// sends feedback; then the session's chores run, and an idle turn sleeps in select()
+// on the stream's socket, the sink's wake fd and the stop signal.
 //
 //   Relay relay(options, &stats, &stop);
 //   absl::Status s = relay.Run();   // returns after stop.Notify() (OK) or an error

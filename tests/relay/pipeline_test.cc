@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
@@ -521,6 +522,46 @@ TEST_F(RelayPipelineTest, StandbySlotHoldsEachTransactionUntilTheStandbysFlushed
   Step();
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
   EXPECT_FALSE(pipeline_->holding());
+}
+
+// Issue 17 point 2: nothing in the loop holds a message that has arrived. Several
+// transactions read in one turn, committed just now, are live traffic (5,000 events/s
+// reads them so): the sink is told to send at once, with no backlog nap first.
+TEST_F(RelayPipelineTest, ALiveBurstIsSentAtOnceNotNappedOn) {
+  for (const char* id : {"e1", "e2", "e3", "e4"}) wal_.Commit({{.id = id, .aggregate_id = id}});
+  Start();
+  wal_.Send();  // 13 messages: over the backlog batch of 8
+  Step();
+  EXPECT_EQ(fake_->produced().size(), 4u);
+  EXPECT_EQ(fake_->flushes(), 1);
+}
+
+// The same read of transactions committed a second ago is a backlog: the relay naps
+// to let it gather (CPU per event in a catch-up) instead of flushing each turn.
+TEST_F(RelayPipelineTest, AnOldBacklogIsNappedOnNotFlushed) {
+  for (const char* id : {"e1", "e2", "e3", "e4"}) wal_.Commit({{.id = id, .aggregate_id = id}});
+  Start();
+  wal_.Send();
+  Step(absl::Seconds(1));
+  EXPECT_EQ(fake_->produced().size(), 4u);
+  EXPECT_EQ(fake_->flushes(), 0);
+}
+
+// The live flush blocks until the acknowledgement: while the stream still has
+// messages waiting it is put off, and they are read (and produced) first.
+TEST_F(RelayPipelineTest, NoFlushWhileTheStreamHasMoreToRead) {
+  for (int i = 0; i < 700; ++i) {  // 2,101 messages: more than one turn reads
+    const std::string id = absl::StrCat("e", i);
+    wal_.Commit({{.id = id, .aggregate_id = id}});
+  }
+  Start();
+  wal_.Send();
+  Step();
+  EXPECT_LT(fake_->produced().size(), 700u);
+  EXPECT_EQ(fake_->flushes(), 0);
+  Step();
+  EXPECT_EQ(fake_->produced().size(), 700u);
+  EXPECT_EQ(fake_->flushes(), 1);
 }
 
 }  // namespace

@@ -107,6 +107,7 @@ int FakeSink::Poll(int timeout_ms) {
 }
 
 absl::Status FakeSink::Flush(absl::Duration timeout) {
+  ++flushes_;
   const absl::Time deadline = absl::Now() + timeout;
   do {
     Poll(0);

@@ -78,6 +78,8 @@ class FakeSink final : public sink::Sink {
   void AckAll();
   // Produce() answers with this status (OK again: accepts).
   void RefuseProduce(absl::Status status) { refuse_ = std::move(status); }
+  // How many times Flush() was called: the relay's "send now" for live traffic.
+  int flushes() const { return flushes_; }
 
  private:
   void Wake();
@@ -92,6 +94,7 @@ class FakeSink final : public sink::Sink {
   std::deque<std::pair<size_t, absl::Status>> ready_;
   int wake_read_ = -1;
   int wake_write_ = -1;
+  int flushes_ = 0;
 };
 
 }  // namespace outboxd::test
