@@ -50,19 +50,6 @@ void WaitOutCleanupRounds(int rounds) {
   absl::SleepFor(absl::Seconds(rounds) + absl::Milliseconds(500));
 }
 
-// `outboxd status --json` until its output contains `needle`.
-bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
-                   std::string* last) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    last->clear();
-    Outboxd(h, {"status", "--json", "--slot", h.slot()}, last);
-    if (absl::StrContains(*last, needle)) return true;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  return false;
-}
-
 // The test: during a broker outage, cleanup with retention 0 keeps every
 // unacknowledged row and deletes the acknowledged ones; after the outage, the rest.
 TEST(Operations, CleanupDuringABrokerOutageKeepsEveryUnacknowledgedRow) {

@@ -72,18 +72,6 @@ int Outboxd(RelayHarness& h, std::vector<std::string> args, std::string* out) {
   return h.RunOutboxd(std::move(args), out);
 }
 
-bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
-                   std::string* last) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    last->clear();
-    Outboxd(h, {"status", "--json", "--slot", h.slot()}, last);
-    if (absl::StrContains(*last, needle)) return true;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  return false;
-}
-
 // The harness set up the plain outbox; this one replaces it with the user's.
 void ReplaceWithUserPartitionedOutbox(RelayHarness& h) {
   h.db().Exec(absl::StrCat("SELECT pg_drop_replication_slot('", h.slot(),

@@ -99,6 +99,11 @@ absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n);
 // transactions the new primary never had.
 size_t Ghosts(RelayHarness& h);
 
+// `outboxd status --json --slot <the slot>` on the test database until its output
+// contains `needle` (the last output in `last`).
+bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
+                   std::string* last);
+
 }  // namespace outboxd::test
 
 #endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
