@@ -83,8 +83,9 @@ class Pipeline {
   void Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
               absl::Duration feedback_interval);
   // The session started behind: the server's WAL was at `server` when it connected.
-  // Until the stream has been read that far, a backlog read naps longer (Pace), so
-  // each produce request carries more events. Stream() forgets it.
+  // Until the stream has been read that far, a turn reads more and a backlog read
+  // naps longer (Pace), so each produce request carries more events. Stream()
+  // forgets it.
   void CatchUpTo(pg::Lsn server) { catch_up_to_ = server; }
   // One turn of the loop: read a batch, serve delivery reports, send feedback.
   absl::StatusOr<Turn> Step();
