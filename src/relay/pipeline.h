@@ -45,6 +45,11 @@
 
 namespace outboxd::relay {
 
+// How long the loop naps after a backlog read of `read` messages (Pipeline::Pace):
+// longer while the stream is below the position the session caught up to
+// (Pipeline::CatchUpTo), none after a full read, since more is waiting already.
+absl::Duration BacklogNap(int read, pg::Lsn received, pg::Lsn catch_up_to);
+
 class Pipeline {
  public:
   using Clock = std::function<absl::Time()>;
@@ -77,6 +82,11 @@ class Pipeline {
   // Takes the session's stream, started at `start`, and its feedback interval.
   void Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
               absl::Duration feedback_interval);
+  // The session started behind: the server's WAL was at `server` when it connected.
+  // Until the stream has been read that far, a turn reads more and a backlog read
+  // naps longer (Pace), so each produce request carries more events. Stream()
+  // forgets it.
+  void CatchUpTo(pg::Lsn server) { catch_up_to_ = server; }
   // One turn of the loop: read a batch, serve delivery reports, send feedback.
   absl::StatusOr<Turn> Step();
   // Sleeps until the stream (unless flow control holds it), the sink or the stop
@@ -201,6 +211,7 @@ class Pipeline {
   std::string tx_commit_text_;  // "" until CommitTimeText() renders it
 
   pg::Lsn received_ = 0;
+  pg::Lsn catch_up_to_ = 0;  // CatchUpTo
   pg::Lsn last_sent_flush_ = 0;
   absl::Time last_feedback_ = absl::InfinitePast();
 

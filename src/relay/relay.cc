@@ -128,6 +128,7 @@ absl::Status Relay::Connect() {
   // Best effort: without the server's position there is only no progress to show.
   if (absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control()); server.ok()) {
     catch_up_.Begin(start, *server);
+    pipeline_.CatchUpTo(*server);
   }
   return absl::OkStatus();
 }

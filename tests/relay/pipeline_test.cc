@@ -564,5 +564,17 @@ TEST_F(RelayPipelineTest, NoFlushWhileTheStreamHasMoreToRead) {
   EXPECT_EQ(fake_->flushes(), 1);
 }
 
+TEST(BacklogNapTest, NapsLongerOnlyBelowThePositionTheSessionCatchesUpTo) {
+  const absl::Duration usual = BacklogNap(100, /*received=*/500, /*catch_up_to=*/0);
+  EXPECT_GT(usual, absl::ZeroDuration());
+  // Behind the server's position at connect: a longer nap, so bursts fill requests.
+  EXPECT_GT(BacklogNap(100, 500, 1000), usual);
+  // Read that far: back to the usual nap (writers keep the stream busy, not a backlog).
+  EXPECT_EQ(BacklogNap(100, 1000, 1000), usual);
+  EXPECT_EQ(BacklogNap(100, 1500, 1000), usual);
+  // A read that stopped at the turn's limit has more waiting: no nap at all.
+  EXPECT_EQ(BacklogNap(1'000'000, 500, 1000), absl::ZeroDuration());
+}
+
 }  // namespace
 }  // namespace outboxd::relay
