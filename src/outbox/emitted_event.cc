@@ -29,8 +29,9 @@ absl::Status Unreadable(const std::string& why) {
 absl::StatusOr<OutboxEvent> ParseEmittedEvent(std::string_view content) {
   std::string_view version;
   if (!NextField(content, version) || version != kEmitVersion) {
-    return Unreadable(absl::StrCat("does not start with ", kEmitVersion,
-                                   " (written by another outboxd version, or not by outboxd_emit)"));
+    return Unreadable(
+        absl::StrCat("does not start with ", kEmitVersion,
+                     " (written by another outboxd version, or not by outboxd_emit)"));
   }
   OutboxEvent event;
   std::array<std::string_view*, 4> fields = {&event.id, &event.aggregate_id, &event.type,

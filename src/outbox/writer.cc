@@ -24,7 +24,8 @@ absl::Status CheckInTransaction(pg::Connection& conn, const char* api) {
       return absl::OkStatus();
     case PQTRANS_IDLE:
       return absl::FailedPreconditionError(
-          absl::StrCat(api, " needs an open transaction on the connection: run BEGIN first, "
+          absl::StrCat(api,
+                       " needs an open transaction on the connection: run BEGIN first, "
                        "then the business change, the event and COMMIT (both or neither)"));
     case PQTRANS_INERROR:
       return absl::FailedPreconditionError(
@@ -33,15 +34,15 @@ absl::Status CheckInTransaction(pg::Connection& conn, const char* api) {
       return absl::FailedPreconditionError(
           absl::StrCat(api, ": the connection is busy with another command"));
     default:
-      return absl::UnavailableError(
-          absl::StrCat(api, ": the connection to PostgreSQL is broken"));
+      return absl::UnavailableError(absl::StrCat(api, ": the connection to PostgreSQL is broken"));
   }
 }
 
 absl::Status CheckEvent(const NewEvent& event, const char* api) {
   if (event.aggregate_id.empty() || event.type.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(api, ": aggregate_id and type must not be empty (they are the Kafka key and "
+        absl::StrCat(api,
+                     ": aggregate_id and type must not be empty (they are the Kafka key and "
                      "topic)"));
   }
   // The relay dead-letters anything but an object or array; refusing it here keeps a
@@ -103,8 +104,8 @@ absl::StatusOr<std::string> EmitEvent(pg::Connection& conn, const NewEvent& even
       conn.ExecParams(absl::StrCat("SELECT ", function.quoted, "($1, $2, $3::jsonb)::text"),
                       {event.aggregate_id, event.type, event.payload});
   if (!emitted.ok()) {
-    return Annotate(emitted.status(), absl::StrCat("cannot emit the event through ",
-                                                   function.Display(), ": "),
+    return Annotate(emitted.status(),
+                    absl::StrCat("cannot emit the event through ", function.Display(), ": "),
                     emitted.status().code() == absl::StatusCode::kNotFound
                         ? " (run `outboxd setup`, which installs it)"
                         : "");

@@ -35,10 +35,11 @@ absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, 
                options.slot, pg::FormatLsn(created.consistent_point));
   if (options.source != Source::kTable) {
     // The WAL-only outbox's trade-off (README, "A WAL-only outbox"): said where it bites.
-    spdlog::warn("events emitted with outboxd_emit before {} and not yet acknowledged are not "
-                 "republished: no table holds them (--source {})",
-                 pg::FormatLsn(created.consistent_point),
-                 options.source == Source::kMessages ? "messages" : "both");
+    spdlog::warn(
+        "events emitted with outboxd_emit before {} and not yet acknowledged are not "
+        "republished: no table holds them (--source {})",
+        pg::FormatLsn(created.consistent_point),
+        options.source == Source::kMessages ? "messages" : "both");
   }
   // All backfilled rows form one tracked "transaction" ending at the consistent
   // point: the watermark cannot pass it before every one is acknowledged.

@@ -10,11 +10,11 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/log_escape.h"
 #include "base/status_macros.h"
-#include "absl/strings/escaping.h"
 #include "outbox/broker_message.h"
 #include "outbox/emitted_event.h"
 #include "pg/table_name.h"
@@ -295,9 +295,10 @@ absl::Status Pipeline::HandleInsert(const pgoutput::Insert& insert) {
   }
   if (options_.source == Source::kMessages) {
     if (!std::exchange(warned_ignored_row_, true)) {
-      spdlog::warn("rows inserted into {} are not published with --source messages; use "
-                   "--source both to publish rows and emitted events",
-                   options_.table);
+      spdlog::warn(
+          "rows inserted into {} are not published with --source messages; use "
+          "--source both to publish rows and emitted events",
+          options_.table);
     }
     return absl::OkStatus();
   }
@@ -322,10 +323,11 @@ absl::Status Pipeline::HandleLogicalMessage(const pgoutput::LogicalMessage& mess
     // the AckTracker could confirm: publishing it could publish what was rolled back.
     // Skipped rather than stopping on it: one stray call must not halt every event.
     if (!std::exchange(warned_non_transactional_, true)) {
-      spdlog::warn("non-transactional outboxd message at {} skipped (and any later ones): events "
-                   "must be emitted inside their transaction, pg_logical_emit_message(true, ...) "
-                   "or outboxd_emit",
-                   pg::FormatLsn(message.lsn));
+      spdlog::warn(
+          "non-transactional outboxd message at {} skipped (and any later ones): events "
+          "must be emitted inside their transaction, pg_logical_emit_message(true, ...) "
+          "or outboxd_emit",
+          pg::FormatLsn(message.lsn));
     }
     return absl::OkStatus();
   }
@@ -341,11 +343,12 @@ absl::Status Pipeline::DeadLetterUnreadable(const pgoutput::LogicalMessage& mess
   // The message's own LSN is unique, so the letter's id is too; the content is
   // escaped because its NUL separators (and any bytes) cannot go into a text column.
   const std::string id = absl::StrCat("message@", pg::FormatLsn(message.lsn));
-  const sink::Header headers[] = {{.name = "id", .value = id}, {.name = "lsn", .value = tx_lsn_text_}};
+  const sink::Header headers[] = {{.name = "id", .value = id},
+                                  {.name = "lsn", .value = tx_lsn_text_}};
   const sink::OutgoingMessage unreadable{.topic = "", .headers = headers, .tag = tx_};
-  return DeadLetter(unreadable,
-                    absl::CHexEscape(absl::string_view(message.content.data(), message.content.size())),
-                    error);
+  return DeadLetter(
+      unreadable,
+      absl::CHexEscape(absl::string_view(message.content.data(), message.content.size())), error);
 }
 
 std::string_view Pipeline::CommitTimeText() {

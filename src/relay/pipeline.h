@@ -195,8 +195,8 @@ class Pipeline {
   pgoutput::Message message_;       // reused across DecodeInto calls
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
-  bool warned_ignored_row_ = false;          // --source messages: a row arrived
-  bool warned_non_transactional_ = false;    // an outboxd message outside a transaction
+  bool warned_ignored_row_ = false;        // --source messages: a row arrived
+  bool warned_non_transactional_ = false;  // an outboxd message outside a transaction
 
   absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after

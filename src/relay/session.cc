@@ -162,14 +162,12 @@ absl::Status Session::CheckWalStatus(const pg::SlotInfo& slot) {
 absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start) {
   pg::Connection conn = std::move(*replication_);
   replication_.reset();
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::ReplicationStream stream,
-      pg::ReplicationStream::Start(
-          std::move(conn),
-          {.slot = options_.slot,
-           .publication = options_.publication,
-           .start_lsn = start,
-           .messages = options_.source != Source::kTable}));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::ReplicationStream stream,
+                           pg::ReplicationStream::Start(
+                               std::move(conn), {.slot = options_.slot,
+                                                 .publication = options_.publication,
+                                                 .start_lsn = start,
+                                                 .messages = options_.source != Source::kTable}));
   return std::make_unique<PgChangeStream>(std::move(stream));
 }
 

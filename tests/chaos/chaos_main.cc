@@ -74,7 +74,7 @@ struct Options {
   bool scalar_poison_only = false;
   bool replica = false;       // a primary and its standby, and failover faults
   bool standby_slot = false;  // --replica: the relays wait for the standby (no ghosts)
-  std::string partition_by;  // "" (a plain outbox), day, week, month: setup --partition-by
+  std::string partition_by;   // "" (a plain outbox), day, week, month: setup --partition-by
 };
 
 void Say(const std::string& line) {

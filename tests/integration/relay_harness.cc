@@ -10,8 +10,8 @@
 #include <set>
 #include <tuple>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
@@ -244,11 +244,14 @@ size_t Ghosts(RelayHarness& h) {
 
 bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
                    std::string* last) {
-  return WaitUntil(timeout, [&] {
-    last->clear();
-    h.RunOutboxd({"status", "--json", "--slot", h.slot(), "--pg", h.db().conninfo()}, last);
-    return absl::StrContains(*last, needle);
-  }, absl::Milliseconds(200));
+  return WaitUntil(
+      timeout,
+      [&] {
+        last->clear();
+        h.RunOutboxd({"status", "--json", "--slot", h.slot(), "--pg", h.db().conninfo()}, last);
+        return absl::StrContains(*last, needle);
+      },
+      absl::Milliseconds(200));
 }
 
 }  // namespace outboxd::test

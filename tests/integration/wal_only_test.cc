@@ -38,13 +38,13 @@ using Committed = std::map<std::string, std::vector<std::string>>;
 
 // Every committed id reached the collector; per aggregate, the first delivery of each
 // id respects commit order. Returns how many messages were duplicates.
-size_t ExpectDeliveredInOrder(RelayHarness& h, const Committed& committed,
-                              absl::Duration timeout) {
+size_t ExpectDeliveredInOrder(RelayHarness& h, const Committed& committed, absl::Duration timeout) {
   std::set<std::string> wanted;
   for (const auto& [aggregate, ids] : committed) wanted.insert(ids.begin(), ids.end());
   const bool all = WaitUntil(timeout, [&] {
     std::set<std::string> seen;
-    for (const CollectedMessage& m : h.collector().Messages()) seen.insert(m.Header("id").value_or(""));
+    for (const CollectedMessage& m : h.collector().Messages())
+      seen.insert(m.Header("id").value_or(""));
     for (const std::string& id : wanted) {
       if (!seen.contains(id)) return false;
     }
@@ -208,9 +208,9 @@ TEST(WalOnly, BothKeepsCommitOrderAcrossRowsAndMessagesOfOneAggregate) {
 
 // A message with outboxd's prefix, content as given (SQL bytea expression).
 void EmitRaw(pg::Connection& conn, const std::string& content_sql, bool transactional = true) {
-  absl::StatusOr<pg::Result> r = conn.Exec(absl::StrCat(
-      "SELECT pg_logical_emit_message(", transactional ? "true" : "false", ", 'outboxd', ",
-      content_sql, ")"));
+  absl::StatusOr<pg::Result> r =
+      conn.Exec(absl::StrCat("SELECT pg_logical_emit_message(", transactional ? "true" : "false",
+                             ", 'outboxd', ", content_sql, ")"));
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
@@ -275,7 +275,8 @@ TEST(WalOnly, StatusShowsTheSlotsBacklogInsteadOfRowCounts) {
   const size_t at = out.find("\"backlog_bytes\":");
   ASSERT_NE(at, std::string::npos) << out;
   int64_t backlog = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(out.substr(at + 16, out.find_first_of(",}", at) - at - 16), &backlog))
+  ASSERT_TRUE(
+      absl::SimpleAtoi(out.substr(at + 16, out.find_first_of(",}", at) - at - 16), &backlog))
       << out;
   EXPECT_GT(backlog, 0) << out;
   EXPECT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot(), "--source",

@@ -117,11 +117,11 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
   absl::Status status = ops::Setup(
       conn, {.table = "app.eventos", .publication = "pub_eventos", .slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(report.created,
-              ElementsAre("table app.eventos", "index eventos_pendentes",
-                          "table eventos_dead_letter", "table eventos_relay_state", "table inbox",
-                          "publication pub_eventos", "function app.outboxd_emit",
-                          "replication slot " + db->name()));
+  EXPECT_THAT(
+      report.created,
+      ElementsAre("table app.eventos", "index eventos_pendentes", "table eventos_dead_letter",
+                  "table eventos_relay_state", "table inbox", "publication pub_eventos",
+                  "function app.outboxd_emit", "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_dead_letter') IS NOT NULL"), "t");

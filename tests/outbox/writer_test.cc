@@ -137,7 +137,8 @@ std::vector<std::string> EmittedMessages(test::TestDatabase& db) {
       "', NULL, NULL, 'proto_version', '1', 'publication_names', 'outboxd', 'messages', 'true') "
       "WHERE get_byte(data, 0) = ascii('M')"));
   std::vector<std::string> out;
-  for (int i = 0; i < r.rows(); ++i) out.push_back(absl::HexStringToBytes(std::string(r.Get(i, 0))));
+  for (int i = 0; i < r.rows(); ++i)
+    out.push_back(absl::HexStringToBytes(std::string(r.Get(i, 0))));
   return out;
 }
 

@@ -305,8 +305,7 @@ TEST(PgoutputDecoder, DecodesLogicalMessageContentWithNulBytesWhole) {
   EXPECT_EQ(message.prefix, "outboxd");
   EXPECT_EQ(message.content.substr(0, 11), std::string_view("outboxd-v1\0", 11));
   EXPECT_EQ(std::count(message.content.begin(), message.content.end(), '\0'), 5);
-  EXPECT_EQ(message.content.substr(message.content.rfind('\0') + 1),
-            R"({"totalCentavos": 1000})");
+  EXPECT_EQ(message.content.substr(message.content.rfind('\0') + 1), R"({"totalCentavos": 1000})");
 }
 
 TEST(PgoutputDecoder, DecodesOriginTransaction) {
