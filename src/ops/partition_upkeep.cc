@@ -31,20 +31,6 @@ const char* TruncUnit(PartitionInterval interval) {
   return "";
 }
 
-const char* Step(PartitionInterval interval) {
-  switch (interval) {
-    case PartitionInterval::kDay:
-      return "1 day";
-    case PartitionInterval::kWeek:
-      return "7 days";
-    case PartitionInterval::kMonth:
-      return "1 month";
-    case PartitionInterval::kNone:
-      break;
-  }
-  return "";
-}
-
 // `sql` as its own transaction that waits at most `lock_timeout` for a lock, or,
 // when `lock_timeout` is empty (setup), inside the caller's transaction under a
 // savepoint, so that a period CreateRanges skips does not abort the rest. `sqlstate`:
@@ -110,11 +96,13 @@ absl::StatusOr<std::vector<std::string>> CreateRanges(pg::Connection& conn,
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result periods,
       conn.ExecParams(
+          // One period is '1 day', '1 week' or '1 month': the unit date_trunc cuts by.
           "SELECT to_char(s, 'YYYYMMDD'), (s AT TIME ZONE 'UTC')::text, "
-          "((s + $2::interval) AT TIME ZONE 'UTC')::text FROM (SELECT date_trunc($1, now() AT "
-          "TIME ZONE 'UTC') + k * $2::interval AS s FROM generate_series(0, $3::int) k) p "
-          "WHERE s AT TIME ZONE 'UTC' >= $4::timestamptz ORDER BY s",
-          {TruncUnit(interval), Step(interval), absl::StrCat(options.ahead), after}));
+          "((s + ('1 ' || $1)::interval) AT TIME ZONE 'UTC')::text FROM (SELECT date_trunc($1, "
+          "now() AT TIME ZONE 'UTC') + k * ('1 ' || $1)::interval AS s FROM "
+          "generate_series(0, $2::int) k) p WHERE s AT TIME ZONE 'UTC' >= $3::timestamptz "
+          "ORDER BY s",
+          {TruncUnit(interval), absl::StrCat(options.ahead), after}));
   std::vector<std::string> created;
   for (int i = 0; i < periods.rows(); ++i) {
     const pg::TableName name =
