@@ -137,10 +137,8 @@ absl::Status KeepPartitions(pg::Connection& conn, const CleanupOptions& options,
 // time): counted, so that cleanup's line, the run's metric and status say so.
 absl::Status CountDefaultRows(pg::Connection& conn, const pg::Partition& leaf,
                               CleanupResult& result) {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
-                           conn.Exec(absl::StrCat("SELECT count(*) FROM ", leaf.name.quoted)));
+  OUTBOXD_ASSIGN_OR_RETURN(result.default_rows, leaf.name.CountRows(conn));
   result.default_partition = leaf.name.name;
-  result.default_rows = std::stoll(std::string(r.Get(0, 0)));
   return absl::OkStatus();
 }
 

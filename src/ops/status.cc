@@ -204,9 +204,8 @@ absl::StatusOr<std::optional<int64_t>> DefaultPartitionRows(pg::Connection& conn
   OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
   for (const pg::Partition& leaf : leaves) {
     if (!leaf.is_default) continue;
-    OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
-                             conn.Exec(absl::StrCat("SELECT count(*) FROM ", leaf.name.quoted)));
-    return std::optional<int64_t>(std::stoll(std::string(r.Get(0, 0))));
+    OUTBOXD_ASSIGN_OR_RETURN(const int64_t rows, leaf.name.CountRows(conn));
+    return std::optional<int64_t>(rows);
   }
   return std::optional<int64_t>();
 }

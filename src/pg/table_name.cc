@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "pg/identifier.h"
@@ -96,6 +97,15 @@ absl::StatusOr<bool> TableName::HasColumn(Connection& conn, const std::string& c
                                 "AND attname = $2 AND attnum > 0 AND NOT attisdropped",
                                 {quoted, column}));
   return r.rows() > 0;
+}
+
+absl::StatusOr<int64_t> TableName::CountRows(Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(Result r, conn.Exec(absl::StrCat("SELECT count(*) FROM ", quoted)));
+  int64_t rows = 0;
+  if (!absl::SimpleAtoi(std::string(r.Get(0, 0)), &rows)) {
+    return absl::InternalError(absl::StrCat("count(*) of ", Display(), " unreadable"));
+  }
+  return rows;
 }
 
 std::string TableName::Display() const {

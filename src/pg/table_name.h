@@ -9,6 +9,7 @@
 #ifndef OUTBOXD_PG_TABLE_NAME_H_
 #define OUTBOXD_PG_TABLE_NAME_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,8 @@ struct TableName {
   static TableName SiblingOf(std::string_view outbox_table, std::string_view suffix);
   absl::StatusOr<bool> Exists(Connection& conn) const;
   absl::StatusOr<bool> HasColumn(Connection& conn, const std::string& column) const;
+  // SELECT count(*) of the table (a partition's own rows when it is a leaf).
+  absl::StatusOr<int64_t> CountRows(Connection& conn) const;
   // For messages: schema.name, each part quoted only where SQL needs it.
   std::string Display() const;
 };
