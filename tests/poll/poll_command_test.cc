@@ -1,6 +1,7 @@
 // `outboxd poll` as a separate process (the real binary) on the real PostgreSQL and
 // the mock Kafka cluster: several instances on one table, --notify, SIGTERM, exit
-// codes; and, disabled by default, the poll vs poll --notify latency figures.
+// codes. Latency of poll against poll --notify is measured by scripts/bench (its live
+// phase), never here.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -304,49 +305,6 @@ TEST_P(PollFormatTest, EachFormatRoundTripsWithPayloadHeadersAndKey) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, PollFormatTest, ::testing::Values("json", "envelope", "protobuf"),
                          [](const auto& info) { return info.param; });
-
-// Not a timed test (performance is measured by scripts/bench, not asserted): run with
-// --gtest_also_run_disabled_tests for the figures. 5,000 single-row inserts at a
-// steady rate over 200 aggregates; latency = criado_em -> publicado_em, which the
-// relay sets right after the batch's last delivery report.
-//
-// On the mock cluster a batch spread over several partitions waits ~40 ms for its
-// acks (measured with the bare Publisher: 50 messages on 4 partitions 44 ms, on 1
-// partition 1.5 ms). The mock's sockets leave Nagle on, so its second pipelined
-// Produce response waits for the client's delayed ACK; Kafka brokers set TCP_NODELAY.
-// That caps one poller near 1,000 events/s here.
-void MeasureSteadyRate(bool notify, int per_second) {
-  test::PollEnv env({"pedido.confirmado"}, 3);
-  std::vector<std::string> args = {"--batch", "50", "--interval", "500ms"};
-  if (notify) args.insert(args.end(), {"--notify", "--install-notify-trigger"});
-  auto relay = StartPoll(env, args);
-  auto conn = env.db().Connect();
-  const absl::Time start = absl::Now();
-  for (int i = 0; i < 5000; ++i) {
-    absl::SleepFor(start + i * absl::Seconds(1) / per_second - absl::Now());
-    MustExec(conn, absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('p-",
-                                i % 200, "', 'pedido.confirmado', '{\"i\": ", i, "}')"));
-  }
-  const absl::Duration inserting = absl::Now() - start;
-  ASSERT_TRUE(WaitForNoPending(env, absl::Seconds(120)));
-  auto r = env.db().Exec(
-      "SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY "
-      "extract(epoch FROM publicado_em - criado_em) * 1000)::text, "
-      "extract(epoch FROM max(publicado_em) - min(criado_em))::text FROM outbox");
-  std::printf(
-      "%-14s %d/s: inserts took %s; all published %s s after the first insert; "
-      "latency ms [p50, p99] = %s\n",
-      notify ? "poll --notify" : "poll", per_second, absl::FormatDuration(inserting).c_str(),
-      std::string(r.Get(0, 1)).c_str(), std::string(r.Get(0, 0)).c_str());
-  EXPECT_EQ(Stop(*relay), 0) << relay->Log();
-}
-
-TEST(PollCommand, DISABLED_MeasurePollVersusNotifyAtSteadyRate) {
-  for (int per_second : {200, 1000}) {
-    MeasureSteadyRate(false, per_second);
-    MeasureSteadyRate(true, per_second);
-  }
-}
 
 }  // namespace
 }  // namespace outboxd
