@@ -105,6 +105,8 @@ struct DeadLetterCommand {
     replay.make_sink = *std::move(make_sink);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
     if (!report.ok()) return Fail(report.status(), Phase::kRunning);
+    for (const auto& [topic, count] : report->replayed_to)
+      spdlog::info("replayed {} dead letter(s) to {}", count, LogSafe(topic));
     for (const std::string& failure : report->failures)
       spdlog::error("not replayed: {}", LogSafe(failure));
     spdlog::info("replayed {} dead letter(s); {} aggregate(s) still blocked", report->replayed,

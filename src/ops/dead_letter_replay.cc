@@ -79,8 +79,10 @@ absl::Status Settle(pg::Connection& conn, const outbox::DeadLetterStore& store,
     }
     OUTBOXD_RETURN_IF_ERROR(store.Remove(conn, l.seq));
     ++report.replayed;
-    spdlog::info("replayed {} of aggregate {} to {}", LogSafe(l.id), LogSafe(l.aggregate_id),
-                 LogSafe(a.topic));
+    ++report.replayed_to[a.topic];
+    // Debug: a replay of thousands would flood the terminal under its progress line.
+    spdlog::debug("replayed {} of aggregate {} to {}", LogSafe(l.id), LogSafe(l.aggregate_id),
+                  LogSafe(a.topic));
   }
   return absl::OkStatus();
 }

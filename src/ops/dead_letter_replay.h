@@ -10,6 +10,7 @@
 #ifndef OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_
 #define OUTBOXD_OPS_DEAD_LETTER_REPLAY_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct ReplayOptions {
 
 struct ReplayReport {
   int replayed = 0;
+  // How many went to each topic: the summary a person reads (one info line per topic),
+  // where thousands of per-letter lines would bury the progress line.
+  std::map<std::string, int> replayed_to;
   std::vector<std::string> failures;  // "aggregate: error", one per stopped aggregate
 };
 

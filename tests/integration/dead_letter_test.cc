@@ -2,6 +2,7 @@
 // its error to the dead-letter table, later events of its aggregate follow it there,
 // other aggregates flow on and the slot advances; `outboxd dead-letter replay`
 // republishes them in order and removes them.
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <set>
@@ -234,7 +235,7 @@ TEST(DeadLetter, TheDocumentedFixUpMakesPoisonLettersReplayable) {
     ASSERT_TRUE(r.ok()) << sql << "\n" << r.status();
   }
   EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;
-  EXPECT_NE(out.find("of aggregate pedido-78 to fixed.outbox"), std::string::npos) << out;
+  EXPECT_NE(out.find("replayed 3 dead letter(s) to fixed.outbox"), std::string::npos) << out;
   EXPECT_EQ(out.find("to pedido.confirmado"), std::string::npos) << out;
   EXPECT_TRUE(DeadLetterAggregates(h.db()).empty());
   ASSERT_TRUE(h.collector().WaitForCount(4, absl::Seconds(30)));
@@ -273,6 +274,37 @@ TEST(DeadLetter, ReplayWithoutDeleteOnTheTablePublishesNothingAndExitsTwo) {
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30)));
   EXPECT_FALSE(h.collector().WaitForCount(2, absl::Seconds(3)))
       << "the letter was published by the replay that could not delete it";
+}
+
+// A replay of thousands of letters logs one line per topic, not one per letter: those
+// buried the progress line (base/progress.h) under a flood. --log-level debug still
+// names each letter.
+TEST(DeadLetter, ReplayOfManyLettersLogsACountPerTopicNotALinePerLetter) {
+  RelayHarness h({"pedido.confirmado", "pedido.cancelado"});
+  h.db().Exec(
+      "INSERT INTO outbox_dead_letter (id, aggregate_id, type, payload, created_at, lsn, topic, "
+      "error) SELECT 'e' || i, 'a' || (i % 50), t, '{}', '2026-01-01 00:00:00+00', '0/0', t, "
+      "'test' FROM generate_series(1, 2000) i, LATERAL (SELECT CASE WHEN i % 2 = 0 THEN "
+      "'pedido.confirmado' ELSE 'pedido.cancelado' END AS t) topic");
+  const std::vector<std::string> replay = {
+      "dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers", h.cluster().bootstraps()};
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd(replay, &out), 0) << out;
+  EXPECT_EQ(out.find("of aggregate"), std::string::npos) << out.substr(0, 2000);
+  EXPECT_NE(out.find("replayed 1000 dead letter(s) to pedido.confirmado"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("replayed 1000 dead letter(s) to pedido.cancelado"), std::string::npos) << out;
+  EXPECT_NE(out.find("replayed 2000 dead letter(s); 0 aggregate(s) still blocked"),
+            std::string::npos)
+      << out;
+  EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 20) << out.substr(0, 2000);
+  EXPECT_TRUE(DeadLetterAggregates(h.db()).empty());
+
+  InsertDeadLetter(h.db(), "pedido-81", R"({"n": 1})");
+  std::vector<std::string> debug = replay;
+  debug.insert(debug.end(), {"--log-level", "debug"});
+  ASSERT_EQ(h.RunOutboxd(debug, &out), 0) << out;
+  EXPECT_NE(out.find("of aggregate pedido-81 to pedido.confirmado"), std::string::npos) << out;
 }
 
 }  // namespace
