@@ -40,15 +40,30 @@ std::vector<outbox::DeadLetter> NextRound(std::vector<outbox::DeadLetter> letter
   return round;
 }
 
+// A letter holding an outboxd message that could not be read has no event in it: its
+// escaped bytes published with an empty key and type would reach consumers as if they
+// were one. It stays, blocking only itself (its aggregate is its own id), until a
+// person has read it and deleted it.
+absl::Status UnreadableMessage(const outbox::DeadLetter& l, const outbox::DeadLetterStore& store) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("an outboxd message whose content cannot be read, not an event: nothing to "
+                   "republish; read it with outboxd dead-letter list, then delete it: ",
+                   store.DeleteSql(l.id)));
+}
+
 // Encodes each letter as the relay does and hands it to the producer. A letter that
 // fails the relay's checks (a payload that is not a JSON object or array, a missing
 // --key-pointer field, a topic name Kafka refuses) gets its outcome at once and is
 // not sent: it stays a dead letter, with its error, and blocks its aggregate.
 void ProduceRound(std::vector<Attempt>& round, outbox::MessageEncoder& encoder,
-                  sink::Sink& publisher) {
+                  sink::Sink& publisher, const outbox::DeadLetterStore& store) {
   for (size_t i = 0; i < round.size(); ++i) {
     Attempt& a = round[i];
     const outbox::DeadLetter& l = a.letter;
+    if (outbox::IsUnreadableMessage(l)) {
+      a.outcome = UnreadableMessage(l, store);
+      continue;
+    }
     // The letter holds the payload, not the value: encoded again in --format.
     const outbox::BrokerMessage built = outbox::BuildBrokerMessage(encoder,
                                                                    {.id = l.id,
@@ -128,7 +143,7 @@ absl::StatusOr<ReplayReport> ReplayDeadLetters(pg::Connection& conn,
     }
     if (round.empty()) return report;
     round_in_flight = &round;
-    ProduceRound(round, encoder, *publisher);
+    ProduceRound(round, encoder, *publisher, store);
     absl::Status flushed = publisher->Flush(options.ack_timeout);
     round_in_flight = nullptr;  // a report after the timeout must not count
     OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());

@@ -1,11 +1,17 @@
 #include "outbox/dead_letter.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "pg/identifier.h"
 
 namespace outboxd::outbox {
+
+bool IsUnreadableMessage(const DeadLetter& letter) {
+  return absl::StartsWith(letter.id, kUnreadableMessagePrefix);
+}
 
 DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
     : name_(pg::TableName::SiblingOf(outbox_table, "_dead_letter")) {}
@@ -86,6 +92,11 @@ absl::Status DeadLetterStore::Remove(pg::Connection& conn, int64_t seq) const {
       .ExecParams(absl::StrCat("DELETE FROM ", Quoted(conn), " WHERE seq = $1"),
                   {absl::StrCat(seq)})
       .status();
+}
+
+std::string DeadLetterStore::DeleteSql(const std::string& id) const {
+  return absl::StrCat("DELETE FROM ", name_.quoted, " WHERE id = '",
+                      absl::StrReplaceAll(id, {{"'", "''"}}), "'");
 }
 
 absl::Status DeadLetterStore::CheckReplayPrivileges(pg::Connection& conn) const {

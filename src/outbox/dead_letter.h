@@ -36,6 +36,14 @@ struct DeadLetter {
   std::string dead_at;  // when it was written (read back only)
 };
 
+// A dead letter that holds a whole outboxd message whose content could not be read
+// (`run --source messages|both`): its id, and its aggregate too, are "message@<the
+// message's LSN>". Its own aggregate, so it parks no other event behind it (an outbox
+// row may have an empty aggregate_id). It holds no event, so replay never publishes
+// it: a person reads it and deletes it (DeadLetterStore::DeleteSql).
+inline constexpr char kUnreadableMessagePrefix[] = "message@";
+bool IsUnreadableMessage(const DeadLetter& letter);
+
 struct FirstDeadLetter {
   std::string lsn;  // its commit LSN "X/Y"
   std::string id;
@@ -64,6 +72,9 @@ class DeadLetterStore {
                                                const std::optional<std::string>& aggregate) const;
   absl::StatusOr<int64_t> Count(pg::Connection& conn) const;
   absl::Status Remove(pg::Connection& conn, int64_t seq) const;
+  // The statement a person runs to delete one letter by id, for a message that names
+  // it: DELETE FROM "outbox_dead_letter" WHERE id = 'message@0/16B3748'.
+  std::string DeleteSql(const std::string& id) const;
   // PermissionDenied naming the GRANT when the current role cannot both read and
   // delete the letters, as `dead-letter replay` must (it deletes what it republished).
   absl::Status CheckReplayPrivileges(pg::Connection& conn) const;

@@ -16,6 +16,7 @@
 #include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "outbox/broker_message.h"
+#include "outbox/dead_letter.h"
 #include "outbox/emitted_event.h"
 #include "pg/table_name.h"
 
@@ -342,8 +343,11 @@ absl::Status Pipeline::DeadLetterUnreadable(const pgoutput::LogicalMessage& mess
   tracker_.AddEvent(tx_);
   // The message's own LSN is unique, so the letter's id is too; the content is
   // escaped because its NUL separators (and any bytes) cannot go into a text column.
-  const std::string id = absl::StrCat("message@", pg::FormatLsn(message.lsn));
+  // The id is its aggregate as well: an empty one would park every later event whose
+  // aggregate_id is '' (a row may have one) behind content that never was theirs.
+  const std::string id = absl::StrCat(outbox::kUnreadableMessagePrefix, pg::FormatLsn(message.lsn));
   const sink::Header headers[] = {{.name = "id", .value = id},
+                                  {.name = "aggregate_id", .value = id},
                                   {.name = "lsn", .value = tx_lsn_text_}};
   const sink::OutgoingMessage unreadable{.topic = "", .headers = headers, .tag = tx_};
   return DeadLetter(

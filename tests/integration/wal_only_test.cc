@@ -252,10 +252,54 @@ TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndStrayMessagesAreSkippe
   EXPECT_EQ(letters.Get(1, 0), follower);
   EXPECT_NE(letters.Get(1, 3).find("follows an earlier dead-lettered event"), std::string::npos);
   EXPECT_EQ(letters.Get(2, 0).substr(0, 8), "message@");
+  EXPECT_EQ(letters.Get(2, 1), letters.Get(2, 0));  // its own aggregate
   EXPECT_EQ(letters.Get(2, 2), "garbage");
   EXPECT_NE(letters.Get(2, 3).find("outboxd-v1"), std::string::npos) << letters.Get(2, 3);
   EXPECT_NE(h.relay().Log().find("non-transactional outboxd message"), std::string::npos);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A message that cannot be read is dead-lettered under an aggregate of its own, its id
+// "message@<lsn>": under the empty aggregate it had before, a later row whose
+// aggregate_id is '' followed it into the table. Replay never publishes it (its bytes
+// are no event, even when, like "[1]", they read as JSON): it exits 1 naming the
+// statement that deletes it, and once that ran, replays cleanly.
+TEST(WalOnly, UnreadableMessageParksOnlyItselfAndReplayLeavesItNamingTheDelete) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--source", "both"});
+  pg::Connection conn = h.db().Connect();
+  EmitRaw(conn, "'[1]'::bytea");
+  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+                        "('', 'pedido.confirmado', '{\"keyless\": true}')")
+                  .ok());
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  pg::Result letters = h.db().Exec("SELECT id, aggregate_id, payload FROM outbox_dead_letter");
+  ASSERT_EQ(letters.rows(), 1) << h.relay().Log();
+  const std::string id(letters.Get(0, 0));
+  EXPECT_EQ(id.substr(0, 8), "message@");
+  EXPECT_EQ(letters.Get(0, 1), id);
+  EXPECT_EQ(letters.Get(0, 2), "[1]");
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  EXPECT_NE(h.collector().Messages()[0].value.find("keyless"), std::string::npos)
+      << "the row whose aggregate_id is ''";
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+
+  const std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
+                                           h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
+                                           "--topic",         kTopic};
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd(replay, &out), 1) << out;
+  EXPECT_NE(out.find(absl::StrCat("not replayed: ", id,
+                                  ": an outboxd message whose content cannot be read")),
+            std::string::npos)
+      << out;
+  const std::string delete_sql =
+      absl::StrCat("DELETE FROM \"outbox_dead_letter\" WHERE id = '", id, "'");
+  EXPECT_NE(out.find(delete_sql), std::string::npos) << out;
+  EXPECT_FALSE(h.collector().WaitForCount(2, absl::Seconds(3)))
+      << "the unreadable content was published";
+  h.db().Exec(delete_sql);
+  EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;
 }
 
 // No table holds the events: status shows the slot's backlog, never row counts, and
