@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -54,24 +55,19 @@ struct ListenAddress {
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
 
-ListenAddress Ipv4(in_addr host, uint16_t port) {
+// `host`, a literal address of `family` in inet_pton's form (no name lookup), with
+// `port`; nullopt when it is not one. One builder for both families: they differ only
+// in which sockaddr type holds the address.
+std::optional<ListenAddress> Literal(int family, const std::string& host, uint16_t port) {
   ListenAddress out;
+  out.ipv6 = family == AF_INET6;
+  out.port = port;
   auto* v4 = reinterpret_cast<sockaddr_in*>(&out.storage);
-  v4->sin_family = AF_INET;
-  v4->sin_addr = host;
-  v4->sin_port = htons(port);
-  out.port = port;
-  return out;
-}
-
-ListenAddress Ipv6(const in6_addr& host, uint16_t port) {
-  ListenAddress out;
   auto* v6 = reinterpret_cast<sockaddr_in6*>(&out.storage);
-  v6->sin6_family = AF_INET6;
-  v6->sin6_addr = host;
-  v6->sin6_port = htons(port);
-  out.ipv6 = true;
-  out.port = port;
+  void* addr = out.ipv6 ? static_cast<void*>(&v6->sin6_addr) : &v4->sin_addr;
+  if (inet_pton(family, host.c_str(), addr) != 1) return std::nullopt;
+  out.storage.ss_family = static_cast<sa_family_t>(family);
+  (out.ipv6 ? v6->sin6_port : v4->sin_port) = htons(port);
   return out;
 }
 
@@ -91,14 +87,13 @@ absl::StatusOr<ListenAddress> ParseAddress(const std::string& address) {
   }
   const auto port16 = static_cast<uint16_t>(port);
   std::string host = address.substr(0, colon);
-  in_addr v4{};
-  if (host.empty()) return Ipv4(in_addr{htonl(INADDR_ANY)}, port16);
-  if (host == "localhost") return Ipv4(in_addr{htonl(INADDR_LOOPBACK)}, port16);
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return Ipv4(v4, port16);
-  in6_addr v6{};
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
-      inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1) {
-    return Ipv6(v6, port16);
+  if (host.empty()) host = "0.0.0.0";
+  if (host == "localhost") host = "127.0.0.1";
+  if (std::optional<ListenAddress> v4 = Literal(AF_INET, host, port16)) return *v4;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    if (std::optional<ListenAddress> v6 =
+            Literal(AF_INET6, host.substr(1, host.size() - 2), port16))
+      return *v6;
   }
   if (host.find(':') != std::string::npos) {
     return invalid("an IPv6 host goes in brackets");
