@@ -31,21 +31,9 @@ void DestroyConsumer(rd_kafka_t* rk) {
   rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
-std::string Bytes(const void* data, size_t size) {
-  return data == nullptr ? std::string() : std::string(static_cast<const char*>(data), size);
-}
-
 CollectedMessage ToCollected(const rd_kafka_message_t* m) {
   CollectedMessage out;
-  out.topic = rd_kafka_topic_name(m->rkt);
-  out.partition = m->partition;
-  out.offset = m->offset;
-  out.key = Bytes(m->key, m->key_len);
-  out.value = Bytes(m->payload, m->len);
-  kafka::internal::ForEachHeader(m, [&out](const char* name, const void* value, size_t size) {
-    out.headers.emplace_back(name, Bytes(value, size));
-  });
-
+  kafka::internal::CopyMessage(m, out);
   return out;
 }
 

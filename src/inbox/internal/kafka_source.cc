@@ -56,20 +56,9 @@ absl::StatusOr<ConfPtr> MakeConf(const ConsumerOptions& options) {
   return conf;
 }
 
-std::string Bytes(const void* data, size_t size) {
-  return data == nullptr ? std::string() : std::string(static_cast<const char*>(data), size);
-}
-
 Message ToMessage(const rd_kafka_message_t* m, const std::string& id_header) {
   Message out;
-  out.topic = rd_kafka_topic_name(m->rkt);
-  out.partition = m->partition;
-  out.offset = m->offset;
-  out.key = Bytes(m->key, m->key_len);
-  out.value = Bytes(m->payload, m->len);
-  kafka::internal::ForEachHeader(m, [&out](const char* name, const void* value, size_t size) {
-    out.headers.emplace_back(name, Bytes(value, size));
-  });
+  kafka::internal::CopyMessage(m, out);
   out.id = std::string(out.Header(id_header).value_or(""));
   return out;
 }

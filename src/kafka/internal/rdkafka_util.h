@@ -1,6 +1,7 @@
 // Small pieces every librdkafka client here needs (the producer, the inbox consumer,
-// the test collectors): setting a property with a one-line error, and walking a
-// message's headers. Includes librdkafka: only for code that links it anyway.
+// the test collectors): setting a property with a one-line error, walking a message's
+// headers, copying a consumed message out. Includes librdkafka: only for code that
+// links it anyway.
 #ifndef OUTBOXD_KAFKA_INTERNAL_RDKAFKA_UTIL_H_
 #define OUTBOXD_KAFKA_INTERNAL_RDKAFKA_UTIL_H_
 
@@ -59,6 +60,27 @@ void ForEachHeader(const rd_kafka_message_t* msg, F&& f) {
        ++i) {
     f(name, value, size);
   }
+}
+
+// A consumed message's fields copied into `out`, any struct with `topic`, `partition`,
+// `offset`, `key`, `value` (empty for a null key or value) and `headers` (name-value
+// pairs, in order): the inbox's Message and the test collector's, which both keep
+// the message after librdkafka frees it.
+//   inbox::Message m;
+//   CopyMessage(rkmessage, m);
+template <typename T>
+void CopyMessage(const rd_kafka_message_t* msg, T& out) {
+  const auto bytes = [](const void* data, size_t size) {
+    return data == nullptr ? std::string() : std::string(static_cast<const char*>(data), size);
+  };
+  out.topic = rd_kafka_topic_name(msg->rkt);
+  out.partition = msg->partition;
+  out.offset = msg->offset;
+  out.key = bytes(msg->key, msg->key_len);
+  out.value = bytes(msg->payload, msg->len);
+  ForEachHeader(msg, [&out, &bytes](const char* name, const void* value, size_t size) {
+    out.headers.emplace_back(name, bytes(value, size));
+  });
 }
 
 }  // namespace outboxd::kafka::internal
