@@ -5,6 +5,8 @@
 #include <libpq-fe.h>
 
 #include <cctype>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/annotate.h"
@@ -20,14 +22,51 @@ void Rollback(pg::Connection& conn) {
   if (PQtransactionStatus(conn.get()) != PQTRANS_IDLE) (void)conn.Exec("ROLLBACK");
 }
 
-// True when the id was not marked before (the INSERT took a row).
-absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message,
-                          const InboxOptions& options) {
+// BEGIN, and with InboxKey::kDetect the look-up of the inbox's key, in one round trip:
+// it costs no wait, and an inbox moved to a partitioned one while consumers run is
+// seen at their next message rather than at their next start.
+absl::StatusOr<InboxKey> Begin(pg::Connection& conn, const InboxOptions& options) {
+  if (options.key != InboxKey::kDetect) {
+    OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
+    return options.key;
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string regclass, conn.QuoteLiteral(table.quoted));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string column, conn.QuoteLiteral(options.created_at_column));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Exec(absl::StrCat("BEGIN; SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                             "to_regclass(",
+                             regclass, ") AND attname = ", column, " AND NOT attisdropped)")));
+  return r.Get(0, 0) == "t" ? InboxKey::kIdAndCreatedAt : InboxKey::kId;
+}
+
+// The INSERT of the mark: the id, and with kIdAndCreatedAt the event's created-at.
+absl::StatusOr<std::string> MarkSql(pg::Connection& conn, const InboxOptions& options,
+                                    InboxKey key) {
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(std::string id_column, conn.QuoteIdentifier(options.id_column));
-  const std::string sql = absl::StrCat("INSERT INTO ", table.quoted, " (", id_column,
-                                       ") VALUES ($1) ON CONFLICT DO NOTHING");
-  absl::StatusOr<pg::Result> inserted = conn.ExecParams(sql, {message.id});
+  if (key != InboxKey::kIdAndCreatedAt) {
+    return absl::StrCat("INSERT INTO ", table.quoted, " (", id_column,
+                        ") VALUES ($1) ON CONFLICT DO NOTHING");
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(std::string created_at_column,
+                           conn.QuoteIdentifier(options.created_at_column));
+  return absl::StrCat("INSERT INTO ", table.quoted, " (", id_column, ", ", created_at_column,
+                      ") VALUES ($1, $2::timestamptz) ON CONFLICT DO NOTHING");
+}
+
+// True when the id was not marked before (the INSERT took a row).
+absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message, const InboxOptions& options,
+                          InboxKey key) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::string sql, MarkSql(conn, options, key));
+  std::vector<std::optional<std::string>> params = {message.id};
+  if (key == InboxKey::kIdAndCreatedAt) {
+    std::optional<std::string_view> created_at = message.Header(options.created_at_header);
+    params.push_back(created_at && !created_at->empty() ? std::string(*created_at)
+                                                        : std::string(kUndatedCreatedAt));
+  }
+  absl::StatusOr<pg::Result> inserted = conn.ExecParams(sql, params);
   if (!inserted.ok()) return Annotate(inserted.status(), "cannot mark the message in the inbox: ");
   return inserted->AffectedRows() == 1;
 }
@@ -46,8 +85,9 @@ absl::Status RunHandler(pg::Connection& conn, const Message& message, const Hand
 }
 
 absl::StatusOr<Outcome> ProcessInTransaction(pg::Connection& conn, const Message& message,
-                                             const Handler& handler, const InboxOptions& options) {
-  OUTBOXD_ASSIGN_OR_RETURN(bool first_time, Mark(conn, message, options));
+                                             const Handler& handler, const InboxOptions& options,
+                                             InboxKey key) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool first_time, Mark(conn, message, options, key));
   if (!first_time) return Outcome::kDuplicate;
   OUTBOXD_RETURN_IF_ERROR(RunHandler(conn, message, handler));
   absl::StatusOr<pg::Result> committed = conn.Exec("COMMIT");
@@ -87,8 +127,9 @@ absl::StatusOr<Outcome> Process(pg::Connection& conn, const Message& message,
     return absl::FailedPreconditionError(
         "inbox::Process needs a connection outside any transaction: it runs its own");
   }
-  OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
-  absl::StatusOr<Outcome> outcome = ProcessInTransaction(conn, message, handler, options);
+  absl::StatusOr<InboxKey> key = Begin(conn, options);
+  absl::StatusOr<Outcome> outcome =
+      key.ok() ? ProcessInTransaction(conn, message, handler, options, *key) : key.status();
   // A duplicate changed nothing: ROLLBACK releases the row lock the INSERT waited on.
   if (!outcome.ok() || *outcome == Outcome::kDuplicate) Rollback(conn);
   return outcome;
