@@ -149,5 +149,54 @@ TEST(PartitionedInbox, AMessageProcessedTwiceIsADuplicateInEveryPartition) {
   EXPECT_EQ(runs, 6);
 }
 
+// Cleanup drops whole the inbox partitions whose range ended before the cut-off and
+// whose marks were all processed before it, keeps the newer ones and one holding a
+// mark processed late, and deletes DEFAULT's old marks one by one.
+TEST(PartitionedInbox, CleanupDropsExactlyTheInboxPartitionsOlderThanTheRetention) {
+  RelayHarness h(kTopics);
+  std::string out;
+  ReplaceWithPartitionedInbox(h, &out);
+  for (int days : {-10, -9, -8, -3})
+    CreateDayPartition(h.db(), "inbox", absl::StrCat("old", -days), days);
+  // Marks processed when their event was created, a day later for old9's late one.
+  const auto mark = [&h](int created_days, int processed_days, const std::string& created = "") {
+    h.db().Exec(absl::StrFormat(
+        "INSERT INTO inbox (message_id, evento_criado_em, processado_em) VALUES "
+        "(gen_random_uuid(), %s, now() + interval '%d days')",
+        created.empty() ? absl::StrFormat("now() + interval '%d days'", created_days) : created,
+        processed_days));
+  };
+  for (int days : {-10, -9, -8, -3, 0, 1}) mark(days, days);
+  mark(-9, -1);                       // consumed late: old9 is kept
+  mark(0, -20, "'-infinity'");        // no created_at, processed long ago: deleted
+  mark(0, 0, "'-infinity'");          // no created_at, processed now: kept
+  mark(-60, -60);                     // before every range: DEFAULT, deleted
+  EXPECT_EQ(InboxLeaves(h.db()), 9);  // old10, old9, old8, old3, today, three ahead, DEFAULT
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox_default"), "3");
+
+  ASSERT_EQ(Outboxd(h, {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_EQ(InboxLeaves(h.db()), 7) << out;  // old10 and old8 dropped
+  EXPECT_EQ(h.db().Scalar("SELECT to_regclass('inbox_old10') IS NULL AND "
+                          "to_regclass('inbox_old8') IS NULL AND "
+                          "to_regclass('inbox_old9') IS NOT NULL AND "
+                          "to_regclass('inbox_old3') IS NOT NULL"),
+            "t");
+  EXPECT_TRUE(
+      absl::StrContains(out, "created 0 inbox partitions ahead, dropped 2 inbox partitions"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "and 2 inbox rows older than 5d")) << out;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox_default"), "1");
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox_old9"), "2") << "not deleted row by row";
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox"), "6");
+
+  // A missing partition ahead is made again by the next round.
+  const std::string last_ahead = h.db().Scalar(
+      "SELECT 'inbox_p' || to_char(now() AT TIME ZONE 'UTC' + interval '3 days', 'YYYYMMDD')");
+  h.db().Exec("DROP TABLE " + last_ahead);
+  ASSERT_EQ(Outboxd(h, {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "created 1 inbox partitions ahead, dropped 0")) << out;
+  EXPECT_EQ(InboxLeaves(h.db()), 7) << out;
+}
+
 }  // namespace
 }  // namespace outboxd::test
