@@ -100,6 +100,26 @@ TEST(PartitionedInbox, SetupInboxPartitionByDayCreatesItWithPartitionsAheadAndDe
   EXPECT_EQ(InboxLeaves(h.db()), 5);
 }
 
+// README, Operations, "Moving to a partitioned inbox", run as written: the plain
+// inbox out of the way, then setup makes the partitioned one.
+TEST(PartitionedInbox, MovingAPlainInboxAsTheReadmeSaysGivesAPartitionedOne) {
+  RelayHarness h(kTopics);
+  h.db().Exec("INSERT INTO inbox (message_id) VALUES (gen_random_uuid())");
+  for (const std::string& sql : DocBlocks("README.md", "sql", "-- consumers stopped")) {
+    h.db().Exec(sql);
+  }
+  const auto commands =
+      DocCommands("README.md", "outboxd setup --pg \"$PG\" --inbox-partition-by day",
+                  h.db().conninfo(), h.cluster().bootstraps());
+  ASSERT_EQ(commands.size(), 1u);
+  std::vector<std::string> args = commands[0];
+  args.insert(args.end(), {"--slot", h.slot()});
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd(args, &out), 0) << out;
+  EXPECT_EQ(InboxLeaves(h.db()), 5);
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox_plain"), "1");
+}
+
 // A redelivery carries the same id and created_at, so the same key: a duplicate,
 // whichever partition it falls in (DEFAULT included); a message without the header
 // is marked with kUndatedCreatedAt, so its redelivery conflicts too.
@@ -196,6 +216,60 @@ TEST(PartitionedInbox, CleanupDropsExactlyTheInboxPartitionsOlderThanTheRetentio
   ASSERT_EQ(Outboxd(h, {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "created 1 inbox partitions ahead, dropped 0")) << out;
   EXPECT_EQ(InboxLeaves(h.db()), 7) << out;
+}
+
+// End to end: outbox rows over several days, relayed to Kafka with their created_at
+// header, consumed into the partitioned inbox (each mark in its event's partition);
+// a second group reads them all again and every one is a duplicate.
+TEST(PartitionedInbox, TheConsumerDeduplicatesRelayedEventsOnAPartitionedInbox) {
+  RelayHarness h(kTopics);
+  std::string out;
+  ReplaceWithPartitionedInbox(h, &out);
+  h.db().Exec("CREATE TABLE efeitos (message_id uuid)");
+  h.StartRelay({"--cleanup-interval", "0s"});
+  constexpr int kEvents = 12;
+  for (int i = 0; i < kEvents; ++i) {
+    const int days = std::vector<int>{0, 1, 2, 30}[i % 4];  // 30: DEFAULT
+    h.db().Exec(absl::StrFormat(
+        "INSERT INTO outbox (aggregate_id, tipo, payload, criado_em) VALUES ('pedido-%d', "
+        "'pedido.confirmado', '{\"pedidoId\": \"p%d\"}', now() + interval '%d days')",
+        i, i, days));
+  }
+  ASSERT_TRUE(h.collector().WaitForCount(kEvents, absl::Seconds(60))) << h.relay().Log();
+
+  inbox::Handler effect = [](pg::Connection& c, const inbox::Message& m) {
+    return c.ExecParams("INSERT INTO efeitos VALUES ($1)", {m.id}).status();
+  };
+  // Consumes `group` until `n` messages were handled; their results counted.
+  const auto consume = [&](const std::string& group, int n) {
+    std::map<inbox::Delivery::Result, int> results;
+    auto consumer = inbox::Consumer::Create(
+        h.db().Connect(),
+        {.brokers = h.cluster().bootstraps(), .group_id = group, .topics = kTopics}, effect);
+    EXPECT_TRUE(consumer.ok()) << consumer.status();
+    if (!consumer.ok()) return results;
+    int handled = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (handled < n && absl::Now() < deadline) {
+      absl::StatusOr<std::optional<inbox::Delivery>> d =
+          (*consumer)->PollOnce(absl::Milliseconds(200));
+      EXPECT_TRUE(d.ok()) << d.status();
+      if (!d.ok()) break;
+      if (*d) ++results[(*d)->result], ++handled;
+    }
+    return results;
+  };
+  std::map<inbox::Delivery::Result, int> first = consume("billing", kEvents);
+  EXPECT_EQ(first[inbox::Delivery::Result::kProcessed], kEvents);
+  std::map<inbox::Delivery::Result, int> again = consume("billing-again", kEvents);
+  EXPECT_EQ(again[inbox::Delivery::Result::kDuplicate], kEvents);
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM efeitos"), absl::StrCat(kEvents));
+  // Each mark carries its event's created-at, so it sits in that day's partition.
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox i JOIN outbox o ON o.id = i.message_id "
+                          "AND o.criado_em = i.evento_criado_em"),
+            absl::StrCat(kEvents));
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM inbox_default"), absl::StrCat(kEvents / 4));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
 }  // namespace
