@@ -41,31 +41,46 @@ absl::StatusOr<InboxKey> Begin(pg::Connection& conn, const InboxOptions& options
   return r.Get(0, 0) == "t" ? InboxKey::kIdAndCreatedAt : InboxKey::kId;
 }
 
-// The INSERT of the mark: the id, and with kIdAndCreatedAt the event's created-at.
+// How a message is marked: its id alone (a plain inbox), the id and its created-at,
+// or the id and kUndatedCreatedAt when it carries none.
+enum class MarkKind { kId, kIdAndCreatedAt, kIdUndated };
+
+// The INSERT of the mark ($1 the id, $2 the created-at). kIdUndated: the message is a
+// backfilled row of an outbox table without a created-at column, whose delivery from
+// the stream (before a slot was recreated, say) carried the commit time as created_at
+// instead (outbox/event.h), so a mark of the id in any partition makes it a
+// duplicate. Such messages are rare, so probing every partition's key is cheap.
 absl::StatusOr<std::string> MarkSql(pg::Connection& conn, const InboxOptions& options,
-                                    InboxKey key) {
+                                    MarkKind kind) {
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(std::string id_column, conn.QuoteIdentifier(options.id_column));
-  if (key != InboxKey::kIdAndCreatedAt) {
+  if (kind == MarkKind::kId) {
     return absl::StrCat("INSERT INTO ", table.quoted, " (", id_column,
                         ") VALUES ($1) ON CONFLICT DO NOTHING");
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::string created_at_column,
                            conn.QuoteIdentifier(options.created_at_column));
-  return absl::StrCat("INSERT INTO ", table.quoted, " (", id_column, ", ", created_at_column,
-                      ") VALUES ($1, $2::timestamptz) ON CONFLICT DO NOTHING");
+  const std::string insert =
+      absl::StrCat("INSERT INTO ", table.quoted, " (", id_column, ", ", created_at_column, ") ");
+  if (kind == MarkKind::kIdAndCreatedAt) {
+    return absl::StrCat(insert, "VALUES ($1, $2::timestamptz) ON CONFLICT DO NOTHING");
+  }
+  return absl::StrCat(insert, "SELECT $1::uuid, $2::timestamptz WHERE NOT EXISTS (SELECT 1 FROM ",
+                      table.quoted, " WHERE ", id_column, " = $1::uuid) ON CONFLICT DO NOTHING");
 }
 
 // True when the id was not marked before (the INSERT took a row).
 absl::StatusOr<bool> Mark(pg::Connection& conn, const Message& message, const InboxOptions& options,
                           InboxKey key) {
-  OUTBOXD_ASSIGN_OR_RETURN(std::string sql, MarkSql(conn, options, key));
   std::vector<std::optional<std::string>> params = {message.id};
+  MarkKind kind = MarkKind::kId;
   if (key == InboxKey::kIdAndCreatedAt) {
     std::optional<std::string_view> created_at = message.Header(options.created_at_header);
-    params.push_back(created_at && !created_at->empty() ? std::string(*created_at)
-                                                        : std::string(kUndatedCreatedAt));
+    const bool dated = created_at && !created_at->empty();
+    kind = dated ? MarkKind::kIdAndCreatedAt : MarkKind::kIdUndated;
+    params.push_back(dated ? std::string(*created_at) : std::string(kUndatedCreatedAt));
   }
+  OUTBOXD_ASSIGN_OR_RETURN(std::string sql, MarkSql(conn, options, kind));
   absl::StatusOr<pg::Result> inserted = conn.ExecParams(sql, params);
   if (!inserted.ok()) return Annotate(inserted.status(), "cannot mark the message in the inbox: ");
   return inserted->AffectedRows() == 1;

@@ -76,7 +76,9 @@ struct InboxOptions {
 // outbox table without a created-at column: README, "A Debezium-style outbox table").
 // A fixed value, so that its redeliveries still conflict; -infinity lies outside
 // every range, so these marks sit in the DEFAULT partition and cleanup deletes them
-// row by row by processado_em, as on a plain inbox.
+// row by row by processado_em, as on a plain inbox. Such a message is also a
+// duplicate of any mark of its id: the same event streamed before a slot was
+// recreated carried the commit time as its created_at (outbox/event.h).
 inline constexpr char kUndatedCreatedAt[] = "-infinity";
 
 enum class Outcome {

@@ -157,6 +157,13 @@ TEST(PartitionedInbox, AMessageProcessedTwiceIsADuplicateInEveryPartition) {
                           "'99999999-6d8c-4a39-9c1e-3f1d2a7c9e10'"),
             "-infinity");
 
+  // The same event without its header (a table without a created-at column: streamed
+  // with the commit time, backfilled again with none after a recreated slot).
+  absl::StatusOr<inbox::Outcome> undated =
+      inbox::Process(conn, Msg(messages[1].id, std::nullopt), effect);
+  ASSERT_TRUE(undated.ok()) << undated.status();
+  EXPECT_EQ(*undated, inbox::Outcome::kDuplicate);
+
   // The key told instead of looked up, and the same message again: still a duplicate.
   absl::StatusOr<inbox::Outcome> told =
       inbox::Process(conn, messages[1], effect, {.key = inbox::InboxKey::kIdAndCreatedAt});
