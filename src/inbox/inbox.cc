@@ -22,23 +22,29 @@ void Rollback(pg::Connection& conn) {
   if (PQtransactionStatus(conn.get()) != PQTRANS_IDLE) (void)conn.Exec("ROLLBACK");
 }
 
-// BEGIN, and with InboxKey::kDetect the look-up of the inbox's key, in one round trip:
-// it costs no wait, and an inbox moved to a partitioned one while consumers run is
-// seen at their next message rather than at their next start.
+// The query that tells the inbox's key: does it have the created-at column?
+absl::StatusOr<std::string> KeySql(pg::Connection& conn, const InboxOptions& options) {
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string regclass, conn.QuoteLiteral(table.quoted));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string column, conn.QuoteLiteral(options.created_at_column));
+  return absl::StrCat("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(",
+                      regclass, ") AND attname = ", column, " AND NOT attisdropped)");
+}
+
+InboxKey KeyOf(const pg::Result& r) {
+  return r.Get(0, 0) == "t" ? InboxKey::kIdAndCreatedAt : InboxKey::kId;
+}
+
+// BEGIN, and with InboxKey::kDetect the look-up of the inbox's key in the same round
+// trip (the server still plans the catalog query each time: DetectKey once saves it).
 absl::StatusOr<InboxKey> Begin(pg::Connection& conn, const InboxOptions& options) {
   if (options.key != InboxKey::kDetect) {
     OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
     return options.key;
   }
-  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
-  OUTBOXD_ASSIGN_OR_RETURN(std::string regclass, conn.QuoteLiteral(table.quoted));
-  OUTBOXD_ASSIGN_OR_RETURN(std::string column, conn.QuoteLiteral(options.created_at_column));
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result r,
-      conn.Exec(absl::StrCat("BEGIN; SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
-                             "to_regclass(",
-                             regclass, ") AND attname = ", column, " AND NOT attisdropped)")));
-  return r.Get(0, 0) == "t" ? InboxKey::kIdAndCreatedAt : InboxKey::kId;
+  OUTBOXD_ASSIGN_OR_RETURN(std::string sql, KeySql(conn, options));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.Exec(absl::StrCat("BEGIN; ", sql)));
+  return KeyOf(r);
 }
 
 // How a message is marked: its id alone (a plain inbox), the id and its created-at,
@@ -121,6 +127,13 @@ std::optional<std::string_view> Message::Header(std::string_view name) const {
 
 std::string_view OutcomeName(Outcome outcome) {
   return outcome == Outcome::kProcessed ? "processed" : "duplicate";
+}
+
+absl::StatusOr<InboxKey> DetectKey(pg::Connection& conn, const InboxOptions& options) {
+  if (options.key != InboxKey::kDetect) return options.key;
+  OUTBOXD_ASSIGN_OR_RETURN(std::string sql, KeySql(conn, options));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.Exec(sql));
+  return KeyOf(r);
 }
 
 bool IsUuid(std::string_view text) {

@@ -17,8 +17,9 @@
 // per partition only, so the partition key must be in it. Every delivery of one event
 // carries the same `created_at` header (the outbox row's, src/outbox/message_format.cc),
 // so a redelivery has the same pair and still conflicts. Process reads that header
-// and finds out which key the table has in the BEGIN's round trip, so a caller needs
-// no change either way.
+// and, unless told (InboxOptions::key), finds out which key the table has in its
+// BEGIN's round trip, so a caller needs no change either way; the Consumer looks it
+// up once (DetectKey).
 #ifndef OUTBOXD_INBOX_INBOX_H_
 #define OUTBOXD_INBOX_INBOX_H_
 
@@ -97,6 +98,11 @@ std::string_view OutcomeName(Outcome outcome);  // "processed", "duplicate"
 //   database errors (BEGIN, the inbox INSERT, COMMIT) as pg::Connection maps them.
 absl::StatusOr<Outcome> Process(pg::Connection& conn, const Message& message,
                                 const Handler& handler, const InboxOptions& options = {});
+
+// The inbox's key as the table has it (options.key when that is not kDetect): one
+// catalog query, to pass as InboxOptions::key so that Process skips its own.
+//   OUTBOXD_ASSIGN_OR_RETURN(options.key, inbox::DetectKey(conn, options));
+absl::StatusOr<InboxKey> DetectKey(pg::Connection& conn, const InboxOptions& options);
 
 // True for the canonical text form 8-4-4-4-12 hex digits (either case).
 bool IsUuid(std::string_view text);
