@@ -29,14 +29,14 @@ struct CleanupCommand {
     Flag(cmd, "batch", options.batch, "Rows per DELETE (each its own short transaction)")
         ->capture_default_str();
     Flag(cmd, "inbox-retention", inbox_retention,
-         "Delete inbox rows older than this (longer than the broker can redeliver)")
+         "Delete inbox rows processed longer ago than this (longer than the broker can redeliver)")
         ->capture_default_str();
     Flag(cmd, "inbox-table", options.inbox_table, "Inbox table, beside the outbox (empty: skip)")
         ->capture_default_str();
     Flag(cmd, "created-at-column", options.created_at_column, "Column with the creation time")
         ->capture_default_str();
     Flag(cmd, "partitions-ahead", options.partitions_ahead,
-         "A partitioned outbox: partitions kept ready after the current one")
+         "A partitioned outbox or inbox: partitions kept ready after the current one")
         ->capture_default_str();
     return cmd;
   }

@@ -95,10 +95,11 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "retention", retention, "Cleanup: acknowledged outbox rows older than this")
         ->capture_default_str();
-    Flag(cmd, "inbox-retention", inbox_retention, "Cleanup: inbox rows older than this")
+    Flag(cmd, "inbox-retention", inbox_retention,
+         "Cleanup: inbox rows processed longer ago than this")
         ->capture_default_str();
     Flag(cmd, "partitions-ahead", partitions_ahead,
-         "Cleanup, on a partitioned outbox: partitions kept ready after the current one")
+         "Cleanup, on a partitioned outbox or inbox: partitions kept ready after the current one")
         ->capture_default_str();
     Flag(cmd, "standby-slot", options.standby_slots,
          "Physical slot of a standby (repeatable): a transaction is published only once "

@@ -15,6 +15,7 @@ struct SetupCommand {
   ops::SetupOptions options;
   SecretFlags secrets;
   std::string partition_by;
+  std::string inbox_partition_by;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("setup", "Create the outbox tables, publication and slot");
@@ -34,8 +35,13 @@ struct SetupCommand {
          "Create the outbox partitioned by the created-at column, one partition per day, week "
          "or month (UTC), with a DEFAULT partition; cleanup drops acknowledged partitions whole")
         ->check(CLI::IsMember({"day", "week", "month"}));
+    Flag(cmd, "inbox-partition-by", inbox_partition_by,
+         "Create the inbox partitioned by the event's created-at, one partition per day, week "
+         "or month (UTC), with a DEFAULT partition; cleanup drops partitions older than "
+         "--inbox-retention whole")
+        ->check(CLI::IsMember({"day", "week", "month"}));
     Flag(cmd, "partitions-ahead", options.partitions_ahead,
-         "With --partition-by: partitions created after the current one")
+         "With --partition-by or --inbox-partition-by: partitions created after the current one")
         ->capture_default_str();
     return cmd;
   }
@@ -45,6 +51,9 @@ struct SetupCommand {
     absl::StatusOr<ops::PartitionInterval> interval = ops::ParsePartitionInterval(partition_by);
     if (!interval.ok()) return Fail(interval.status(), Phase::kStarting);
     options.partition_by = *interval;
+    interval = ops::ParsePartitionInterval(inbox_partition_by);
+    if (!interval.ok()) return Fail(interval.status(), Phase::kStarting);
+    options.inbox_partition_by = *interval;
     absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     // Before Setup creates anything: without REPLICATION it would create the tables

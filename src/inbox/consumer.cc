@@ -47,7 +47,8 @@ Consumer::Consumer(pg::Connection conn, ConsumerOptions options, Handler handler
     : conn_(std::move(conn)),
       options_(std::move(options)),
       handler_(std::move(handler)),
-      source_(std::move(source)) {}
+      source_(std::move(source)),
+      detect_inbox_key_(options_.inbox.key == InboxKey::kDetect) {}
 
 Consumer::~Consumer() { Close(); }
 
@@ -85,8 +86,14 @@ absl::StatusOr<std::optional<Delivery>> Consumer::Handle(const internal::Receive
   // libpq does not reconnect on its own; the retry after a lost connection does.
   if (PQstatus(conn_.get()) == CONNECTION_BAD) PQreset(conn_.get());
   delivery.attempt = failures_ + 1;
+  LearnInboxKey();
   absl::StatusOr<Outcome> outcome = Process(conn_, delivery.message, handler_, options_.inbox);
-  if (!outcome.ok()) return Failed(received, std::move(delivery), outcome.status());
+  if (!outcome.ok()) {
+    // Looked up again before the retry: an inbox moved to a partitioned one under a
+    // running consumer then costs one failed attempt, not a consumer stuck on it.
+    if (detect_inbox_key_) options_.inbox.key = InboxKey::kDetect;
+    return Failed(received, std::move(delivery), outcome.status());
+  }
   failures_ = 0;
   delivery.result =
       *outcome == Outcome::kProcessed ? Delivery::Result::kProcessed : Delivery::Result::kDuplicate;
@@ -97,6 +104,14 @@ absl::StatusOr<std::optional<Delivery>> Consumer::Handle(const internal::Receive
                  delivery.offset_commit);
   }
   return delivery;
+}
+
+void Consumer::LearnInboxKey() {
+  if (options_.inbox.key != InboxKey::kDetect) return;
+  // On an error Process looks the key up itself (and meets the same error).
+  if (absl::StatusOr<InboxKey> key = DetectKey(conn_, options_.inbox); key.ok()) {
+    options_.inbox.key = *key;
+  }
 }
 
 std::optional<Delivery> Consumer::Failed(const internal::Received& received, Delivery delivery,

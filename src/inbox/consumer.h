@@ -118,11 +118,15 @@ class Consumer {
   // Has the message delivered again and starts the backoff before its retry.
   std::optional<Delivery> Failed(const internal::Received& received, Delivery delivery,
                                  absl::Status error);
+  // options_.inbox.key looked up once (inbox::DetectKey) instead of in every
+  // transaction, when the caller left it to kDetect.
+  void LearnInboxKey();
 
   pg::Connection conn_;
   ConsumerOptions options_;
   Handler handler_;
   std::unique_ptr<internal::Source> source_;
+  bool detect_inbox_key_;  // options.inbox.key was kDetect: looked up again after a failure
   bool closed_ = false;
   int failures_ = 0;  // consecutive failed attempts of the message being retried
   absl::Time resume_at_ = absl::InfinitePast();

@@ -167,7 +167,33 @@ absl::Status CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& options) {
+// A partitioned inbox (inbox/inbox.h): its partitions kept ahead of the consumers,
+// and each dropped whole once its range ended before the cut-off and every mark in
+// it was processed before the cut-off too: a mark then lives --inbox-retention after
+// its processing, as on a plain inbox, even for an event consumed long after it was
+// created (the partitions are by the event's created-at). No acknowledgement to wait
+// for: a mark only has to outlive the broker's redelivery.
+absl::Status KeepInboxPartitions(pg::Connection& conn, const CleanupOptions& options,
+                                 const pg::TableName& inbox, const std::string& cutoff,
+                                 CleanupResult& result) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
+                           CreatePartitionsAhead(conn, inbox, PartitionInterval::kNone,
+                                                 CreateOptions{.ahead = options.partitions_ahead}));
+  result.inbox_partitions_created += static_cast<int64_t>(created.size());
+  OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff_sql, conn.QuoteLiteral(cutoff));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      DropReport dropped,
+      DropAcknowledgedPartitions(
+          conn, inbox, absl::StrCat("o.processado_em < ", cutoff_sql, "::timestamptz"), cutoff));
+  result.inbox_partitions_dropped += static_cast<int64_t>(dropped.dropped.size());
+  return absl::OkStatus();
+}
+
+// Row by row, as on a plain inbox; on a partitioned one only in its DEFAULT partition
+// (marks without a created-at, or of periods without a partition): the others go
+// whole, unless their upkeep failed.
+absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& options,
+                                   CleanupResult& result) {
   if (options.inbox_table.empty()) return 0;
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName outbox, pg::TableName::Parse(options.table));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.inbox_table, "--inbox-table"));
@@ -175,15 +201,32 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
   OUTBOXD_ASSIGN_OR_RETURN(bool exists, inbox.Exists(conn));
   if (!exists) return 0;
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.inbox_retention));
-  const std::string eligible = absl::StrCat(inbox.quoted, " WHERE processado_em < $1::timestamptz");
-  OUTBOXD_ASSIGN_OR_RETURN(
-      std::unique_ptr<Progress> progress,
-      Report(conn, options, absl::StrCat("cleanup of ", inbox.Display()), eligible, cutoff));
-  return DeleteInBatches(
-      conn,
-      absl::StrCat("DELETE FROM ", inbox.quoted, " WHERE ctid = ANY(ARRAY(SELECT ctid FROM ",
-                   eligible, " LIMIT $2))"),
-      cutoff, options, progress.get());
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, inbox));
+  if (partitioned) {
+    if (absl::Status kept = KeepInboxPartitions(conn, options, inbox, cutoff, result); !kept.ok()) {
+      result.inbox_partition_upkeep_error = std::string(kept.message());
+    }
+  }
+  const bool every_leaf = !partitioned || !result.inbox_partition_upkeep_error.empty();
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, inbox));
+  int64_t deleted = 0;
+  for (const pg::Partition& leaf : leaves) {
+    if (!every_leaf && !leaf.is_default) continue;
+    // A ctid names a row of one leaf only (DeleteAcknowledged).
+    const std::string eligible =
+        absl::StrCat(leaf.name.quoted, " WHERE processado_em < $1::timestamptz");
+    OUTBOXD_ASSIGN_OR_RETURN(
+        std::unique_ptr<Progress> progress,
+        Report(conn, options, absl::StrCat("cleanup of ", leaf.name.Display()), eligible, cutoff));
+    OUTBOXD_ASSIGN_OR_RETURN(
+        int64_t from_leaf, DeleteInBatches(conn,
+                                           absl::StrCat("DELETE FROM ", leaf.name.quoted,
+                                                        " WHERE ctid = ANY(ARRAY(SELECT ctid FROM ",
+                                                        eligible, " LIMIT $2))"),
+                                           cutoff, options, progress.get()));
+    deleted += from_leaf;
+  }
+  return deleted;
 }
 
 }  // namespace
@@ -206,6 +249,14 @@ void LogPartitionUpkeep(const CleanupResult& done) {
         "fell behind (rows outside every partition's range)",
         done.default_deleted, done.default_rows, done.default_partition);
   }
+  if (done.inbox_partitions_created + done.inbox_partitions_dropped > 0) {
+    spdlog::info("cleanup: created {} inbox partitions ahead, dropped {} inbox partitions",
+                 done.inbox_partitions_created, done.inbox_partitions_dropped);
+  }
+  if (!done.inbox_partition_upkeep_error.empty()) {
+    spdlog::warn("cleanup: inbox partition upkeep failed ({}); inbox rows are deleted one by one",
+                 done.inbox_partition_upkeep_error);
+  }
 }
 
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options) {
@@ -214,7 +265,7 @@ absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions
   OUTBOXD_RETURN_IF_ERROR(pg::CheckIdentifier(options.created_at_column, "--created-at-column"));
   CleanupResult result;
   OUTBOXD_RETURN_IF_ERROR(CleanOutbox(conn, options, result));
-  OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options));
+  OUTBOXD_ASSIGN_OR_RETURN(result.inbox_deleted, CleanInbox(conn, options, result));
   return result;
 }
 

@@ -1,10 +1,11 @@
 // Cleanup: deletes outbox rows older than the retention whose events the broker has
-// acknowledged, and inbox rows older than the inbox retention, in short batches
+// acknowledged, and inbox rows processed before the inbox retention, in short batches
 // (each DELETE its own transaction, no long locks), looping until a batch deletes
 // nothing. A row is acknowledged when the polling relay marked it published, or when
 // the CDC relay recorded a position past it (outbox/relay_state.h). An
 // unacknowledged row is never deleted, whatever its age: a lost slot can still be
-// re-synced from the table.
+// re-synced from the table. A partitioned outbox or inbox gets its partitions ahead,
+// and old ones are dropped whole (ops/partition_upkeep.h).
 //
 //   CleanupOptions options{.retention = absl::Hours(24 * 7)};
 //   OUTBOXD_ASSIGN_OR_RETURN(CleanupResult done, Cleanup(conn, options));
@@ -42,7 +43,7 @@ struct CleanupOptions {
   absl::Duration retention = absl::Hours(24 * 7);
   absl::Duration inbox_retention = absl::Hours(24 * 30);
   int batch = 5000;
-  // A partitioned outbox: partitions kept ready ahead of the current period.
+  // A partitioned outbox or inbox: partitions kept ready ahead of the current period.
   int partitions_ahead = 3;
   CleanupProgress progress = CleanupProgress::kSilent;
   // Checked between batches: cleanup inside `outboxd run` stops with the relay.
@@ -67,9 +68,14 @@ struct CleanupResult {
   std::string default_partition;
   int64_t default_deleted = 0;
   int64_t default_rows = 0;
+  // A partitioned inbox: partitions created ahead and dropped whole (inbox_deleted
+  // counts the rows deleted one by one, from its DEFAULT partition).
+  int64_t inbox_partitions_created = 0;
+  int64_t inbox_partitions_dropped = 0;
+  std::string inbox_partition_upkeep_error;
 };
 
-// The log lines for the partition upkeep of one round (nothing on a plain outbox).
+// The log lines for the partition upkeep of one round (nothing on a plain outbox and inbox).
 void LogPartitionUpkeep(const CleanupResult& done);
 
 absl::StatusOr<CleanupResult> Cleanup(pg::Connection& conn, const CleanupOptions& options);

@@ -40,26 +40,43 @@ absl::Status CreateIfMissing(pg::Connection& conn, const TableName& relation,
   return absl::OkStatus();
 }
 
-// --partition-by: the partitions of a new (or partitioned) outbox; a plain one that
-// exists is not converted behind the writers' backs.
+// --partition-by and --inbox-partition-by: the partitions of a new (or partitioned)
+// table; a plain one that exists is not converted behind the writers' backs.
 absl::Status EnsurePartitions(pg::Connection& conn, const SetupOptions& options,
-                              const TableName& outbox, SetupReport& report) {
-  if (options.partition_by == PartitionInterval::kNone) return absl::OkStatus();
-  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+                              const TableName& table, PartitionInterval interval,
+                              const std::string& flag, const std::string& how_to_move,
+                              SetupReport& report) {
+  if (interval == PartitionInterval::kNone) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, table));
   if (!partitioned) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "table ", outbox.Display(),
-        " exists and is not partitioned: setup --partition-by "
-        "creates a new outbox only; README, Operations, \"Moving to a partitioned outbox\" "
-        "says how to move a running one"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("table ", table.Display(), " exists and is not partitioned: setup ", flag,
+                     " creates a new one only; README, Operations, \"", how_to_move,
+                     "\" says how to move a running one"));
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
-                           CreatePartitionsAhead(conn, outbox, options.partition_by,
+                           CreatePartitionsAhead(conn, table, interval,
                                                  CreateOptions{.ahead = options.partitions_ahead,
                                                                .with_default = true,
                                                                .lock_timeout = ""}));
   for (const std::string& name : created) report.created.push_back("partition " + name);
   return absl::OkStatus();
+}
+
+// The inbox (inbox/inbox.h); partitioned, keyed by the id and the event's created-at.
+std::string CreateInboxSql(const TableName& inbox, PartitionInterval interval) {
+  if (interval == PartitionInterval::kNone) {
+    return absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
+  message_id    uuid PRIMARY KEY,
+  processado_em timestamptz NOT NULL DEFAULT now()
+))sql");
+  }
+  return absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
+  message_id       uuid NOT NULL,
+  evento_criado_em timestamptz NOT NULL,
+  processado_em    timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (message_id, evento_criado_em)
+) PARTITION BY RANGE (evento_criado_em))sql");
 }
 
 absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
@@ -78,7 +95,9 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                     : internal::Layout::kPartitioned));
   OUTBOXD_RETURN_IF_ERROR(
       CreateIfMissing(conn, outbox, "table " + options.table, create_outbox, report));
-  OUTBOXD_RETURN_IF_ERROR(EnsurePartitions(conn, options, outbox, report));
+  OUTBOXD_RETURN_IF_ERROR(EnsurePartitions(conn, options, outbox, options.partition_by,
+                                           "--partition-by", "Moving to a partitioned outbox",
+                                           report));
   if (table.polling_columns) {  // the index is on seq, for publicado_em IS NULL
     OUTBOXD_RETURN_IF_ERROR(
         CreateIfMissing(conn, index, "index " + index.name,
@@ -93,12 +112,11 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
   const outbox::RelayStateStore state(options.table);
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox.Sibling(state.table()),
                                           "table " + state.table(), state.CreateSql(conn), report));
-  return CreateIfMissing(conn, inbox, "table " + options.inbox_table,
-                         absl::StrCat("CREATE TABLE ", inbox.quoted, R"sql( (
-  message_id    uuid PRIMARY KEY,
-  processado_em timestamptz NOT NULL DEFAULT now()
-))sql"),
-                         report);
+  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, inbox, "table " + options.inbox_table,
+                                          CreateInboxSql(inbox, options.inbox_partition_by),
+                                          report));
+  return EnsurePartitions(conn, options, inbox, options.inbox_partition_by, "--inbox-partition-by",
+                          "Moving to a partitioned inbox", report);
 }
 
 // An existing publication must publish the outbox table's inserts.

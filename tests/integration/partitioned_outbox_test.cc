@@ -157,15 +157,6 @@ int Leaves(TestDatabase& db) {
   return std::stoi(db.Scalar("SELECT count(*) FROM pg_partition_tree('outbox') WHERE isleaf"));
 }
 
-// A partition `outbox_<name>` for the UTC day `days` from today (negative: past).
-void CreateDayPartition(TestDatabase& db, const std::string& name, int days) {
-  db.Exec(absl::StrFormat(
-      "CREATE TABLE outbox_%s PARTITION OF outbox FOR VALUES FROM "
-      "((date_trunc('day', now() AT TIME ZONE 'UTC') + interval '%d days') AT TIME ZONE 'UTC') "
-      "TO ((date_trunc('day', now() AT TIME ZONE 'UTC') + interval '%d days') AT TIME ZONE 'UTC')",
-      name, days, days + 1));
-}
-
 // Issue 19 point 2: a day per partition, three ahead and DEFAULT; rows of one
 // aggregate spread over several days (so over several partitions) arrive in order.
 TEST(PartitionedOutbox, SetupPartitionByDayDeliversRowsSpreadOverSeveralDaysInOrder) {
@@ -202,7 +193,8 @@ TEST(PartitionedOutbox, CleanupDropsExactlyTheFullyAcknowledgedPartitions) {
   RelayHarness h(kTopics);
   std::string out;
   ReplaceWithSetupPartitionedOutbox(h, &out);
-  for (int days : {-3, -2, -1}) CreateDayPartition(h.db(), absl::StrCat("old", -days), days);
+  for (int days : {-3, -2, -1})
+    CreateDayPartition(h.db(), "outbox", absl::StrCat("old", -days), days);
   h.StartRelay({"--cleanup-interval", "0s"});
   auto conn = h.db().Connect();
   InsertEvents(conn, "old3", 5, -3);
@@ -253,7 +245,7 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
   RelayHarness h(kTopics);
   std::string out;
   ReplaceWithSetupPartitionedOutbox(h, &out);
-  CreateDayPartition(h.db(), "old1", -1);
+  CreateDayPartition(h.db(), "outbox", "old1", -1);
   // The rows first (an empty partition is acknowledged: the job would drop it at once).
   auto conn = h.db().Connect();
   InsertEvents(conn, "old1", 10, -1);
@@ -363,7 +355,8 @@ TEST(PartitionedOutbox, WithoutDefaultPartitionsAreDetachedConcurrentlyAndAKille
   std::string ddl = kUserPartitionedOutbox;
   ddl = ddl.substr(0, ddl.find("CREATE TABLE outbox_yesterday"));  // the table alone
   h.db().Exec(ddl);
-  for (int days : {-2, -1, 0}) CreateDayPartition(h.db(), absl::StrCat("d", days + 2), days);
+  for (int days : {-2, -1, 0})
+    CreateDayPartition(h.db(), "outbox", absl::StrCat("d", days + 2), days);
   std::string out;
   ASSERT_EQ(Outboxd(h, {"setup", "--slot", h.slot()}, &out), 0) << out;
   h.StartRelay({"--cleanup-interval", "0s"});

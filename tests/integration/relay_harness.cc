@@ -254,4 +254,14 @@ bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration ti
       absl::Milliseconds(200));
 }
 
+void CreateDayPartition(TestDatabase& db, const std::string& table, const std::string& name,
+                        int days) {
+  const auto day = [](int offset) {
+    return absl::StrCat("((date_trunc('day', now() AT TIME ZONE 'UTC') + interval '", offset,
+                        " days') AT TIME ZONE 'UTC')");
+  };
+  db.Exec(absl::StrCat("CREATE TABLE ", table, "_", name, " PARTITION OF ", table,
+                       " FOR VALUES FROM (", day(days), ") TO (", day(days + 1), ")"));
+}
+
 }  // namespace outboxd::test

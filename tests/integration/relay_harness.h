@@ -104,6 +104,11 @@ size_t Ghosts(RelayHarness& h);
 bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
                    std::string* last);
 
+// A partition `<table>_<name>` of the range-partitioned `table` (the outbox, the
+// inbox) for the UTC day `days` from today (negative: past).
+void CreateDayPartition(TestDatabase& db, const std::string& table, const std::string& name,
+                        int days);
+
 }  // namespace outboxd::test
 
 #endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
