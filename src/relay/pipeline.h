@@ -45,10 +45,14 @@
 
 namespace outboxd::relay {
 
-// How long the loop naps after a backlog read of `read` messages (Pipeline::Pace):
-// longer while the stream is below the position the session caught up to
-// (Pipeline::CatchUpTo), none after a full read, since more is waiting already.
-absl::Duration BacklogNap(int read, pg::Lsn received, pg::Lsn catch_up_to);
+// Why a turn's read ended: the stream had nothing more (or flow control or a held
+// transaction stopped it), or the turn's limit of messages or bytes was reached.
+enum class ReadEnd { kStreamIdle, kTurnLimit };
+
+// How long the loop naps after a backlog read (Pipeline::Pace): longer while the
+// stream is below the position the session caught up to (Pipeline::CatchUpTo), none
+// after a read that stopped at the turn's limit, since more is waiting already.
+absl::Duration BacklogNap(ReadEnd end, pg::Lsn received, pg::Lsn catch_up_to);
 
 class Pipeline {
  public:
@@ -126,6 +130,7 @@ class Pipeline {
   struct Batch {
     int read = 0;
     bool reply_requested = false;  // a keepalive asked for an answer at once
+    ReadEnd end = ReadEnd::kStreamIdle;
   };
 
   absl::StatusOr<Batch> ReadBatch();

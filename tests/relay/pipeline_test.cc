@@ -565,15 +565,38 @@ TEST_F(RelayPipelineTest, NoFlushWhileTheStreamHasMoreToRead) {
 }
 
 TEST(BacklogNapTest, NapsLongerOnlyBelowThePositionTheSessionCatchesUpTo) {
-  const absl::Duration usual = BacklogNap(100, /*received=*/500, /*catch_up_to=*/0);
+  constexpr ReadEnd kIdle = ReadEnd::kStreamIdle;
+  const absl::Duration usual = BacklogNap(kIdle, /*received=*/500, /*catch_up_to=*/0);
   EXPECT_GT(usual, absl::ZeroDuration());
   // Behind the server's position at connect: a longer nap, so bursts fill requests.
-  EXPECT_GT(BacklogNap(100, 500, 1000), usual);
+  EXPECT_GT(BacklogNap(kIdle, 500, 1000), usual);
   // Read that far: back to the usual nap (writers keep the stream busy, not a backlog).
-  EXPECT_EQ(BacklogNap(100, 1000, 1000), usual);
-  EXPECT_EQ(BacklogNap(100, 1500, 1000), usual);
+  EXPECT_EQ(BacklogNap(kIdle, 1000, 1000), usual);
+  EXPECT_EQ(BacklogNap(kIdle, 1500, 1000), usual);
   // A read that stopped at the turn's limit has more waiting: no nap at all.
-  EXPECT_EQ(BacklogNap(1'000'000, 500, 1000), absl::ZeroDuration());
+  EXPECT_EQ(BacklogNap(ReadEnd::kTurnLimit, 500, 1000), absl::ZeroDuration());
+}
+
+// A catch-up turn reads up to 20,000 messages, and produces what it reads before any
+// delivery report is served; large events would make that turn's memory unbounded
+// but for the in-flight limits. A turn stops at its byte cap (512 KiB) instead, and
+// the next turn, at once, reads on.
+TEST_F(RelayPipelineTest, ACatchUpTurnStopsReadingAtItsByteCap) {
+  const std::string payload = absl::StrCat("{\"blob\": \"", std::string(200 << 10, 'x'), "\"}");
+  pg::Lsn end = 0;
+  for (const char* id : {"e1", "e2", "e3", "e4", "e5", "e6"}) {
+    end = wal_.Commit({{.id = id, .aggregate_id = id, .payload = payload}});
+  }
+  Start();
+  pipeline_->CatchUpTo(end);
+  wal_.Send();             // 1.2 MiB of rows, 19 messages
+  Step(absl::Seconds(1));  // an old backlog
+  EXPECT_EQ(fake_->produced().size(), 3u) << "the third 200 KiB row passes 512 KiB";
+  EXPECT_GT(stream_->unread(), 0u);
+  Step(absl::Seconds(1));
+  Step(absl::Seconds(1));
+  EXPECT_EQ(fake_->produced().size(), 6u);
+  EXPECT_EQ(stream_->unread(), 0u);
 }
 
 }  // namespace
