@@ -285,7 +285,7 @@ absl::Status BulkChangeStream::SwitchToStreaming() {
   replication_.reset();
   streaming_ = std::make_unique<PgChangeStream>(std::move(stream));
   spdlog::info(
-      "bulk catch-up of slot {} done: {} changes read through SQL in {} chunks; streaming "
+      "bulk catch-up done on slot {}: {} changes read through SQL in {} chunks; streaming "
       "from {}",
       options_.slot, rows_, chunks_, pg::FormatLsn(advanced_));
   // The walsender holds the slot now: the lock goes with this connection.
@@ -327,7 +327,7 @@ absl::Status BulkChangeStream::End() {
                                 .status());
     advanced_ = confirmed_;
   }
-  spdlog::info("bulk catch-up of slot {} stopped: slot advanced to {}", options_.slot,
+  spdlog::info("bulk catch-up stopped on slot {}: slot advanced to {}", options_.slot,
                pg::FormatLsn(advanced_));
   sql_.reset();
   return absl::OkStatus();
