@@ -121,6 +121,8 @@ absl::Status BulkChangeStream::Send(Query query, const std::string& sql) {
   }
   query_ = query;
   query_error_ = absl::OkStatus();
+  if (query == Query::kOpenChunk) opened_at_ = absl::Now();
+  if (query == Query::kCloseChunk) closing_at_ = absl::Now();
   return absl::OkStatus();
 }
 
@@ -141,6 +143,7 @@ absl::Status BulkChangeStream::QueryError(PGresult* result) const {
 }
 
 absl::Status BulkChangeStream::Pump() {
+  if (!sql_) return absl::UnavailableError("bulk catch-up: the stream has ended");
   PGconn* conn = sql_->get();
   while (query_ != Query::kNone) {
     if (PQconsumeInput(conn) != 1) {
@@ -175,6 +178,12 @@ absl::Status BulkChangeStream::Pump() {
 absl::Status BulkChangeStream::Finished(Query query) {
   if (query == Query::kCloseChunk) {
     advanced_ = advancing_;
+    auto ms = [](absl::Duration d) { return absl::ToInt64Milliseconds(d); };
+    spdlog::debug(
+        "bulk catch-up chunk {}: {} changes; peek {} ms, read and published {} ms, last acks "
+        "{} ms, advance {} ms",
+        chunks_, chunk_rows_, ms(peeked_at_ - opened_at_), ms(read_at_ - peeked_at_),
+        ms(closing_at_ - read_at_), ms(absl::Now() - closing_at_));
     const bool more = options_.chunk_changes > 0 && chunk_rows_ >= options_.chunk_changes &&
                       chunk_end_ != 0 && chunk_end_ < options_.target;
     if (!more) return SwitchToStreaming();
@@ -189,7 +198,10 @@ absl::Status BulkChangeStream::Finished(Query query) {
     return absl::InternalError("bulk catch-up: the cursor did not return (lsn, data) in binary");
   }
   const int n = PQntuples(r);
-  if (query == Query::kOpenChunk) ++chunks_;
+  if (query == Query::kOpenChunk) {
+    ++chunks_;
+    peeked_at_ = absl::Now();
+  }
   chunk_rows_ += n;
   rows_ += n;
   if (options_.metrics != nullptr) options_.metrics->BulkChangesRead(n);
@@ -215,7 +227,9 @@ absl::Status BulkChangeStream::Schedule() {
     return absl::OkStatus();
   }
   // The chunk is read; once all of it is acknowledged, the slot moves past it.
-  if (buffered || confirmed_ < chunk_end_) return absl::OkStatus();
+  if (buffered) return absl::OkStatus();
+  if (read_at_ < peeked_at_) read_at_ = absl::Now();
+  if (confirmed_ < chunk_end_) return absl::OkStatus();
   advancing_ = std::max(advanced_, confirmed_);
   std::string sql = "COMMIT";
   if (advancing_ > advanced_) {
@@ -304,11 +318,13 @@ absl::Status BulkChangeStream::Flush() {
 }
 
 int BulkChangeStream::socket() const {
-  return streaming_ != nullptr ? streaming_->socket() : sql_->socket();
+  if (streaming_ != nullptr) return streaming_->socket();
+  return sql_ ? sql_->socket() : -1;
 }
 
 absl::Status BulkChangeStream::End() {
   if (streaming_ != nullptr) return streaming_->End();
+  if (!sql_) return absl::OkStatus();
   PGconn* conn = sql_->get();
   if (query_ != Query::kNone) {
     // A peek can take seconds: cancel it rather than wait for rows nobody will read.

@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "observe/metrics.h"
 #include "pg/connection.h"
 #include "pg/lsn.h"
@@ -130,6 +131,13 @@ class BulkChangeStream final : public ChangeStream {
   pg::Lsn confirmed_ = 0;  // the pipeline's watermark, as last sent
   int64_t chunks_ = 0;
   int64_t rows_ = 0;
+  // Where a chunk's time goes, logged at debug level when it closes: the peek (until
+  // its first rows), reading and publishing them, waiting for the last acks, the
+  // advance.
+  absl::Time opened_at_;
+  absl::Time peeked_at_;
+  absl::Time read_at_;
+  absl::Time closing_at_;
 };
 
 }  // namespace outboxd::relay
