@@ -125,7 +125,8 @@ class BulkChangeStream final : public ChangeStream {
   // The chunk being read.
   bool cursor_done_ = false;  // a FETCH returned fewer rows than asked
   int64_t chunk_rows_ = 0;
-  pg::Lsn chunk_end_ = 0;  // end of its last transaction (a Commit row's lsn)
+  pg::Lsn chunk_start_ = 0;  // the slot's position when it was peeked
+  pg::Lsn chunk_end_ = 0;    // end of its last transaction (a Commit row's lsn)
   pg::Lsn advanced_ = 0;   // where the slot's confirmed position is
   pg::Lsn advancing_ = 0;  // what the kCloseChunk in flight advances to
   pg::Lsn confirmed_ = 0;  // the pipeline's watermark, as last sent

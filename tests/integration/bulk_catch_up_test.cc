@@ -46,8 +46,8 @@ double Published(RelayHarness& h, ChildProcess& relay) {
 
 TEST(BulkCatchUp, DrainsABacklogThroughSqlInOrderThenStreams) {
   RelayHarness h(kTopics);
-  WriteBacklog(h, 2000, 1);
-  WriteBacklog(h, 5, 300);  // multi-row transactions, one Commit for 300 rows
+  WriteBacklog(h, 5000, 1);  // over 1 MiB of WAL: a catch-up with its progress line
+  WriteBacklog(h, 5, 300);   // multi-row transactions, one Commit for 300 rows
   const pg::Lsn backlog_end = h.CurrentWalLsn();
   h.StartRelay(BulkArgs(1000));
   ASSERT_TRUE(h.relay().WaitForLog(kBulkDone, absl::Seconds(90))) << h.relay().Log();
@@ -61,9 +61,14 @@ TEST(BulkCatchUp, DrainsABacklogThroughSqlInOrderThenStreams) {
   EXPECT_TRUE(h.WaitForConfirmed(backlog_end, absl::Seconds(30))) << h.relay().Log();
   const std::string log = h.relay().Log();
   EXPECT_NE(log.find("catching up through SQL (bulk) on slot"), std::string::npos) << log;
-  // 2,000 transactions of three messages each (Begin, Insert, Commit) at least.
-  EXPECT_GE(ScrapeMetric(h.relay(), "outboxd_catchup_bulk_changes_total").value_or(0), 6000)
+  // 5,000 transactions of three messages each (Begin, Insert, Commit), in chunks.
+  EXPECT_GE(ScrapeMetric(h.relay(), "outboxd_catchup_bulk_changes_total").value_or(0), 15000)
       << h.Metrics(h.relay());
+  // The catch-up's progress follows the bulk phase as it follows a stream.
+  EXPECT_TRUE(WaitUntil(absl::Seconds(30), [&] {
+    return ScrapeMetric(h.relay(), "outboxd_catchup_eta_seconds") == 0.0;
+  })) << h.Metrics(h.relay());
+  EXPECT_TRUE(h.relay().WaitForLog("catch-up done", absl::Seconds(30))) << h.relay().Log();
   std::printf("bulk catch-up: %zu events; %s\n", h.OutboxRows().size(),
               log.substr(log.find(kBulkDone), 120).c_str());
   EXPECT_EQ(h.StopRelay(), 0) << log;
