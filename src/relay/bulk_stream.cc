@@ -45,8 +45,7 @@ absl::Status UnlockSlot(pg::Connection& conn, const std::string& slot) {
 
 absl::Status SlotLockedError(const std::string& slot) {
   return pg::WithSqlState(
-      absl::UnavailableError(absl::StrCat("another relay is catching up on slot ", slot)),
-      "55006");
+      absl::UnavailableError(absl::StrCat("another relay is catching up on slot ", slot)), "55006");
 }
 
 absl::StatusOr<std::unique_ptr<BulkChangeStream>> BulkChangeStream::Start(
@@ -64,18 +63,17 @@ absl::StatusOr<std::unique_ptr<BulkChangeStream>> BulkChangeStream::Start(
   // Streamed by another relay (one that does not take the lock): stand by like a
   // START_REPLICATION refused with 55006 would.
   if (slot.Get(0, 0) == "t") {
-    return pg::WithSqlState(absl::UnavailableError(absl::StrCat(
-                                "replication slot ", options.slot, " is active for another relay")),
+    return pg::WithSqlState(absl::UnavailableError(absl::StrCat("replication slot ", options.slot,
+                                                                " is active for another relay")),
                             "55006");
   }
   OUTBOXD_ASSIGN_OR_RETURN(pg::Lsn confirmed, pg::ParseLsn(slot.Get(0, 1)));
   if (options.start > confirmed) {
     // Acknowledged already (feedback lost with the last connection): a peek starts at
     // the slot's position, and would publish those transactions again.
-    OUTBOXD_RETURN_IF_ERROR(
-        sql.ExecParams("SELECT pg_replication_slot_advance($1, $2::pg_lsn)",
-                       {options.slot, pg::FormatLsn(options.start)})
-            .status());
+    OUTBOXD_RETURN_IF_ERROR(sql.ExecParams("SELECT pg_replication_slot_advance($1, $2::pg_lsn)",
+                                           {options.slot, pg::FormatLsn(options.start)})
+                                .status());
     confirmed = options.start;
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, sql.QuoteLiteral(options.slot));
@@ -134,12 +132,13 @@ absl::Status BulkChangeStream::QueryError(PGresult* result) const {
   // The slot in use, a lost or closing connection: stand by or reconnect. Anything
   // else the bulk path cannot get past (a privilege, temp_file_limit): the relay then
   // streams instead (relay/relay.cc).
-  const bool transient = sqlstate == "55006" || absl::StartsWith(sqlstate, "08") ||
-                         absl::StartsWith(sqlstate, "57");
-  absl::Status error(transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
-                     absl::StrCat("bulk catch-up of slot ", options_.slot, ": ",
-                                  primary ? primary : PQresultErrorMessage(result),
-                                  sqlstate.empty() ? "" : absl::StrCat(" (SQLSTATE ", sqlstate, ")")));
+  const bool transient =
+      sqlstate == "55006" || absl::StartsWith(sqlstate, "08") || absl::StartsWith(sqlstate, "57");
+  absl::Status error(
+      transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInternal,
+      absl::StrCat("bulk catch-up of slot ", options_.slot, ": ",
+                   primary ? primary : PQresultErrorMessage(result),
+                   sqlstate.empty() ? "" : absl::StrCat(" (SQLSTATE ", sqlstate, ")")));
   return sqlstate.empty() ? error : pg::WithSqlState(error, sqlstate);
 }
 
@@ -297,12 +296,12 @@ absl::Status BulkChangeStream::SendFeedback(pg::Lsn received, pg::Lsn confirmed,
 }
 
 absl::Status BulkChangeStream::SwitchToStreaming() {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::ReplicationStream stream,
-                           pg::ReplicationStream::Start(std::move(*replication_),
-                                                        {.slot = options_.slot,
-                                                         .publication = options_.publication,
-                                                         .start_lsn = advanced_,
-                                                         .messages = options_.messages}));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::ReplicationStream stream,
+      pg::ReplicationStream::Start(std::move(*replication_), {.slot = options_.slot,
+                                                              .publication = options_.publication,
+                                                              .start_lsn = advanced_,
+                                                              .messages = options_.messages}));
   replication_.reset();
   streaming_ = std::make_unique<PgChangeStream>(std::move(stream));
   spdlog::info(

@@ -127,9 +127,9 @@ class BulkChangeStream final : public ChangeStream {
   int64_t chunk_rows_ = 0;
   pg::Lsn chunk_start_ = 0;  // the slot's position when it was peeked
   pg::Lsn chunk_end_ = 0;    // end of its last transaction (a Commit row's lsn)
-  pg::Lsn advanced_ = 0;   // where the slot's confirmed position is
-  pg::Lsn advancing_ = 0;  // what the kCloseChunk in flight advances to
-  pg::Lsn confirmed_ = 0;  // the pipeline's watermark, as last sent
+  pg::Lsn advanced_ = 0;     // where the slot's confirmed position is
+  pg::Lsn advancing_ = 0;    // what the kCloseChunk in flight advances to
+  pg::Lsn confirmed_ = 0;    // the pipeline's watermark, as last sent
   int64_t chunks_ = 0;
   int64_t rows_ = 0;
   // Where a chunk's time goes, logged at debug level when it closes: the peek (until

@@ -185,7 +185,8 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
   // a role let in some other way (pg_hba, a replication-only grant) streams as before.
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result role,
-      control_->Exec("SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"));
+      control_->Exec(
+          "SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"));
   if (role.rows() != 1 || role.Get(0, 0) != "t") {
     spdlog::warn(
         "bulk catch-up needs the REPLICATION attribute on role {} (ALTER ROLE {} REPLICATION); "
@@ -194,17 +195,16 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
     return StartStream(start);
   }
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection sql, pg::Connection::Open(options_.conninfo));
-  OUTBOXD_ASSIGN_OR_RETURN(
-      std::unique_ptr<BulkChangeStream> stream,
-      BulkChangeStream::Start(std::move(sql), replication_,
-                              {.slot = options_.slot,
-                               .publication = options_.publication,
-                               .messages = options_.source != Source::kTable,
-                               .start = start,
-                               .target = target,
-                               .chunk_changes = options_.bulk_catch_up_chunk,
-                               .metrics = &stats_->metrics,
-                               .gave_up = gave_up}));
+  OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<BulkChangeStream> stream,
+                           BulkChangeStream::Start(std::move(sql), replication_,
+                                                   {.slot = options_.slot,
+                                                    .publication = options_.publication,
+                                                    .messages = options_.source != Source::kTable,
+                                                    .start = start,
+                                                    .target = target,
+                                                    .chunk_changes = options_.bulk_catch_up_chunk,
+                                                    .metrics = &stats_->metrics,
+                                                    .gave_up = gave_up}));
   return stream;
 }
 

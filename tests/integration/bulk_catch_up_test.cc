@@ -40,7 +40,8 @@ std::vector<std::string> BulkArgs(int chunk) {
 }
 
 double Published(RelayHarness& h, ChildProcess& relay) {
-  return MetricValue(h.Metrics(relay), "outboxd_events_published_total{topic=\"pedido.confirmado\"}")
+  return MetricValue(h.Metrics(relay),
+                     "outboxd_events_published_total{topic=\"pedido.confirmado\"}")
       .value_or(0);
 }
 
@@ -90,8 +91,7 @@ TEST(BulkCatchUp, KillNineMidChunkLosesNothing) {
   h.StartRelay(BulkArgs(600));
   ASSERT_TRUE(h.relay().WaitForLog(kBulkDone, absl::Seconds(90))) << h.relay().Log();
   const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  std::printf("kill -9 mid-chunk: %zu events, %zu duplicates\n", h.OutboxRows().size(),
-              duplicates);
+  std::printf("kill -9 mid-chunk: %zu events, %zu duplicates\n", h.OutboxRows().size(), duplicates);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 

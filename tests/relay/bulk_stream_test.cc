@@ -23,8 +23,8 @@ class BulkStreamTest : public ::testing::Test {
     db_ = test::TestDatabase::Create();
     db_->Exec("CREATE TABLE outbox (id serial PRIMARY KEY, v text)");
     db_->Exec("CREATE PUBLICATION pub FOR TABLE outbox");
-    db_->Exec(absl::StrCat("SELECT pg_create_logical_replication_slot('", db_->name(),
-                           "', 'pgoutput')"));
+    db_->Exec(
+        absl::StrCat("SELECT pg_create_logical_replication_slot('", db_->name(), "', 'pgoutput')"));
   }
 
   // `n` single-row transactions.
@@ -36,9 +36,10 @@ class BulkStreamTest : public ::testing::Test {
 
   pg::Lsn Lsn(const std::string& sql) { return pg::ParseLsn(db_->Scalar(sql)).value(); }
   pg::Lsn Confirmed() {
-    return Lsn(absl::StrCat("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
-                            "WHERE slot_name = '",
-                            db_->name(), "'"));
+    return Lsn(
+        absl::StrCat("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                     "WHERE slot_name = '",
+                     db_->name(), "'"));
   }
 
   absl::StatusOr<std::unique_ptr<BulkChangeStream>> Start(int64_t chunk) {
