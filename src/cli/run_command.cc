@@ -155,7 +155,7 @@ struct RunCommand {
     }
     if (options.bulk_catch_up_chunk < 0 || options.bulk_catch_up_chunk > INT32_MAX) {
       return absl::InvalidArgumentError(
-          "--bulk-catch-up-chunk must be between 0 (one peek) and 2147483647, e.g. 100000");
+          "--bulk-catch-up-chunk must be between 0 (one peek) and 2147483647, e.g. 500000");
     }
     for (const std::string& slot : options.standby_slots) {
       OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(slot, "--standby-slot"));

@@ -56,7 +56,7 @@ struct BulkOptions {
   pg::Lsn start = 0;      // the pipeline's resume position (acknowledged already)
   pg::Lsn target = 0;     // the server's WAL position at connect: caught up there
   // upto_nchanges of one peek (--bulk-catch-up-chunk): see relay_options.h.
-  int64_t chunk_changes = 100000;
+  int64_t chunk_changes = 500000;
   // Rows per FETCH; two results at most are held (the one read, the one prefetched).
   int fetch_rows = 1000;
   observe::Metrics* metrics = nullptr;  // outboxd_catchup_bulk_changes_total
@@ -91,7 +91,7 @@ class BulkChangeStream final : public ChangeStream {
 
  private:
   // The one query in flight on `sql_` at a time.
-  enum class Query { kNone, kOpenChunk, kFetch, kCloseChunk };
+  enum class Query { kNone, kOpenChunk, kFetch, kAdvance, kCloseChunk };
 
   BulkChangeStream(pg::Connection sql, pg::Connection replication, BulkOptions options,
                    std::string slot_literal, std::string peek_sql);
@@ -128,7 +128,8 @@ class BulkChangeStream final : public ChangeStream {
   pg::Lsn chunk_start_ = 0;  // the slot's position when it was peeked
   pg::Lsn chunk_end_ = 0;    // end of its last transaction (a Commit row's lsn)
   pg::Lsn advanced_ = 0;     // where the slot's confirmed position is
-  pg::Lsn advancing_ = 0;    // what the kCloseChunk in flight advances to
+  pg::Lsn advancing_ = 0;    // what the kAdvance or kCloseChunk in flight advances to
+  absl::Time advanced_at_;
   pg::Lsn confirmed_ = 0;    // the pipeline's watermark, as last sent
   int64_t chunks_ = 0;
   int64_t rows_ = 0;

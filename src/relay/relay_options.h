@@ -74,12 +74,16 @@ struct RelayOptions {
   // Changes per peek (--bulk-catch-up-chunk; 0: the whole backlog in one). Every peek
   // decodes again from the slot's restart_lsn, which moves only at running_xacts
   // records (every 15 s of writing, and checkpoints): smaller chunks re-decode the
-  // same WAL more often, larger ones spill a bigger result to server temp files and
-  // may be sent again after a crash. Measured on a 100,000-transaction backlog (300,000
-  // changes, load 11 on 2 cores), whole peek-and-advance drains: one peek 1.0-1.2 s,
-  // 300,000 per peek 1.4-1.9 s, 100,000 1.4-1.6 s, 50,000 1.4-1.6 s, 20,000 1.9-2.5 s,
-  // 10,000 2.9 s.
-  int64_t bulk_catch_up_chunk = 100000;
+  // same WAL more often; a larger one spills a bigger result to server temp files
+  // (23 MB measured for 300,000 changes of single-row transactions). Measured on a
+  // 100,000-transaction backlog (300,000 changes, load 11 on 2 cores), SQL alone, peek
+  // and advance: one peek 1.0-1.2 s, 300,000 per peek 1.4-1.9 s, 100,000 1.4-1.6 s,
+  // 50,000 1.4-1.6 s, 20,000 1.9-2.5 s, 10,000 2.9 s. The relay's drain
+  // (scripts/bench --only-catchup, load 5): chunks of 100,000 2.38-2.62 s, one peek
+  // 1.58-1.73 s, streaming 2.95-3.57 s, pg_recvlogical 2.89 s. Within a chunk the slot
+  // is advanced every 5 s (relay/bulk_stream.cc), so a large one does not widen what
+  // a crash sends again.
+  int64_t bulk_catch_up_chunk = 500000;
 };
 
 // Live figures: observe::Metrics and observe::HealthState are their one home (/metrics,
