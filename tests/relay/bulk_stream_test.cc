@@ -168,5 +168,36 @@ TEST_F(BulkStreamTest, EndAdvancesTheSlotToTheConfirmedPositionMidChunk) {
   EXPECT_EQ(Confirmed(), tenth_commit);
 }
 
+// Inside a chunk (one peek of the whole backlog here) the slot follows the confirmed
+// position every few seconds, so a crash sends again only what came after it.
+TEST_F(BulkStreamTest, AdvancesWithinAChunkToWhatWasConfirmed) {
+  Write(20);
+  const pg::Lsn before = Confirmed();
+  absl::StatusOr<std::unique_ptr<BulkChangeStream>> stream = Start(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  // The first few rows only: the cursor still holds most of the chunk.
+  std::vector<pg::Lsn> commits;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (commits.size() < 3 && absl::Now() < deadline) {
+    absl::StatusOr<pg::StreamMessage> m = (*stream)->Next();
+    ASSERT_TRUE(m.ok()) << m.status();
+    if (auto* x = std::get_if<pg::XLogData>(&*m); x && !x->data.empty() && x->data[0] == 'C') {
+      commits.push_back(x->wal_start);
+    }
+    if (std::holds_alternative<pg::NoMessage>(*m)) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(commits.size(), 3u);
+  // Confirmed up to the second transaction; the feedback timer goes on.
+  bool advanced = false;
+  const absl::Time wait_until = absl::Now() + absl::Seconds(20);
+  while (!advanced && absl::Now() < wait_until) {
+    ASSERT_TRUE((*stream)->SendFeedback(commits[2], commits[1], Reply::kNotNeeded).ok());
+    advanced = Confirmed() != before;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(Confirmed(), commits[1]) << "never past what was confirmed";
+  EXPECT_TRUE((*stream)->bulk());
+}
+
 }  // namespace
 }  // namespace outboxd::relay
