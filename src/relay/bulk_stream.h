@@ -130,7 +130,7 @@ class BulkChangeStream final : public ChangeStream {
   pg::Lsn advanced_ = 0;     // where the slot's confirmed position is
   pg::Lsn advancing_ = 0;    // what the kAdvance or kCloseChunk in flight advances to
   absl::Time advanced_at_;
-  pg::Lsn confirmed_ = 0;    // the pipeline's watermark, as last sent
+  pg::Lsn confirmed_ = 0;  // the pipeline's watermark, as last sent
   int64_t chunks_ = 0;
   int64_t rows_ = 0;
   // Where a chunk's time goes, logged at debug level when it closes: the peek (until

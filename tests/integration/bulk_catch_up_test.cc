@@ -75,6 +75,40 @@ TEST(BulkCatchUp, DrainsABacklogThroughSqlInOrderThenStreams) {
   EXPECT_EQ(h.StopRelay(), 0) << log;
 }
 
+// --source both: pgoutput's messages 'true' in the peek too; rows and emitted events
+// keep one commit order.
+TEST(BulkCatchUp, RowsAndEmittedEventsKeepCommitOrderThroughSql) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  ASSERT_TRUE(
+      conn.Exec("DO $$ BEGIN FOR t IN 1..1000 LOOP "
+                "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ("
+                "'agg-' || t % 7, 'pedido.confirmado', jsonb_build_object('t', t, 'k', 'a')); "
+                "PERFORM outboxd_emit('agg-' || t % 7, 'pedido.confirmado', "
+                "jsonb_build_object('t', t, 'k', 'b')); COMMIT; END LOOP; END $$")
+          .ok());
+  const pg::Lsn backlog_end = h.CurrentWalLsn();
+  h.StartRelay({"--source", "both", "--bulk-catch-up", "1", "--bulk-catch-up-chunk", "600"});
+  ASSERT_TRUE(h.relay().WaitForLog(kBulkDone, absl::Seconds(90))) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitForCount(2000, absl::Seconds(60))) << h.relay().Log();
+  EXPECT_TRUE(h.WaitForConfirmed(backlog_end, absl::Seconds(30))) << h.relay().Log();
+  // Per aggregate: transaction t's row ('a') then its message ('b'), t increasing.
+  std::map<std::string, std::pair<int, std::string>> last;
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    const size_t t_at = m.value.find("\"t\": ");
+    ASSERT_NE(t_at, std::string::npos) << m.value;
+    const std::pair<int, std::string> at = {std::stoi(m.value.substr(t_at + 5)),
+                                            m.value.substr(m.value.find("\"k\": ") + 6, 1)};
+    auto [it, fresh] = last.emplace(m.key, at);
+    if (!fresh) {
+      EXPECT_LT(it->second, at) << "aggregate " << m.key << " out of order";
+      it->second = at;
+    }
+  }
+  EXPECT_EQ(h.collector().Messages().size(), 2000u);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 TEST(BulkCatchUp, KillNineMidChunkLosesNothing) {
   RelayHarness h(kTopics);
   WriteBacklog(h, 6000, 1);
