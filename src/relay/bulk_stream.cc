@@ -225,6 +225,7 @@ absl::Status BulkChangeStream::Finished(Query query) {
   if (current_ && row_ < current_->rows()) {
     next_ = std::move(arrived_);
   } else {
+    retired_ = std::move(current_);
     current_ = std::move(arrived_);
     row_ = 0;
   }
@@ -275,10 +276,12 @@ absl::Status BulkChangeStream::AwaitFetch() {
 }
 
 absl::StatusOr<pg::StreamMessage> BulkChangeStream::Next() {
+  retired_.reset();  // the row handed out last is done with
   if (streaming_ != nullptr) return streaming_->Next();
   OUTBOXD_RETURN_IF_ERROR(Pump());
   if (streaming_ != nullptr) return streaming_->Next();
   if (current_ && row_ >= current_->rows() && next_) {
+    retired_ = std::move(current_);
     current_ = std::move(next_);
     next_.reset();
     row_ = 0;
@@ -327,7 +330,9 @@ absl::Status BulkChangeStream::SwitchToStreaming() {
       "bulk catch-up done on slot {}: {} changes read through SQL in {} chunks; streaming "
       "from {}",
       options_.slot, rows_, chunks_, pg::FormatLsn(advanced_));
-  // The walsender holds the slot now: the lock goes with this connection.
+  // The walsender holds the slot now: the lock goes with this connection. The last
+  // rows' result stays until the next Next() (retired_).
+  retired_ = std::move(current_);
   current_.reset();
   next_.reset();
   sql_.reset();

@@ -120,6 +120,10 @@ class BulkChangeStream final : public ChangeStream {
   std::optional<pg::Result> arrived_;  // the TUPLES_OK result of the query in flight
   std::optional<pg::Result> current_;  // rows being handed out
   std::optional<pg::Result> next_;     // prefetched
+  // The result the last row handed out came from, once replaced: kept until the next
+  // Next(), since the pipeline may still read that row while it calls SendFeedback
+  // (a full producer queue), which can take a FETCH's answer.
+  std::optional<pg::Result> retired_;
   int row_ = 0;
 
   // The chunk being read.
