@@ -1,4 +1,5 @@
 // outboxd run: the CDC relay, with /metrics and /healthz and the cleanup job.
+#include <cstdint>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -105,6 +106,15 @@ struct RunCommand {
          "Physical slot of a standby (repeatable): a transaction is published only once "
          "every named standby has flushed it, so a failover leaves no event in the broker "
          "that the new primary lacks; a missing standby holds publishing");
+    Flag(cmd, "bulk-catch-up", options.bulk_catch_up_threshold,
+         "Catch up in bulk through SQL (pg_logical_slot_peek_binary_changes in chunks, the "
+         "slot advanced as they are acknowledged, then streaming) when at least this much "
+         "WAL waits at connect, e.g. 16MiB; 0: always stream")
+        ->transform(CLI::AsSizeValue(false))
+        ->default_str("16MiB");
+    Flag(cmd, "bulk-catch-up-chunk", options.bulk_catch_up_chunk,
+         "Changes per peek of a bulk catch-up (0: the whole backlog in one peek)")
+        ->capture_default_str();
     Switch(cmd, "recreate-missing-slot", options.recreate_missing_slot,
            "When the slot is missing though relays recorded positions for it (a failover to "
            "a server without it), re-create it and republish the rows after the last "
@@ -143,6 +153,10 @@ struct RunCommand {
     }
     if (options.max_in_flight_bytes == 0) {
       return absl::InvalidArgumentError("--max-in-flight-bytes must be at least 1, e.g. 64MiB");
+    }
+    if (options.bulk_catch_up_chunk < 0 || options.bulk_catch_up_chunk > INT32_MAX) {
+      return absl::InvalidArgumentError(
+          "--bulk-catch-up-chunk must be between 0 (one peek) and 2147483647, e.g. 500000");
     }
     for (const std::string& slot : options.standby_slots) {
       OUTBOXD_RETURN_IF_ERROR(pg::CheckSlotName(slot, "--standby-slot"));

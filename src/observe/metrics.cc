@@ -60,6 +60,7 @@ struct Metrics::Families {
   prometheus::Family<prometheus::Gauge>* standby_lag = nullptr;
   prometheus::Family<prometheus::Gauge>* standby_waiting = nullptr;
   prometheus::Gauge* catchup_eta = nullptr;
+  prometheus::Counter* bulk_changes = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -158,6 +159,10 @@ Metrics::Metrics(RelayMode mode)
         "Time left to reach the server's WAL position of the last (re)connect with a backlog, "
         "at the pace of the last 10 s; 0 when caught up (NaN: no pace yet, or disconnected). "
         "The bytes left are outboxd_slot_lag_bytes.");
+    f.bulk_changes = &NewCounter(
+        r, "outboxd_catchup_bulk_changes_total",
+        "pgoutput messages read through SQL (pg_logical_slot_peek_binary_changes) by bulk "
+        "catch-ups, instead of from the replication stream.");
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -209,6 +214,12 @@ void Metrics::SetCatchUpEta(std::optional<absl::Duration> eta) {
   if (families_->catchup_eta == nullptr) return;
   families_->catchup_eta->Set(eta ? absl::ToDoubleSeconds(*eta)
                                   : std::numeric_limits<double>::quiet_NaN());
+}
+
+void Metrics::BulkChangesRead(uint64_t changes) {
+  if (families_->bulk_changes != nullptr) {
+    families_->bulk_changes->Increment(static_cast<double>(changes));
+  }
 }
 
 void Metrics::SetSlotLagBytes(int64_t bytes) {

@@ -25,6 +25,7 @@
 //   outboxd_primary_changed_timestamp_seconds                            run
 //   outboxd_standby_flush_lag_bytes{slot}, outboxd_standby_waiting{slot} run
 //   outboxd_catchup_eta_seconds             gauge     run
+//   outboxd_catchup_bulk_changes_total      counter   run
 //   outboxd_outbox_default_partition_rows   gauge     run (its cleanup job)
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
@@ -97,6 +98,8 @@ class Metrics {
   // Time left to catch up with the backlog found at (re)connect, at the recent pace
   // (relay/catch_up.h): zero when caught up, nullopt (NaN) while unknown. Run only.
   void SetCatchUpEta(std::optional<absl::Duration> eta);
+  // Changes read through SQL by a bulk catch-up (relay/bulk_stream.h).
+  void BulkChangesRead(uint64_t changes);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

@@ -64,6 +64,7 @@ absl::Status Relay::Run() {
     if (stop_->requested()) break;
     if (pg::SqlStateOf(status) == kSlotInUse) {
       // Another relay holds the slot: stand by and take over when it goes away.
+      stats_->health.SetStandingBy(true);  // also when a bulk peek found the slot taken
       if (!standing_by) spdlog::info("standing by: {}", status);
       standing_by = true;
       reached_slot = true;
@@ -121,16 +122,32 @@ absl::Status Relay::Connect() {
     OUTBOXD_RETURN_IF_ERROR(session_.CheckSlotForStreaming(state.slot));
     start = pipeline_.ResumeFrom(state.slot.confirmed_flush_lsn);
   }
-  OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream, session_.StartStream(start));
+  // Best effort: without the server's position there is only no progress to show,
+  // and no bulk catch-up.
+  absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control());
+  const bool bulk = server.ok() && UseBulkCatchUp(start, *server);
+  OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream,
+                           bulk ? session_.StartBulkStream(start, *server, &bulk_gave_up_)
+                                : session_.StartStream(start));
   pipeline_.Stream(std::move(stream), start, state.feedback_interval);
-  spdlog::info("streaming slot {} publication {} from {}", options_.slot, options_.publication,
-               pg::FormatLsn(start));
-  // Best effort: without the server's position there is only no progress to show.
-  if (absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control()); server.ok()) {
+  spdlog::info("{} slot {} publication {} from {}",
+               bulk ? "catching up through SQL (bulk) on" : "streaming", options_.slot,
+               options_.publication, pg::FormatLsn(start));
+  if (server.ok()) {
     catch_up_.Begin(start, *server);
     pipeline_.CatchUpTo(*server);
   }
   return absl::OkStatus();
+}
+
+bool Relay::UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const {
+  if (options_.bulk_catch_up_threshold == 0 || server <= start) return false;
+  if (server - start < options_.bulk_catch_up_threshold) return false;
+  if (bulk_gave_up_) {
+    spdlog::warn("bulk catch-up failed before (logged above): streaming the backlog instead");
+    return false;
+  }
+  return true;
 }
 
 absl::Status Relay::Loop() {

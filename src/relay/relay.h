@@ -13,6 +13,7 @@
 //   relay/pipeline.h              decode -> map -> gate -> sink, acks, flow control, feedback
 //   relay/dead_letter_gate.h      an aggregate's events follow its first dead letter
 //   relay/backfill_coordinator.h  rows a new slot will not stream, published before it
+//   relay/bulk_stream.h           a backlog read through SQL in chunks, then streaming
 // Each loop turn the pipeline reads a batch from the stream (after a large one of old
 // transactions it naps 1 ms to let a backlog gather; after live traffic, once nothing
 // more waits on the socket, it has the sink send at once), serves delivery reports,
@@ -59,6 +60,9 @@ class Relay {
   // Opens a session and hands its stream to the pipeline (after a backfill, if one
   // is pending).
   absl::Status Connect();
+  // A backlog of at least --bulk-catch-up between `start` and the server's position
+  // `server`: read it through SQL (relay/bulk_stream.h).
+  bool UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const;
   // Streams until the stop signal (OK) or an error.
   absl::Status Loop();
   void EndSession();
@@ -77,6 +81,8 @@ class Relay {
   CatchUp catch_up_;
   std::string history_;  // the previous session's server history (Session::history)
   std::string held_by_;  // as last reported by ReportStandbyWait
+  // A bulk catch-up failed in a way retrying will not fix: stream from then on.
+  bool bulk_gave_up_ = false;
 };
 
 }  // namespace outboxd::relay

@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/replication_stream.h"
+#include "relay/bulk_stream.h"
 #include "relay/preflight.h"
 
 namespace outboxd::relay {
@@ -160,15 +161,51 @@ absl::Status Session::CheckWalStatus(const pg::SlotInfo& slot) {
 }
 
 absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start) {
+  // A relay catching up in bulk holds the slot's lock while its slot is not active
+  // (between two peeks): held here until the walsender has the slot.
+  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
+  OUTBOXD_ASSIGN_OR_RETURN(const bool mine, TryLockSlot(*control_, options_.slot));
+  if (!mine) return SlotLockedError(options_.slot);
   pg::Connection conn = std::move(*replication_);
   replication_.reset();
-  OUTBOXD_ASSIGN_OR_RETURN(pg::ReplicationStream stream,
-                           pg::ReplicationStream::Start(
-                               std::move(conn), {.slot = options_.slot,
-                                                 .publication = options_.publication,
-                                                 .start_lsn = start,
-                                                 .messages = options_.source != Source::kTable}));
-  return std::make_unique<PgChangeStream>(std::move(stream));
+  absl::StatusOr<pg::ReplicationStream> stream = pg::ReplicationStream::Start(
+      std::move(conn), {.slot = options_.slot,
+                        .publication = options_.publication,
+                        .start_lsn = start,
+                        .messages = options_.source != Source::kTable});
+  OUTBOXD_RETURN_IF_ERROR(UnlockSlot(*control_, options_.slot));
+  if (!stream.ok()) return stream.status();
+  return std::make_unique<PgChangeStream>(std::move(*stream));
+}
+
+absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn start,
+                                                                       pg::Lsn target,
+                                                                       bool* gave_up) {
+  // peek and advance need what START_REPLICATION needs (REPLICATION, or superuser);
+  // a role let in some other way (pg_hba, a replication-only grant) streams as before.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result role,
+      control_->Exec(
+          "SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"));
+  if (role.rows() != 1 || role.Get(0, 0) != "t") {
+    spdlog::warn(
+        "bulk catch-up needs the REPLICATION attribute on role {} (ALTER ROLE {} REPLICATION); "
+        "streaming the backlog instead",
+        control_->user(), pg::SqlIdentifier(control_->user()));
+    return StartStream(start);
+  }
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection sql, pg::Connection::Open(options_.conninfo));
+  OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<BulkChangeStream> stream,
+                           BulkChangeStream::Start(std::move(sql), replication_,
+                                                   {.slot = options_.slot,
+                                                    .publication = options_.publication,
+                                                    .messages = options_.source != Source::kTable,
+                                                    .start = start,
+                                                    .target = target,
+                                                    .chunk_changes = options_.bulk_catch_up_chunk,
+                                                    .metrics = &stats_->metrics,
+                                                    .gave_up = gave_up}));
+  return stream;
 }
 
 absl::Status Session::Upkeep(pg::Lsn watermark) {
