@@ -53,12 +53,6 @@ constexpr absl::Duration kBacklogAge = absl::Milliseconds(100);
 // Past that position (live traffic, whatever its rate) the nap is kBacklogNap again.
 constexpr absl::Duration kCatchUpNap = absl::Milliseconds(50);
 constexpr int kCatchUpReadBatch = 20000;
-// Any other read is live traffic, with nothing behind it to batch with: the relay asks
-// the sink to send it at once instead of after linger.ms (kept at 1 ms for backlogs,
-// where batches pay; kafka/publisher.cc). That request returns at once: librdkafka's
-// flush, which blocks until the acknowledgement, runs on the publisher's own thread.
-// Made here, it held a message that arrived during it for up to a round trip (issue 17
-// point 2).
 // Confirmations are batched: at most one feedback message per this interval unless
 // the server asks for a reply.
 constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
@@ -181,8 +175,11 @@ void Pipeline::Pace(const Batch& batch) {
   // Catching up, the walsender sends message by message and a relay that waits on
   // the socket wakes for every few of them: that wake-up (select, recv) was most of
   // its CPU. When the last read found a backlog, let it gather a moment instead.
-  // Live traffic instead (a small read, or recent commits): have it sent now rather
-  // than after linger.ms, and go back to the stream at once.
+  // Any other read is live traffic, with nothing behind it to batch with: the sink
+  // sends it at once instead of after linger.ms (kept at 1 ms for backlogs, where
+  // batches pay; kafka/publisher.cc), and the loop goes back to the stream at once.
+  // SendNow() does not wait: a flush here, which lasts until the acknowledgement,
+  // held a message that arrived meanwhile for up to a round trip (issue 17 point 2).
   const bool old = clock_() - absl::FromUnixMicros(tx_commit_us_) > kBacklogAge;
   if (batch.read >= kBacklogBatch && old) {
     sleep_(BacklogNap(batch.read, received_, catch_up_to_));
