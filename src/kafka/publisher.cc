@@ -10,16 +10,20 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "kafka/internal/rdkafka_util.h"
 
@@ -45,15 +49,14 @@ using HeadersPtr = std::unique_ptr<rd_kafka_headers_t, decltype(&rd_kafka_header
 //     ack means every in-sync replica has the event (at least once, per-aggregate order).
 //   message.timeout.ms=0: never give up on a message; an outage must delay delivery,
 //     never fail it (docs/architecture.md trap "librdkafka message timeout").
-//   linger.ms=1: the latency target is p50 <= 2 ms insert->ack, and 1 ms still batches
-//     bursts. Measured through outboxd run on outboxd-mock-broker (TCP_NODELAY, one
-//     partition, 2-core box), linger.ms 1 against 0: at 1,000 events/s probe p50
-//     2.5 ms against 1.6 ms; at 5,000 events/s p99 6.8 ms against falling behind
-//     (p50 0.4-1.2 s: one produce request per event); draining a 60,000-event backlog
-//     15,000-27,000 events/s at 7-20 us CPU per event against 8,700-9,000 events/s at
-//     51-54 us (0.25 and 0.5 ms sat in between). The relay has a lone live
-//     transaction sent at once (Flush after a small read, relay/pipeline.cc
-//     kLiveFlush), so in practice the linger batches backlogs only.
+//   linger.ms=1: batches backlogs. Measured through outboxd run on outboxd-mock-broker
+//     (TCP_NODELAY, one partition, 2-core box), linger.ms 1 against 0: draining a
+//     60,000-event backlog 15,000-27,000 events/s at 7-20 us CPU per event against
+//     8,700-9,000 events/s at 51-54 us (0.25 and 0.5 ms sat in between); with the
+//     relay's catch-up naps, 100,000 events, load 4-6, one partition 5.3-5.7 against
+//     6.9-20 us, 12 partitions over 3 brokers 9.3-11.8 against 13.2 us. Live traffic
+//     does not wait it out: the relay asks for SendNow() after each live read, which
+//     suspends the linger on the sender thread (Sender below).
 //   socket.nagle.disable: with pipelined produce requests Nagle + delayed ACK can hold
 //     a small request back for ~40 ms.
 //   reconnect.backoff.max.ms=1000: after an outage reconnect within a second instead
@@ -76,6 +79,13 @@ constexpr std::pair<const char*, const char*> kDefaults[] = {
     {"queue.buffering.max.messages", "1000000"},
     {"partitioner", "murmur2_random"},
 };
+
+// How long SendNow() has librdkafka send at once, ignoring linger.ms, unless every
+// message is acknowledged sooner. A live read asks again for what it produced, so the
+// window only needs to cover one acknowledgement's round trip; messages produced
+// within it go out at once too. 1 ms, as the relay's blocking live flush had (issue 17
+// point 2: acknowledged within 1 ms of the commit 15 % -> 54 % at 1,000 events/s).
+constexpr absl::Duration kSendNowWindow = absl::Milliseconds(1);
 
 // Debian's abseil is built with its own absl::string_view (not std::string_view).
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -122,6 +132,64 @@ absl::Status DeliveryStatus(rd_kafka_resp_err_t err, absl::string_view topic) {
       absl::StatusCode::kUnavailable);
 }
 
+// Publisher::SendNow's thread. librdkafka waits out linger.ms unless the application is
+// inside rd_kafka_flush(), which sets the producer's "flushing" state and wakes the
+// broker threads (librdkafka 2.0 rd_kafka_flush and producer_serve). That call blocks
+// until every message is acknowledged; made on the relay's thread it held a message
+// that arrived meanwhile for up to an acknowledgement's round trip (issue 17 point 2).
+// So the call is made here, in slices of 1 ms for as long as a request asks, while the
+// caller goes on reading and serving its delivery reports. With delivery reports as
+// events (RD_KAFKA_EVENT_DR) rd_kafka_flush only waits for the count of unreported
+// messages to reach zero and never serves a report itself, so the reports still reach
+// the handler only on the thread calling Poll(), as the sink contract says.
+class Sender {
+ public:
+  explicit Sender(rd_kafka_t* rk) : rk_(rk), thread_([this] { Run(); }) {}
+  ~Sender() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();  // within one slice
+  }
+
+  // Sends what is queued, and whatever is produced meanwhile, at once until
+  // everything is acknowledged or `window` has passed; returns at once.
+  void SendFor(absl::Duration window) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++requested_;
+      until_ = std::max(until_, absl::Now() + window);
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t served = 0;
+    while (true) {
+      wake_.wait(lock, [&] { return stopping_ || requested_ != served; });
+      if (stopping_) return;
+      const uint64_t serving = requested_;
+      lock.unlock();
+      const bool all_acknowledged = rd_kafka_flush(rk_, 1) == RD_KAFKA_RESP_ERR_NO_ERROR;
+      lock.lock();
+      // A request made during the slice asks for another; so does an unfinished one.
+      if (all_acknowledged || absl::Now() >= until_) served = serving;
+    }
+  }
+
+  rd_kafka_t* rk_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  uint64_t requested_ = 0;
+  absl::Time until_ = absl::InfinitePast();
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 }  // namespace
 
 struct Publisher::Impl {
@@ -136,10 +204,12 @@ struct Publisher::Impl {
   int in_flight = 0;
   uint64_t in_flight_bytes = 0;
   int served = 0;  // delivery reports handed out by the current Poll()
+  std::unique_ptr<Sender> sender;
 
-  // Dependency order: topic and queue handles are references into the producer, and
-  // the producer's threads may write to the pipe until it is destroyed.
+  // Dependency order: the sender calls into the producer, topic and queue handles are
+  // references into it, and its threads may write to the pipe until it is destroyed.
   ~Impl() {
+    sender.reset();
     topics.clear();
     main_queue.reset();
     rk.reset();
@@ -147,11 +217,33 @@ struct Publisher::Impl {
     if (wake_write >= 0) close(wake_write);
   }
 
-  static void OnDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
-    auto* self = static_cast<Impl*>(opaque);
-    --self->in_flight;
-    self->in_flight_bytes -= std::min(self->in_flight_bytes, MessageBytes(msg));
-    if (!self->on_delivery) return;  // tearing down: nobody listens any more
+  // One event from the main queue: delivery reports, log lines (log.queue).
+  void Serve(rd_kafka_event_t* event) {
+    switch (rd_kafka_event_type(event)) {
+      case RD_KAFKA_EVENT_DR:
+        while (const rd_kafka_message_t* msg = rd_kafka_event_message_next(event)) {
+          OnDeliveryReport(msg);
+        }
+        break;
+      case RD_KAFKA_EVENT_LOG: {
+        const char* facility = "";
+        const char* text = "";
+        int level = 6;
+        rd_kafka_event_log(event, &facility, &text, &level);
+        if (on_log) on_log(level, facility, text);
+        break;
+      }
+      default:
+        // Error events repeat what librdkafka has already logged (connection
+        // failures, "all brokers down"); a fatal one is also latched for FatalError().
+        break;
+    }
+  }
+
+  void OnDeliveryReport(const rd_kafka_message_t* msg) {
+    --in_flight;
+    in_flight_bytes -= std::min(in_flight_bytes, MessageBytes(msg));
+    if (!on_delivery) return;  // tearing down: nobody listens any more
     DeliveryReport report;
     report.tag = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(msg->_private));
     report.status = DeliveryStatus(msg->err, rd_kafka_topic_name(msg->rkt));
@@ -159,8 +251,8 @@ struct Publisher::Impl {
     report.offset = msg->offset;
     report.topic = rd_kafka_topic_name(msg->rkt);  // events by topic, in the relays' metrics
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) DescribeMessage(msg, report);
-    ++self->served;
-    self->on_delivery(report);
+    ++served;
+    on_delivery(report);
   }
 
   // The same count as Produce() adds: key, value, header names and values.
@@ -182,16 +274,6 @@ struct Publisher::Impl {
       report.headers.push_back({name, view(value, size)});
     });
   }
-
-  static void OnLog(const rd_kafka_t* rk, int level, const char* facility, const char* text) {
-    auto* self = static_cast<Impl*>(rd_kafka_opaque(rk));
-    if (self->on_log) self->on_log(level, facility, text);
-  }
-
-  // Error events repeat what librdkafka has already logged (connection failures, "all
-  // brokers down"); a fatal one is also latched for FatalError(). Without this
-  // callback every one of them would be printed a second time.
-  static void OnError(rd_kafka_t*, int, const char*, void*) {}
 
   // Empties the wake pipe. Called *before* serving the queue: librdkafka writes one
   // byte per non-polling period and re-arms when the queue is served, so draining
@@ -326,15 +408,14 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
   if (!has_brokers) {
     return absl::InvalidArgumentError("no Kafka brokers given: pass --brokers HOST:PORT[,...]");
   }
-  rd_kafka_conf_set_opaque(conf.get(), impl.get());
-  rd_kafka_conf_set_dr_msg_cb(conf.get(), &Impl::OnDeliveryReport);
-  rd_kafka_conf_set_error_cb(conf.get(), &Impl::OnError);
+  // Delivery reports (and errors, and log lines with log.queue) as events on the main
+  // queue, served by Poll(): what lets Sender flush on a thread of its own.
+  rd_kafka_conf_set_events(conf.get(), RD_KAFKA_EVENT_DR);
   if (options.on_log) {
     // log.queue: lines wait on the main queue for Poll(), so the handler never runs on
     // one of librdkafka's threads.
     impl->on_log = options.on_log;
     OUTBOXD_RETURN_IF_ERROR(SetProperty(conf.get(), "log.queue", "true"));
-    rd_kafka_conf_set_log_cb(conf.get(), &Impl::OnLog);
   }
 
   char errstr[512];
@@ -360,6 +441,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
   impl->main_queue.reset(rd_kafka_queue_get_main(impl->rk.get()));
   static constexpr char kWakeByte = 1;
   rd_kafka_queue_io_event_enable(impl->main_queue.get(), impl->wake_write, &kWakeByte, 1);
+  impl->sender = std::make_unique<Sender>(impl->rk.get());
   return std::unique_ptr<Publisher>(new Publisher(std::move(impl)));
 }
 
@@ -372,9 +454,8 @@ int Publisher::Close(absl::Duration flush_timeout) {
   // Reports served by this flush still reach the handler, which is why its state must
   // outlive the publisher. No flush at all when the caller has already waited: with
   // the brokers down it would only add its whole timeout to the stop.
-  if (flush_timeout > absl::ZeroDuration()) {
-    rd_kafka_flush(impl_->rk.get(), ToTimeoutMs(flush_timeout));
-  }
+  if (flush_timeout > absl::ZeroDuration()) Flush(flush_timeout).IgnoreError();
+  impl_->sender.reset();
   impl_->on_delivery = nullptr;
   impl_->on_log = nullptr;
   const int dropped = impl_->in_flight;
@@ -382,7 +463,7 @@ int Publisher::Close(absl::Duration flush_timeout) {
   // from its confirmed position and sends those events again. Purged first, so that
   // rd_kafka_destroy has nothing left to wait for.
   rd_kafka_purge(impl_->rk.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-  rd_kafka_poll(impl_->rk.get(), 0);
+  Poll(0);
   impl_.reset();
   return dropped;
 }
@@ -423,15 +504,27 @@ absl::Status Publisher::Produce(const OutgoingMessage& message) {
 int Publisher::Poll(int timeout_ms) {
   impl_->DrainWakePipe();
   impl_->served = 0;
-  rd_kafka_poll(impl_->rk.get(), timeout_ms);
+  // The first event may be waited for; the rest are those already queued.
+  for (int wait_ms = timeout_ms;; wait_ms = 0) {
+    rd_kafka_event_t* event = rd_kafka_queue_poll(impl_->main_queue.get(), wait_ms);
+    if (event == nullptr) break;
+    impl_->Serve(event);
+    rd_kafka_event_destroy(event);  // frees the reported messages
+  }
   return impl_->served;
 }
 
+void Publisher::SendNow() { impl_->sender->SendFor(kSendNowWindow); }
+
 absl::Status Publisher::Flush(absl::Duration timeout) {
-  impl_->DrainWakePipe();
-  if (rd_kafka_flush(impl_->rk.get(), ToTimeoutMs(timeout)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  if (impl_->sender) impl_->sender->SendFor(timeout);
+  while (impl_->in_flight > 0) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    Poll(ToTimeoutMs(std::min(left, absl::Milliseconds(100))));
   }
+  if (impl_->in_flight == 0) return absl::OkStatus();
   return absl::DeadlineExceededError(absl::StrCat(impl_->in_flight,
                                                   " Kafka messages still unacknowledged after ",
                                                   absl::FormatDuration(timeout)));

@@ -2,6 +2,8 @@
 // unlimited message.timeout.ms so a broker outage never turns into a dropped event).
 // Delivery reports are served by Poll() on the caller's thread; wake_fd() becomes
 // readable when reports are waiting, so a select() loop wakes for them at once.
+// linger.ms=1 batches a backlog; SendNow() has a live message sent at once without
+// waiting for it (librdkafka's flush runs on a thread of the publisher's own).
 //
 //   PublisherOptions opts{.brokers = "127.0.0.1:9092"};
 //   OUTBOXD_ASSIGN_OR_RETURN(auto pub, Publisher::Create(opts, [&](const DeliveryReport& r) {
@@ -103,10 +105,16 @@ class Publisher final : public sink::Sink {
   // Serves delivery reports (calls on_delivery); returns how many were served.
   int Poll(int timeout_ms) override;
 
-  // Waits until every enqueued message is acknowledged or the timeout passes (whole
-  // milliseconds, rounded up), serving delivery reports; meanwhile librdkafka sends
-  // what it holds at once, ignoring linger.ms.
+  // Waits until every enqueued message is acknowledged or the timeout passes,
+  // serving delivery reports; meanwhile librdkafka sends what it holds at once,
+  // ignoring linger.ms.
   absl::Status Flush(absl::Duration timeout) override;
+
+  // Returns at once; for about 1 ms, or until every message is acknowledged,
+  // librdkafka sends what it holds, and what is produced meanwhile, without waiting
+  // out linger.ms. Reports still come from Poll().
+  //   pub->Produce(live_event); pub->SendNow();   // then wait on wake_fd() as usual
+  void SendNow() override;
 
   // Non-OK once the producer hit a fatal error (e.g. idempotence sequence lost): the
   // caller must recreate the producer and resume from the confirmed position.

@@ -3,7 +3,6 @@
 // they are decoded and the AckTracker closes the transaction at its Commit.
 #include "relay/pipeline.h"
 
-#include <poll.h>
 #include <sys/select.h>
 
 #include <algorithm>
@@ -67,16 +66,6 @@ constexpr int kCatchUpReadBatch = 20000;
 // backlog over 12 partitions stayed within the noise (7.2-8.5 against 8.7-9.8 us).
 // Every turn, live ones too: a turn's bytes are as much memory whatever its pace.
 constexpr size_t kReadBytes = size_t{512} << 10;
-// Any other read is live traffic, with nothing behind it to batch with. The relay
-// then has librdkafka send at once instead of waiting out linger.ms (kept at 1 ms for
-// backlogs, where batches pay), and serves the acknowledgements meanwhile, for at
-// most this long. Measured at 1,000 events/s (outboxd-mock-broker): acknowledged
-// within 1 ms of the commit 15 % -> 54 %, probe p50 2.5 -> 2.0 ms, at about 25 % more
-// relay CPU per event; at 5,000 events/s p50 unchanged (3.3-3.5 ms). The flush
-// blocks until the acknowledgement, so it starts only when the stream has nothing
-// more to read: a message already waiting is read (and produced) first, and the
-// flush after that read sends both.
-constexpr absl::Duration kLiveFlush = absl::Milliseconds(1);
 // Confirmations are batched: at most one feedback message per this interval unless
 // the server asks for a reply.
 constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
@@ -92,12 +81,13 @@ absl::Duration BacklogNap(ReadEnd end, pg::Lsn received, pg::Lsn catch_up_to) {
 }
 
 Pipeline::Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats* stats,
-                   StopSignal* stop, Clock clock)
+                   StopSignal* stop, Clock clock, Sleep sleep)
     : options_(options),
       gate_(gate),
       stats_(stats),
       stop_(stop),
       clock_(std::move(clock)),
+      sleep_(std::move(sleep)),
       mapper_(options_.columns),
       encoder_(options_.format),
       feedback_interval_(options_.feedback_interval) {
@@ -202,22 +192,17 @@ void Pipeline::Pace(const Batch& batch) {
   // Catching up, the walsender sends message by message and a relay that waits on
   // the socket wakes for every few of them: that wake-up (select, recv) was most of
   // its CPU. When the last read found a backlog, let it gather a moment instead.
-  // Live traffic instead (a small read, or recent commits): send it now rather than
-  // after linger.ms, unless more has already arrived (read it first, next turn).
-  // Flush returns early once all is acknowledged; a timeout is the normal case.
+  // Any other read is live traffic, with nothing behind it to batch with: the sink
+  // sends it at once instead of after linger.ms (kept at 1 ms for backlogs, where
+  // batches pay; kafka/publisher.cc), and the loop goes back to the stream at once.
+  // SendNow() does not wait: a flush here, which lasts until the acknowledgement,
+  // held a message that arrived meanwhile for up to a round trip (issue 17 point 2).
   const bool old = clock_() - absl::FromUnixMicros(tx_commit_us_) > kBacklogAge;
   if (batch.read >= kBacklogBatch && old) {
-    absl::SleepFor(BacklogNap(batch.end, received_, catch_up_to_));
-  } else if (batch.read > 0 && !StreamReadable()) {
-    sink_->Flush(kLiveFlush).IgnoreError();
+    sleep_(BacklogNap(batch.end, received_, catch_up_to_));
+  } else if (batch.read > 0) {
+    sink_->SendNow();
   }
-}
-
-bool Pipeline::StreamReadable() const {
-  const int fd = stream_->socket();
-  if (fd < 0) return false;
-  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
 }
 
 absl::Status Pipeline::ServeDeliveries() {

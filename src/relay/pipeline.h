@@ -57,6 +57,8 @@ absl::Duration BacklogNap(ReadEnd end, pg::Lsn received, pg::Lsn catch_up_to);
 class Pipeline {
  public:
   using Clock = std::function<absl::Time()>;
+  // How the loop naps (Pace); tests pass one that records the naps.
+  using Sleep = std::function<void(absl::Duration)>;
   // What a Step() did: read messages (go on at once), or found none (wait for work).
   enum class Turn { kRead, kIdle };
   // How long Drain() serves delivery reports.
@@ -64,10 +66,10 @@ class Pipeline {
   // When SendFeedback() sends.
   enum class Feedback { kWhenDue, kNow };
 
-  // `clock` is what feedback timing, refresh timing and latency figures read; tests
-  // pass their own.
+  // `clock` is what feedback timing, refresh timing and latency figures read, `sleep`
+  // what a backlog nap calls; tests pass their own.
   Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats* stats, StopSignal* stop,
-           Clock clock = absl::Now);
+           Clock clock = absl::Now, Sleep sleep = absl::SleepFor);
   ~Pipeline();
 
   // Parses the topic template and makes the first sink.
@@ -152,11 +154,9 @@ class Pipeline {
   // The current transaction's commit time, rendered once per transaction: the
   // created_at of events from a table without a created-at column.
   std::string_view CommitTimeText();
-  // Catching up: nap so a backlog gathers; live traffic: have the sink send now.
+  // Catching up: nap so a backlog gathers; live traffic: have the sink send now,
+  // without waiting for it.
   void Pace(const Batch& batch);
-  // Bytes from the server wait on the stream's socket (a message arrived during
-  // this turn); without blocking.
-  bool StreamReadable() const;
   // Delivery reports, the sink's health, errors raised in a delivery callback.
   absl::Status ServeDeliveries();
   // Serves delivery reports until nothing is in flight, or until the in-flight
@@ -186,6 +186,7 @@ class Pipeline {
   RelayStats* stats_;
   StopSignal* stop_;
   Clock clock_;
+  Sleep sleep_;
   outbox::TopicTemplate topic_;
   std::string table_name_;    // unqualified, for {table}
   std::string table_schema_;  // empty: any schema

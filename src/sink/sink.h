@@ -84,6 +84,9 @@ class Sink {
   // Waits until every enqueued message is reported or the timeout passes, serving
   // reports; meanwhile whatever is buffered is sent at once.
   virtual absl::Status Flush(absl::Duration timeout) = 0;
+  // Live traffic: send what is buffered for batching at once, without waiting for
+  // anything (the caller goes on reading). Sinks that buffer nothing ignore it.
+  virtual void SendNow() {}
   // OK while the sink can deliver; Aborted once it never will again.
   virtual absl::Status Health() const = 0;
   // Messages enqueued but not yet reported, and their key, value and header bytes

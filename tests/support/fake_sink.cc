@@ -78,6 +78,11 @@ void FakeSink::AckAll() {
 }
 
 int FakeSink::Poll(int timeout_ms) {
+  if (timeout_ms > 0) ++waits_;
+  return Serve(timeout_ms);
+}
+
+int FakeSink::Serve(int timeout_ms) {
   if (ready_.empty() && timeout_ms > 0) {
     // Nothing to report and nobody else can make a report appear meanwhile: a real
     // sink would wait here, so wait (briefly) too.
@@ -108,12 +113,13 @@ int FakeSink::Poll(int timeout_ms) {
 
 absl::Status FakeSink::Flush(absl::Duration timeout) {
   ++flushes_;
+  ++waits_;
   const absl::Time deadline = absl::Now() + timeout;
   do {
-    Poll(0);
+    Serve(0);
     if (outstanding_.empty()) return absl::OkStatus();
     if (!ready_.empty()) continue;
-    Poll(1);
+    Serve(1);
   } while (absl::Now() < deadline);
   return absl::DeadlineExceededError("fake sink: messages still outstanding");
 }

@@ -61,6 +61,7 @@ class FakeSink final : public sink::Sink {
   absl::Status Produce(const sink::OutgoingMessage& message) override;
   int Poll(int timeout_ms) override;
   absl::Status Flush(absl::Duration timeout) override;
+  void SendNow() override { ++send_nows_; }
   absl::Status Health() const override { return health_; }
   int InFlight() const override { return static_cast<int>(outstanding_.size()); }
   uint64_t InFlightBytes() const override;
@@ -78,11 +79,17 @@ class FakeSink final : public sink::Sink {
   void AckAll();
   // Produce() answers with this status (OK again: accepts).
   void RefuseProduce(absl::Status status) { refuse_ = std::move(status); }
-  // How many times Flush() was called: the relay's "send now" for live traffic.
+  // How many times Flush() was called.
   int flushes() const { return flushes_; }
+  // How many times the caller blocked on this sink: Flush(), and Poll() with a timeout.
+  int waits() const { return waits_; }
+  // How many times SendNow() was called: the relay's "send now" for live traffic.
+  int send_nows() const { return send_nows_; }
 
  private:
   void Wake();
+  // Poll() without counting a wait: Flush() waits once, however often it serves.
+  int Serve(int timeout_ms);
   bool Queued(size_t index) const;  // has an outcome waiting in ready_
 
   sink::SinkSettings settings_;
@@ -95,6 +102,8 @@ class FakeSink final : public sink::Sink {
   int wake_read_ = -1;
   int wake_write_ = -1;
   int flushes_ = 0;
+  int waits_ = 0;
+  int send_nows_ = 0;
 };
 
 }  // namespace outboxd::test
