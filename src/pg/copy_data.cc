@@ -14,14 +14,13 @@ constexpr size_t kXLogDataHeader = 1 + 8 + 8 + 8;
 // Primary keepalive: Byte1('k') Int64 wal_end, Int64 send_time, Byte1 reply.
 constexpr size_t kKeepaliveSize = 1 + 8 + 8 + 1;
 
-// Callers check the length first.
+}  // namespace
+
 uint64_t ReadU64(std::string_view bytes, size_t at) {
   uint64_t value = 0;
   for (size_t i = 0; i < 8; ++i) value = value << 8 | static_cast<uint8_t>(bytes[at + i]);
   return value;
 }
-
-}  // namespace
 
 absl::StatusOr<StreamMessage> ParseCopyData(std::string_view message) {
   if (message.empty()) return absl::DataLossError("empty replication message");

@@ -8,6 +8,7 @@
 #ifndef OUTBOXD_PG_COPY_DATA_H_
 #define OUTBOXD_PG_COPY_DATA_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <variant>
@@ -40,6 +41,10 @@ using StreamMessage = std::variant<NoMessage, XLogData, Keepalive, StreamEnd>;
 // Parses one CopyData payload from the walsender ('w' or 'k'), bounds-checked:
 // truncated or unknown messages are DataLoss. XLogData::data points into `message`.
 absl::StatusOr<StreamMessage> ParseCopyData(std::string_view message);
+
+// The big-endian 64-bit integer at `at` (an LSN, a timestamp) of a replication or
+// pgoutput message; the caller checks that 8 bytes are there.
+uint64_t ReadU64(std::string_view bytes, size_t at);
 
 }  // namespace outboxd::pg
 

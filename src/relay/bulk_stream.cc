@@ -3,6 +3,8 @@
 
 #include <poll.h>
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -10,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "pg/copy_data.h"
 #include "pg/replication_stream.h"
 
 namespace outboxd::relay {
@@ -26,11 +29,11 @@ constexpr absl::Duration kMidChunkAdvance = absl::Seconds(5);
 
 std::string LockKey(const std::string& slot) { return "outboxd slot " + slot; }
 
-// A big-endian 64-bit value: pg_lsn in binary format.
-uint64_t ReadUint64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
+// pg_replication_slot_advance, moving the slot to `to`: within a chunk, at its end and
+// at a stop (`slot` quoted as a literal already).
+std::string AdvanceSql(const std::string& slot, pg::Lsn to) {
+  return absl::StrCat("SELECT pg_replication_slot_advance(", slot, ", '", pg::FormatLsn(to),
+                      "'::pg_lsn)");
 }
 
 }  // namespace
@@ -70,15 +73,13 @@ absl::StatusOr<std::unique_ptr<BulkChangeStream>> BulkChangeStream::Start(
                             "55006");
   }
   OUTBOXD_ASSIGN_OR_RETURN(pg::Lsn confirmed, pg::ParseLsn(slot.Get(0, 1)));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, sql.QuoteLiteral(options.slot));
   if (options.start > confirmed) {
     // Acknowledged already (feedback lost with the last connection): a peek starts at
     // the slot's position, and would publish those transactions again.
-    OUTBOXD_RETURN_IF_ERROR(sql.ExecParams("SELECT pg_replication_slot_advance($1, $2::pg_lsn)",
-                                           {options.slot, pg::FormatLsn(options.start)})
-                                .status());
+    OUTBOXD_RETURN_IF_ERROR(sql.Exec(AdvanceSql(slot_literal, options.start)).status());
     confirmed = options.start;
   }
-  OUTBOXD_ASSIGN_OR_RETURN(std::string slot_literal, sql.QuoteLiteral(options.slot));
   // publication_names is a list of identifiers, as in START_REPLICATION.
   OUTBOXD_ASSIGN_OR_RETURN(std::string publication, sql.QuoteIdentifier(options.publication));
   OUTBOXD_ASSIGN_OR_RETURN(std::string publication_names, sql.QuoteLiteral(publication));
@@ -242,9 +243,7 @@ absl::Status BulkChangeStream::Schedule() {
     // restart_lsn (50-250 ms on a 100,000-transaction backlog), so not more often.
     if (confirmed_ > advanced_ && absl::Now() - advanced_at_ >= kMidChunkAdvance) {
       advancing_ = confirmed_;
-      return Send(Query::kAdvance,
-                  absl::StrCat("SELECT pg_replication_slot_advance(", slot_literal_, ", '",
-                               pg::FormatLsn(advancing_), "'::pg_lsn)"));
+      return Send(Query::kAdvance, AdvanceSql(slot_literal_, advancing_));
     }
     // Prefetch: the next rows travel while the pipeline works through these.
     if (!next_) {
@@ -259,8 +258,7 @@ absl::Status BulkChangeStream::Schedule() {
   advancing_ = std::max(advanced_, confirmed_);
   std::string sql = "COMMIT";
   if (advancing_ > advanced_) {
-    absl::StrAppend(&sql, "; SELECT pg_replication_slot_advance(", slot_literal_, ", '",
-                    pg::FormatLsn(advancing_), "'::pg_lsn)");
+    absl::StrAppend(&sql, "; ", AdvanceSql(slot_literal_, advancing_));
   }
   return Send(Query::kCloseChunk, sql);
 }
@@ -300,7 +298,8 @@ absl::StatusOr<pg::StreamMessage> BulkChangeStream::Row() {
   if (PQgetisnull(r, i, 0) || PQgetlength(r, i, 0) != 8 || PQgetisnull(r, i, 1)) {
     return absl::DataLossError("bulk catch-up: a peeked row without its lsn or data");
   }
-  const pg::Lsn lsn = ReadUint64(PQgetvalue(r, i, 0));
+  // pg_lsn in binary format: 8 bytes, big-endian.
+  const pg::Lsn lsn = pg::ReadU64(std::string_view(PQgetvalue(r, i, 0), 8), 0);
   const std::string_view data(PQgetvalue(r, i, 1), PQgetlength(r, i, 1));
   // A Commit row's lsn is its transaction's end (the walsender's too): what the
   // pipeline confirms once the transaction is acknowledged.
@@ -368,9 +367,7 @@ absl::Status BulkChangeStream::End() {
   }
   (void)sql_->Exec("ROLLBACK");  // the chunk's transaction, if open
   if (confirmed_ > advanced_) {
-    OUTBOXD_RETURN_IF_ERROR(sql_->ExecParams("SELECT pg_replication_slot_advance($1, $2::pg_lsn)",
-                                             {options_.slot, pg::FormatLsn(confirmed_)})
-                                .status());
+    OUTBOXD_RETURN_IF_ERROR(sql_->Exec(AdvanceSql(slot_literal_, confirmed_)).status());
     advanced_ = confirmed_;
   }
   spdlog::info("bulk catch-up stopped on slot {}: slot advanced to {}", options_.slot,

@@ -17,6 +17,7 @@
 #include "outbox/broker_message.h"
 #include "outbox/dead_letter.h"
 #include "outbox/emitted_event.h"
+#include "pg/copy_data.h"
 #include "pg/table_name.h"
 
 namespace outboxd::relay {
@@ -211,28 +212,17 @@ absl::Status Pipeline::ServeDeliveries() {
   return std::exchange(pending_error_, absl::OkStatus());
 }
 
-namespace {
-
-// A big-endian 64-bit field of a pgoutput message at `at` (length checked by the caller).
-uint64_t ReadUint64(std::string_view data, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(data[at + i]);
-  return v;
-}
-
-}  // namespace
-
 absl::Status Pipeline::Hold(std::string_view data) {
   // Begin: 'B', final_lsn (8), commit_time (8), xid (4); Commit: 'C', flags (1),
   // commit_lsn (8), end_lsn (8), commit_time (8) (PostgreSQL's "Logical Replication
   // Message Formats").
   if (!data.empty() && data[0] == 'B' && data.size() >= 17) {
-    held_commit_us_ = static_cast<int64_t>(ReadUint64(data, 9)) + kPgEpochOffsetUs;
+    held_commit_us_ = static_cast<int64_t>(pg::ReadU64(data, 9)) + kPgEpochOffsetUs;
   }
   held_.emplace_back(data);
   if (!data.empty() && data[0] == 'C') {
     if (data.size() < 18) return absl::DataLossError("pgoutput Commit message too short");
-    held_end_ = ReadUint64(data, 10);
+    held_end_ = pg::ReadU64(data, 10);
     OUTBOXD_RETURN_IF_ERROR(ReleaseHeld().status());
   }
   return absl::OkStatus();
