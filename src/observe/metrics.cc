@@ -20,6 +20,9 @@ namespace {
 // minutes.
 const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
     0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+// Pickup stages are sub-millisecond when all is well: finer at the bottom.
+const prometheus::Histogram::BucketBoundaries kPickupBuckets = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1, 1, 10};
 
 prometheus::Counter& NewCounter(prometheus::Registry& registry, const std::string& name,
                                 const std::string& help) {
@@ -61,6 +64,8 @@ struct Metrics::Families {
   prometheus::Family<prometheus::Gauge>* standby_waiting = nullptr;
   prometheus::Gauge* catchup_eta = nullptr;
   prometheus::Counter* bulk_changes = nullptr;
+  prometheus::Histogram* pickup_postgresql = nullptr;
+  prometheus::Histogram* pickup_relay = nullptr;
   // poll
   prometheus::Counter* batches = nullptr;
 };
@@ -163,6 +168,15 @@ Metrics::Metrics(RelayMode mode)
         r, "outboxd_catchup_bulk_changes_total",
         "pgoutput messages read through SQL (pg_logical_slot_peek_binary_changes) by bulk "
         "catch-ups, instead of from the replication stream.");
+    auto& pickup = prometheus::BuildHistogram()
+                       .Name("outboxd_pickup_seconds")
+                       .Help(
+                           "A streamed transaction's way to the producer, by stage: "
+                           "postgresql = commit -> the walsender sent its first message; "
+                           "relay = that send -> its first event handed to the producer.")
+                       .Register(r);
+    f.pickup_postgresql = &pickup.Add({{"stage", "postgresql"}}, kPickupBuckets);
+    f.pickup_relay = &pickup.Add({{"stage", "relay"}}, kPickupBuckets);
   } else {
     f.batches =
         &NewCounter(r, "outboxd_poll_batches_total", "Batches committed, empty ones included.");
@@ -220,6 +234,12 @@ void Metrics::BulkChangesRead(uint64_t changes) {
   if (families_->bulk_changes != nullptr) {
     families_->bulk_changes->Increment(static_cast<double>(changes));
   }
+}
+
+void Metrics::PickedUp(absl::Duration postgresql, absl::Duration relay) {
+  if (families_->pickup_postgresql == nullptr) return;
+  families_->pickup_postgresql->Observe(absl::ToDoubleSeconds(postgresql));
+  families_->pickup_relay->Observe(absl::ToDoubleSeconds(relay));
 }
 
 void Metrics::SetSlotLagBytes(int64_t bytes) {

@@ -26,6 +26,7 @@
 //   outboxd_standby_flush_lag_bytes{slot}, outboxd_standby_waiting{slot} run
 //   outboxd_catchup_eta_seconds             gauge     run
 //   outboxd_catchup_bulk_changes_total      counter   run
+//   outboxd_pickup_seconds{stage}           histogram run (postgresql, relay)
 //   outboxd_outbox_default_partition_rows   gauge     run (its cleanup job)
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
@@ -100,6 +101,11 @@ class Metrics {
   void SetCatchUpEta(std::optional<absl::Duration> eta);
   // Changes read through SQL by a bulk catch-up (relay/bulk_stream.h).
   void BulkChangesRead(uint64_t changes);
+  // Where a streamed transaction's pickup went, observed at its first event: from its
+  // commit to the walsender's send time of its first message (PostgreSQL: the WAL
+  // flush, decoding, the walsender's wake-up), and from there to that event handed to
+  // the producer (the socket, the relay's loop and its decoding). Run only.
+  void PickedUp(absl::Duration postgresql, absl::Duration relay);
   // Commit time of the oldest event not acknowledged yet (none: age 0). The age is
   // computed when scraped, so it keeps growing while the relay is stuck.
   void SetOldestUnacked(std::optional<absl::Time> commit_time);

@@ -172,6 +172,9 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
     }
     if (auto* data = std::get_if<pg::XLogData>(&message)) {
       received_ = std::max(received_, data->wal_start);
+      sent_us_ = options_.standby_slots.empty() && data->send_time != 0
+                     ? data->send_time + kPgEpochOffsetUs
+                     : 0;
       bytes += data->data.size();
       OUTBOXD_RETURN_IF_ERROR(options_.standby_slots.empty() ? HandleData(data->data)
                                                              : Hold(data->data));
@@ -246,6 +249,8 @@ absl::Status Pipeline::HandleData(std::string_view data) {
     tx_lsn_text_ = pg::FormatLsn(begin->final_lsn);
     tx_commit_us_ = begin->commit_time + kPgEpochOffsetUs;
     tx_commit_text_.clear();
+    tx_sent_us_ = sent_us_;
+    tx_picked_up_ = false;
   } else if (auto* commit = std::get_if<pgoutput::Commit>(&message_)) {
     tracker_.Commit(commit->end_lsn);
   } else if (auto* relation = std::get_if<pgoutput::Relation>(&message_)) {
@@ -374,6 +379,7 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
   while (true) {
     absl::Status status = sink_->Produce(message);
     if (status.ok()) {
+      if (!tx_picked_up_ && tx_sent_us_ != 0) ObservePickup();
       AfterProduce();
       return status;
     }
@@ -395,6 +401,14 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
       return absl::CancelledError("stopped while the producer queue was full");
     }
   }
+}
+
+void Pipeline::ObservePickup() {
+  tx_picked_up_ = true;
+  const absl::Time sent = absl::FromUnixMicros(tx_sent_us_);
+  stats_->metrics.PickedUp(
+      std::max(sent - absl::FromUnixMicros(tx_commit_us_), absl::ZeroDuration()),
+      std::max(clock_() - sent, absl::ZeroDuration()));
 }
 
 void Pipeline::AfterProduce() {

@@ -168,6 +168,7 @@ class Pipeline {
   absl::Status Publish(const outbox::OutboxEvent& event);
   // `payload`: the event's own, for a dead letter (the value may be encoded).
   absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload);
+  void ObservePickup();  // the current transaction's first event: outboxd_pickup_seconds
   // Flow-control peaks, and the test-only fatal error.
   void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
@@ -215,6 +216,12 @@ class Pipeline {
   std::string tx_lsn_text_;     // commit LSN "X/Y" for the lsn header
   int64_t tx_commit_us_ = 0;    // Unix microseconds
   std::string tx_commit_text_;  // "" until CommitTimeText() renders it
+  // The walsender's send time of the message read last and of the current
+  // transaction's Begin (Unix µs; 0: unknown, as in a bulk catch-up or while held for
+  // standbys), for outboxd_pickup_seconds, observed once per transaction.
+  int64_t sent_us_ = 0;
+  int64_t tx_sent_us_ = 0;
+  bool tx_picked_up_ = false;
 
   pg::Lsn received_ = 0;
   pg::Lsn catch_up_to_ = 0;  // CatchUpTo

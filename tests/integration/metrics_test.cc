@@ -104,6 +104,15 @@ TEST(RelayMetrics, CountEveryRelayedEventByTopicWithOneLatencyEach) {
   EXPECT_EQ(buckets.back().second, 50);
   EXPECT_EQ(Value(text, R"(outboxd_commit_to_ack_seconds_bucket{le="10"})"), 50) << text;
   EXPECT_GT(Value(text, "outboxd_commit_to_ack_seconds_sum"), 0);
+  // Each of the 5 streamed transactions' pickup, split at the walsender's send time.
+  for (const char* stage : {"postgresql", "relay"}) {
+    const std::string series = absl::StrCat("outboxd_pickup_seconds_count{stage=\"", stage, "\"}");
+    EXPECT_EQ(Value(text, series), 5) << text;
+    EXPECT_EQ(Value(text, absl::StrCat("outboxd_pickup_seconds_bucket{stage=\"", stage,
+                                       "\",le=\"10\"}")),
+              5)
+        << text;
+  }
 
   // The confirmed LSN moved past every event's commit, and never past what was read.
   pg::Lsn newest_commit = 0;
