@@ -97,22 +97,34 @@ absl::StatusOr<OutboxRule> OutboxDeleteRule(pg::Connection& conn, const CleanupO
   return OutboxRule{absl::StrCat(old, " AND ", acked, " IS TRUE"), acked, cutoff};
 }
 
-// ctid, not seq: any outbox layout has it, and `ctid = ANY(array)` is a TID scan.
-// A ctid is unique within one table only, so a partitioned outbox is deleted from
-// leaf by leaf: on its root the same ctid would name a row in every partition.
-// With CleanupProgress::kReported, one progress line per leaf (the outbox itself
-// when it is not partitioned).
-absl::StatusOr<int64_t> DeleteAcknowledged(pg::Connection& conn, const pg::TableName& leaf,
-                                           const OutboxRule& rule, const CleanupOptions& options) {
-  const std::string eligible = absl::StrCat(leaf.quoted, " o WHERE ", rule.where);
+// Deletes the rows of one leaf that `where` (SQL over alias "o", $1 = `cutoff`)
+// selects, a batch at a time. ctid, not seq: any outbox or inbox layout has it, and
+// `ctid = ANY(array)` is a TID scan. A ctid is unique within one table only, so a
+// partitioned table is deleted from leaf by leaf: on its root the same ctid would
+// name a row in every partition. With CleanupProgress::kReported, one progress line
+// per leaf (the table itself when it is not partitioned).
+absl::StatusOr<int64_t> DeleteFromLeaf(pg::Connection& conn, const pg::TableName& leaf,
+                                       const std::string& where, const std::string& cutoff,
+                                       const CleanupOptions& options) {
+  const std::string eligible = absl::StrCat(leaf.quoted, " o WHERE ", where);
   OUTBOXD_ASSIGN_OR_RETURN(
       std::unique_ptr<Progress> progress,
-      Report(conn, options, absl::StrCat("cleanup of ", leaf.Display()), eligible, rule.cutoff));
+      Report(conn, options, absl::StrCat("cleanup of ", leaf.Display()), eligible, cutoff));
   return DeleteInBatches(
       conn,
       absl::StrCat("DELETE FROM ", leaf.quoted, " WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM ",
                    eligible, " LIMIT $2))"),
-      rule.cutoff, options, progress.get());
+      cutoff, options, progress.get());
+}
+
+// The partitions of an outbox or inbox ahead of its writers, of the width of its
+// newest one; how many were created.
+absl::StatusOr<int64_t> CreateAhead(pg::Connection& conn, const CleanupOptions& options,
+                                    const pg::TableName& table) {
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
+                           CreatePartitionsAhead(conn, table, PartitionInterval::kNone,
+                                                 CreateOptions{.ahead = options.partitions_ahead}));
+  return static_cast<int64_t>(created.size());
 }
 
 // A partitioned outbox: the partitions ahead of the writers, and the old ones
@@ -121,10 +133,8 @@ absl::StatusOr<int64_t> DeleteAcknowledged(pg::Connection& conn, const pg::Table
 absl::Status KeepPartitions(pg::Connection& conn, const CleanupOptions& options,
                             const pg::TableName& outbox, const OutboxRule& rule,
                             CleanupResult& result) {
-  OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
-                           CreatePartitionsAhead(conn, outbox, PartitionInterval::kNone,
-                                                 CreateOptions{.ahead = options.partitions_ahead}));
-  result.partitions_created += static_cast<int64_t>(created.size());
+  OUTBOXD_ASSIGN_OR_RETURN(int64_t created, CreateAhead(conn, options, outbox));
+  result.partitions_created += created;
   if (rule.where.empty()) return absl::OkStatus();
   OUTBOXD_ASSIGN_OR_RETURN(DropReport dropped,
                            DropAcknowledgedPartitions(conn, outbox, rule.acked, rule.cutoff));
@@ -157,7 +167,8 @@ absl::Status CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
   for (const pg::Partition& leaf : leaves) {
     int64_t deleted = 0;
     if (!rule.where.empty()) {
-      OUTBOXD_ASSIGN_OR_RETURN(deleted, DeleteAcknowledged(conn, leaf.name, rule, options));
+      OUTBOXD_ASSIGN_OR_RETURN(deleted,
+                               DeleteFromLeaf(conn, leaf.name, rule.where, rule.cutoff, options));
     }
     result.outbox_deleted += deleted;
     if (!leaf.is_default) continue;
@@ -176,10 +187,8 @@ absl::Status CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
 absl::Status KeepInboxPartitions(pg::Connection& conn, const CleanupOptions& options,
                                  const pg::TableName& inbox, const std::string& cutoff,
                                  CleanupResult& result) {
-  OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,
-                           CreatePartitionsAhead(conn, inbox, PartitionInterval::kNone,
-                                                 CreateOptions{.ahead = options.partitions_ahead}));
-  result.inbox_partitions_created += static_cast<int64_t>(created.size());
+  OUTBOXD_ASSIGN_OR_RETURN(int64_t created, CreateAhead(conn, options, inbox));
+  result.inbox_partitions_created += created;
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff_sql, conn.QuoteLiteral(cutoff));
   OUTBOXD_ASSIGN_OR_RETURN(
       DropReport dropped,
@@ -212,18 +221,9 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
   int64_t deleted = 0;
   for (const pg::Partition& leaf : leaves) {
     if (!every_leaf && !leaf.is_default) continue;
-    // A ctid names a row of one leaf only (DeleteAcknowledged).
-    const std::string eligible =
-        absl::StrCat(leaf.name.quoted, " WHERE processado_em < $1::timestamptz");
     OUTBOXD_ASSIGN_OR_RETURN(
-        std::unique_ptr<Progress> progress,
-        Report(conn, options, absl::StrCat("cleanup of ", leaf.name.Display()), eligible, cutoff));
-    OUTBOXD_ASSIGN_OR_RETURN(
-        int64_t from_leaf, DeleteInBatches(conn,
-                                           absl::StrCat("DELETE FROM ", leaf.name.quoted,
-                                                        " WHERE ctid = ANY(ARRAY(SELECT ctid FROM ",
-                                                        eligible, " LIMIT $2))"),
-                                           cutoff, options, progress.get()));
+        int64_t from_leaf,
+        DeleteFromLeaf(conn, leaf.name, "o.processado_em < $1::timestamptz", cutoff, options));
     deleted += from_leaf;
   }
   return deleted;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "support/kafka_consumer.h"
 
 namespace outboxd::chaos {
 namespace {
@@ -29,35 +30,11 @@ std::string Header(rd_kafka_headers_t* headers, const char* name) {
 
 absl::StatusOr<std::unique_ptr<KafkaReader>> KafkaReader::Start(
     const std::string& bootstraps, const std::vector<std::string>& topics, int partitions) {
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  const std::pair<const char*, std::string> settings[] = {
-      {"bootstrap.servers", bootstraps},
-      {"group.id", "outboxd-chaos-reader"},  // 2.0.2's assign() wants one; never joined
-      {"enable.auto.commit", "false"},
-      {"enable.auto.offset.store", "false"},
-      {"auto.offset.reset", "earliest"},
-      {"fetch.wait.max.ms", "10"},
-      {"max.partition.fetch.bytes", "4194304"},
-      {"reconnect.backoff.max.ms", "500"},
-      // A mock broker set down keeps its connections open and silent.
-      {"socket.timeout.ms", "5000"},
-      {"log.connection.close", "false"},
-      {"log_level", "2"},  // outages are the point of the run: no reconnect chatter
-  };
-  rd_kafka_conf_set_error_cb(conf, [](rd_kafka_t*, int, const char*, void*) {});
-  char errstr[512];
-  for (const auto& [name, value] : settings) {
-    if (rd_kafka_conf_set(conf, name, value.c_str(), errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return absl::InvalidArgumentError(absl::StrCat("reader ", name, ": ", errstr));
-    }
-  }
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return absl::InvalidArgumentError(absl::StrCat("reader: ", errstr));
-  }
-  rd_kafka_poll_set_consumer(rk);
+  // Outages are the point of the run: no reconnect chatter.
+  absl::StatusOr<test::ConsumerPtr> consumer =
+      test::StartConsumer(bootstraps, "outboxd-chaos-reader", test::ConsumerLogs::kCriticalOnly);
+  if (!consumer.ok()) return consumer.status();
+  rd_kafka_t* rk = consumer->get();
   // The topics exist (the broker created them at start): assign every partition
   // from the beginning, no discovery, no group.
   rd_kafka_topic_partition_list_t* list =
@@ -70,10 +47,9 @@ absl::StatusOr<std::unique_ptr<KafkaReader>> KafkaReader::Start(
   rd_kafka_resp_err_t err = rd_kafka_assign(rk, list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    rd_kafka_destroy(rk);
     return absl::InternalError(absl::StrCat("reader assign: ", rd_kafka_err2str(err)));
   }
-  std::unique_ptr<KafkaReader> reader(new KafkaReader(rk, topics, partitions));
+  std::unique_ptr<KafkaReader> reader(new KafkaReader(consumer->release(), topics, partitions));
   reader->thread_ = std::thread([r = reader.get()] { r->Run(); });
   return reader;
 }

@@ -2,7 +2,8 @@
 // from the beginning while the run goes (the mock broker keeps only ~5 MB per
 // partition) and keeps, per message, only what the checker needs: where it was read,
 // the event id, the aggregate and the commit LSN header. A plain librdkafka consumer
-// with manual assignment; it shares no code with the relay.
+// with manual assignment, set up as the tests' collector is (support/kafka_consumer.h);
+// it shares no code with the relay.
 //
 //   auto reader = KafkaReader::Start(bootstraps, {"chaos.a", "chaos.b"}, 4);
 //   ... run ...

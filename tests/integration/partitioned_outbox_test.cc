@@ -266,12 +266,9 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
 
   h.StartRelay({"--cleanup-interval", "1s", "--retention", "1s"});
   InsertEvents(conn, "after", 10, -1);  // into old1 again, before it goes
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline &&
-         h.db().Scalar("SELECT to_regclass('outbox_old1') IS NULL") != "t") {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_EQ(h.db().Scalar("SELECT to_regclass('outbox_old1') IS NULL"), "t") << h.relay().Log();
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    return h.db().Scalar("SELECT to_regclass('outbox_old1') IS NULL") == "t";
+  })) << h.relay().Log();
   ASSERT_TRUE(h.collector().WaitForCount(40, absl::Seconds(60))) << h.relay().Log();
   std::set<std::string> seen;
   for (const CollectedMessage& m : h.collector().Messages()) {
@@ -283,7 +280,10 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
       EXPECT_TRUE(seen.count(value)) << value << " lost";
     }
   }
-  EXPECT_TRUE(absl::StrContains(h.relay().Log(), "dropped 1 acknowledged partitions"))
+  // The job logs the drop only at the end of its round, after the row-level pass over
+  // every leaf and the inbox's: the partition is gone (the DROP committed) and the
+  // rows all arrived well before that under load.
+  EXPECT_TRUE(h.relay().WaitForLog("dropped 1 acknowledged partitions", absl::Seconds(30)))
       << h.relay().Log();
   // A row in DEFAULT (no partition so far ahead) shows on the run's gauge.
   InsertEvents(conn, "far", 1, 30);

@@ -19,17 +19,10 @@ namespace {
 using QueuePtr = std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)>;
 using ListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t,
                                 decltype(&rd_kafka_topic_partition_list_destroy)>;
-using ConfPtr = std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)>;
 
 constexpr size_t kBatch = 4096;
 constexpr int kPollMs = 50;
 constexpr auto kRediscoverEvery = std::chrono::milliseconds(100);
-
-void DestroyConsumer(rd_kafka_t* rk) {
-  // Never joined a group, so there is nothing to leave; skipping the close also keeps
-  // Stop() prompt when the brokers are down.
-  rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-}
 
 CollectedMessage ToCollected(const rd_kafka_message_t* m) {
   CollectedMessage out;
@@ -48,41 +41,11 @@ std::optional<std::string> CollectedMessage::Header(std::string_view name) const
 
 absl::StatusOr<std::unique_ptr<KafkaCollector>> KafkaCollector::Start(
     std::string bootstraps, std::vector<std::string> topics) {
-  ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
-  const std::pair<const char*, std::string> settings[] = {
-      {"bootstrap.servers", bootstraps},
-      // rd_kafka_assign() in 2.0.2 refuses to work without a group id ("Unknown
-      // group"); we never subscribe, so the group is never joined or rebalanced.
-      {"group.id", "outboxd-test-collector"},
-      {"enable.auto.commit", "false"},
-      {"enable.auto.offset.store", "false"},
-      {"auto.offset.reset", "earliest"},
-      {"fetch.wait.max.ms", "10"},
-      // Bigger fetches than the 1 MB default: the mock drops a partition's oldest
-      // messages beyond ~5 MB, so the collector must not trail a fast producer by more.
-      {"max.partition.fetch.bytes", "4194304"},
-      {"reconnect.backoff.max.ms", "500"},
-      // A mock broker set down keeps its open connections silent: give up on them
-      // quickly instead of after the 60 s default.
-      {"socket.timeout.ms", "5000"},
-      {"log.connection.close", "false"},
-  };
-  // Error events repeat lines librdkafka has already logged; don't print them twice.
-  rd_kafka_conf_set_error_cb(conf.get(), [](rd_kafka_t*, int, const char*, void*) {});
-  for (const auto& [name, value] : settings) {
-    if (absl::Status s = kafka::internal::SetProperty(conf.get(), name, value); !s.ok()) return s;
-  }
-  char errstr[512];
-  ConsumerPtr consumer(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), errstr, sizeof(errstr)),
-                       &DestroyConsumer);
-  if (consumer == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("collector: ", errstr));
-  }
-  conf.release();  // rd_kafka_new() took it
-  // Route fetched messages to the consumer queue that Run() reads in batches.
-  rd_kafka_poll_set_consumer(consumer.get());
+  absl::StatusOr<ConsumerPtr> consumer =
+      StartConsumer(bootstraps, "outboxd-test-collector", ConsumerLogs::kLibrdkafkaDefault);
+  if (!consumer.ok()) return consumer.status();
   std::unique_ptr<KafkaCollector> collector(
-      new KafkaCollector(std::move(consumer), std::move(topics)));
+      new KafkaCollector(*std::move(consumer), std::move(topics)));
   collector->thread_ = std::thread([c = collector.get()] { c->Run(); });
   return collector;
 }

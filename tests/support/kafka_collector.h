@@ -39,8 +39,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "support/kafka_consumer.h"
 
-struct rd_kafka_s;
 struct rd_kafka_message_s;
 
 namespace outboxd::test {
@@ -96,8 +96,6 @@ class KafkaCollector {
     int32_t partition;
     auto operator<=>(const PartitionKey&) const = default;
   };
-
-  using ConsumerPtr = std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)>;
 
   KafkaCollector(ConsumerPtr consumer, std::vector<std::string> topics);
   void Run();
