@@ -21,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -49,14 +50,17 @@ using HeadersPtr = std::unique_ptr<rd_kafka_headers_t, decltype(&rd_kafka_header
 //     ack means every in-sync replica has the event (at least once, per-aggregate order).
 //   message.timeout.ms=0: never give up on a message; an outage must delay delivery,
 //     never fail it (docs/architecture.md trap "librdkafka message timeout").
-//   linger.ms=1: batches backlogs. Measured through outboxd run on outboxd-mock-broker
+//   linger.ms=5: batches backlogs. Measured through outboxd run on outboxd-mock-broker
 //     (TCP_NODELAY, one partition, 2-core box), linger.ms 1 against 0: draining a
 //     60,000-event backlog 15,000-27,000 events/s at 7-20 us CPU per event against
-//     8,700-9,000 events/s at 51-54 us (0.25 and 0.5 ms sat in between); with the
-//     relay's catch-up naps, 100,000 events, load 4-6, one partition 5.3-5.7 against
-//     6.9-20 us, 12 partitions over 3 brokers 9.3-11.8 against 13.2 us. Live traffic
+//     8,700-9,000 events/s at 51-54 us (0.25 and 0.5 ms sat in between). 5 against 1:
+//     a 100,000-transaction backlog over 12 partitions and 3 brokers, keys over 1,000
+//     aggregates (scripts/bench --only-cpu --cpu-runs 3, load 3): 4.6-6.5 against
+//     6.2-8.0 us CPU per event, drained in 1.2-1.4 against 1.8-2.0 s; one partition
+//     3.7-4.4 against 4.5-5.4 us. At 1 ms a catch-up left as one produce request per
+//     partition per millisecond (strace: 7,001 sendmsg for 100k events). Live traffic
 //     does not wait it out: the relay asks for SendNow() after each live read, which
-//     suspends the linger on the sender thread (Sender below).
+//     suspends the linger on the sender thread for the whole linger (SendNowWindow).
 //   socket.nagle.disable: with pipelined produce requests Nagle + delayed ACK can hold
 //     a small request back for ~40 ms.
 //   reconnect.backoff.max.ms=1000: after an outage reconnect within a second instead
@@ -73,19 +77,19 @@ constexpr std::pair<const char*, const char*> kDefaults[] = {
     {"enable.idempotence", "true"},
     {"acks", "all"},
     {"message.timeout.ms", "0"},
-    {"linger.ms", "1"},
+    {"linger.ms", "5"},
     {"socket.nagle.disable", "true"},
     {"reconnect.backoff.max.ms", "1000"},
     {"queue.buffering.max.messages", "1000000"},
     {"partitioner", "murmur2_random"},
 };
 
-// How long SendNow() has librdkafka send at once, ignoring linger.ms, unless every
-// message is acknowledged sooner. A live read asks again for what it produced, so the
-// window only needs to cover one acknowledgement's round trip; messages produced
-// within it go out at once too. 1 ms, as the relay's blocking live flush had (issue 17
-// point 2: acknowledged within 1 ms of the commit 15 % -> 54 % at 1,000 events/s).
-constexpr absl::Duration kSendNowWindow = absl::Milliseconds(1);
+// SendNowWindow's bounds. At least 1 ms, as the relay's blocking live flush had (issue
+// 17 point 2: acknowledged within 1 ms of the commit 15 % -> 54 % at 1,000 events/s);
+// at most 50 ms, so a user's long linger does not keep the sender flushing (and
+// waking every broker thread each millisecond) through a broker outage.
+constexpr absl::Duration kMinSendNowWindow = absl::Milliseconds(1);
+constexpr absl::Duration kMaxSendNowWindow = absl::Milliseconds(50);
 
 // Debian's abseil is built with its own absl::string_view (not std::string_view).
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -201,6 +205,7 @@ struct Publisher::Impl {
   QueuePtr main_queue{nullptr, &rd_kafka_queue_destroy};
   absl::flat_hash_map<std::string, TopicPtr> topics;
   int close_timeout_ms = 0;
+  absl::Duration send_now_window = kMinSendNowWindow;
   int in_flight = 0;
   uint64_t in_flight_bytes = 0;
   int served = 0;  // delivery reports handed out by the current Poll()
@@ -428,7 +433,14 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
     }
     return absl::InvalidArgumentError(absl::StrCat("Kafka producer: ", reason));
   }
-  conf.release();                                                     // rd_kafka_new() took it
+  conf.release();  // rd_kafka_new() took it
+  char linger[32];
+  size_t linger_size = sizeof(linger);
+  impl->send_now_window =
+      rd_kafka_conf_get(rd_kafka_conf(impl->rk.get()), "linger.ms", linger, &linger_size) ==
+              RD_KAFKA_CONF_OK
+          ? SendNowWindow(linger)
+          : kMinSendNowWindow;
   if (impl->on_log) rd_kafka_set_log_queue(impl->rk.get(), nullptr);  // the main queue
 
   int fds[2];
@@ -514,7 +526,7 @@ int Publisher::Poll(int timeout_ms) {
   return impl_->served;
 }
 
-void Publisher::SendNow() { impl_->sender->SendFor(kSendNowWindow); }
+void Publisher::SendNow() { impl_->sender->SendFor(impl_->send_now_window); }
 
 absl::Status Publisher::Flush(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -550,5 +562,11 @@ void Publisher::RaiseFatalErrorForTesting(std::string_view reason) {
 }
 
 int Publisher::wake_fd() const { return impl_->wake_read; }
+
+absl::Duration SendNowWindow(std::string_view linger_ms) {
+  double ms = 0;
+  if (!absl::SimpleAtod(AsAbsl(linger_ms), &ms)) return kMinSendNowWindow;
+  return std::clamp(absl::Milliseconds(ms), kMinSendNowWindow, kMaxSendNowWindow);
+}
 
 }  // namespace outboxd::kafka

@@ -2,7 +2,7 @@
 // unlimited message.timeout.ms so a broker outage never turns into a dropped event).
 // Delivery reports are served by Poll() on the caller's thread; wake_fd() becomes
 // readable when reports are waiting, so a select() loop wakes for them at once.
-// linger.ms=1 batches a backlog; SendNow() has a live message sent at once without
+// linger.ms=5 batches a backlog; SendNow() has a live message sent at once without
 // waiting for it (librdkafka's flush runs on a thread of the publisher's own).
 //
 //   PublisherOptions opts{.brokers = "127.0.0.1:9092"};
@@ -110,9 +110,9 @@ class Publisher final : public sink::Sink {
   // ignoring linger.ms.
   absl::Status Flush(absl::Duration timeout) override;
 
-  // Returns at once; for about 1 ms, or until every message is acknowledged,
-  // librdkafka sends what it holds, and what is produced meanwhile, without waiting
-  // out linger.ms. Reports still come from Poll().
+  // Returns at once; until every message is acknowledged, or for as long as the
+  // linger (SendNowWindow), librdkafka sends what it holds, and what is produced
+  // meanwhile, without waiting out linger.ms. Reports still come from Poll().
   //   pub->Produce(live_event); pub->SendNow();   // then wait on wake_fd() as usual
   void SendNow() override;
 
@@ -140,6 +140,13 @@ class Publisher final : public sink::Sink {
   explicit Publisher(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// How long one SendNow() keeps librdkafka sending at once: the producer's linger.ms
+// (as configured, in milliseconds), at least 1 ms and at most 50 ms. Covering the whole
+// linger means a message produced before the call never waits it out, however late
+// librdkafka's broker thread is woken (a flush only affects a broker thread that wakes
+// while it lasts).
+absl::Duration SendNowWindow(std::string_view linger_ms);
 
 }  // namespace outboxd::kafka
 

@@ -201,6 +201,8 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
 }
 
 void PollRelay::AwaitReports(absl::Time deadline) {
+  // The batch is all there is: send it now rather than after linger.ms.
+  if (unreported_ > 0) sink_->SendNow();
   while (unreported_ > 0 && absl::Now() < deadline) {
     sink_->Poll(ToPollMs(deadline - absl::Now()));
     if (!sink_->Health().ok()) return;  // no report will come any more

@@ -197,8 +197,8 @@ void Pipeline::Pace(const Batch& batch) {
   // the socket wakes for every few of them: that wake-up (select, recv) was most of
   // its CPU. When the last read found a backlog, let it gather a moment instead.
   // Any other read is live traffic, with nothing behind it to batch with: the sink
-  // sends it at once instead of after linger.ms (kept at 1 ms for backlogs, where
-  // batches pay; kafka/publisher.cc), and the loop goes back to the stream at once.
+  // sends it at once instead of after linger.ms (kept for backlogs, where batches
+  // pay; kafka/publisher.cc), and the loop goes back to the stream at once.
   // SendNow() does not wait: a flush here, which lasts until the acknowledgement,
   // held a message that arrived meanwhile for up to a round trip (issue 17 point 2).
   const bool old = clock_() - absl::FromUnixMicros(tx_commit_us_) > kBacklogAge;

@@ -195,7 +195,7 @@ TEST_F(PublisherTest, SendNowSendsWithoutWaitingOutTheLinger) {
         (*publisher)->Produce({.topic = "live", .key = "k", .value = "v", .tag = tag}).ok());
   }
   // The relay asks again after each live read; so does this loop, since one request
-  // covers about 1 ms and the first message also waits for the broker's metadata.
+  // covers at most 50 ms and the first message also waits for the broker's metadata.
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
   while ((*publisher)->InFlight() > 0 && absl::Now() < deadline) {
     (*publisher)->SendNow();
@@ -203,6 +203,17 @@ TEST_F(PublisherTest, SendNowSendsWithoutWaitingOutTheLinger) {
   }
   EXPECT_THAT(delivered, ::testing::ElementsAre(1u, 2u, 3u));
   EXPECT_FALSE(on_other_thread);
+}
+
+// One SendNow() covers the whole linger, so a message produced before it never waits
+// the linger out, however late the broker thread wakes; bounded for a long linger.
+TEST(SendNowWindowTest, CoversTheLingerWithinBounds) {
+  EXPECT_EQ(SendNowWindow("5"), absl::Milliseconds(5));
+  EXPECT_EQ(SendNowWindow("0"), absl::Milliseconds(1));
+  EXPECT_EQ(SendNowWindow("0.5"), absl::Milliseconds(1));
+  EXPECT_EQ(SendNowWindow("20"), absl::Milliseconds(20));
+  EXPECT_EQ(SendNowWindow("600000"), absl::Milliseconds(50));
+  EXPECT_EQ(SendNowWindow("soon"), absl::Milliseconds(1));
 }
 
 // docs/architecture.md trap "librdkafka message timeout turns an outage into a failed delivery":

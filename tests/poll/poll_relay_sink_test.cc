@@ -57,6 +57,8 @@ TEST(PollRelayWithSink, MarksOnlyAcknowledgedRowsPublished) {
   EXPECT_THAT(State(env, c), StartsWith("false|1|not acknowledged by the broker within"));
   EXPECT_EQ(fake->produced().size(), 3u);
   EXPECT_EQ(stats.events_published, 1u);
+  // The batch is sent at once, not after the producer's linger.ms.
+  EXPECT_EQ(fake->send_nows(), 1);
 }
 
 // A sink that can deliver nothing more (a fatal producer error) is dropped after its
