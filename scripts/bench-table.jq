@@ -94,9 +94,9 @@ catchup_rows($c.large_transactions),
 (.writer // empty | . as $w |
   "Writer cost (pgbench, \($w.table.pgbench_clients) clients, \($w.table.seconds) s each): an outbox INSERT against outboxd_emit (WAL-only, `run --source messages`):",
   "",
-  "| writer | tps | relay drain of what it wrote | relay CPU/event (start-up included) |",
-  "|---|---|---|---|",
-  ($w.table, $w.messages | "| \(if .source == "table" then "outbox INSERT" else "outboxd_emit" end) | \(f(.writer_tps)) | \(n(.events)) events in \(f(.run.seconds)) s, \(f(.run.events_per_s)) ev/s | \(f(.run.cpu_us_per_event_with_startup)) us |"),
-  "| outboxd_emit / INSERT | \(f($w.messages.writer_tps / $w.table.writer_tps)) | \(f($w.messages.run.events_per_s / $w.table.run.events_per_s)) | report (issue 17 measured 9.5-10.3k vs 17.5-19.7k tps) |",
+  "| writer | tps | tps, synchronous_commit off | WAL bytes per event | relay drain of what it wrote | relay CPU/event (start-up included) |",
+  "|---|---|---|---|---|---|",
+  ($w.table, $w.messages | "| \(if .source == "table" then "outbox INSERT" else "outboxd_emit" end) | \(f(.writer_tps)) | \(f(.writer_tps_synchronous_commit_off)) | \(f(.wal_bytes_per_event)) | \(n(.events)) events in \(f(.run.seconds)) s, \(f(.run.events_per_s)) ev/s | \(f(.run.cpu_us_per_event_with_startup)) us |"),
+  "| outboxd_emit / INSERT | \(f($w.messages.writer_tps / $w.table.writer_tps)) | \(f($w.messages.writer_tps_synchronous_commit_off / $w.table.writer_tps_synchronous_commit_off)) | \(f($w.messages.wal_bytes_per_event / $w.table.wal_bytes_per_event)) | \(f($w.messages.run.events_per_s / $w.table.run.events_per_s)) | report (issue 17 measured 9.5-10.3k vs 17.5-19.7k tps) |",
   ""),
 "Wall time: live \(f(.phase_seconds.live)) s, catch-up \(f(.phase_seconds.catchup)) s, RabbitMQ \(f(.phase_seconds.rabbitmq)) s, large transaction \(f(.phase_seconds.memory)) s, writer \(f(.phase_seconds.writer)) s; \(f(.elapsed_s)) s in all before the plots."
