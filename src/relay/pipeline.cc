@@ -600,6 +600,7 @@ void Pipeline::EndSession() {
   held_.clear();  // streamed again from the confirmed position
   held_end_ = 0;
   outbox_relation_id_ = 0;
+  tx_sent_us_ = 0;  // a backfill before the next stream has no walsender send time
   PublishStats();
 }
 
