@@ -52,6 +52,10 @@ bool DeadLetterGate::Follows(std::string_view aggregate_id, std::string_view eve
   return parked.passed_in == at.tx;
 }
 
+bool DeadLetterGate::IsParked(std::string_view aggregate_id) const {
+  return parked_.contains(absl::string_view(aggregate_id.data(), aggregate_id.size()));
+}
+
 absl::Status DeadLetterGate::Store(const outbox::DeadLetter& letter, AckTracker::TxId tx) {
   OUTBOXD_RETURN_IF_ERROR(table_->Insert(letter));
   auto [parked, added] = parked_.try_emplace(

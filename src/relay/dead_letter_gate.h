@@ -59,6 +59,8 @@ class DeadLetterGate {
   // Whether the event `event_id` of `aggregate_id` at `at` must follow an earlier
   // dead letter of its aggregate into the table.
   bool Follows(std::string_view aggregate_id, std::string_view event_id, Position at);
+  // Whether `aggregate_id` has dead letters (as of the last Refresh or Store).
+  bool IsParked(std::string_view aggregate_id) const;
   // Writes `letter` to the table and parks its aggregate from it on. `tx` is the
   // transaction in which the relay met it.
   absl::Status Store(const outbox::DeadLetter& letter, AckTracker::TxId tx);

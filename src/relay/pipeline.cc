@@ -70,6 +70,8 @@ constexpr size_t kReadBytes = size_t{512} << 10;
 // Confirmations are batched: at most one feedback message per this interval unless
 // the server asks for a reply.
 constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
+// Dead letters that follow their aggregate's first are summed up at most this often.
+constexpr absl::Duration kFollowersLogInterval = absl::Seconds(10);
 // A session that ends waits this long for reports of what it already produced, so the
 // next one resumes after them instead of sending them again.
 constexpr absl::Duration kEndSessionGrace = absl::Seconds(2);
@@ -146,6 +148,7 @@ absl::StatusOr<Pipeline::Turn> Pipeline::Step() {
   OUTBOXD_ASSIGN_OR_RETURN(const Batch batch, ReadBatch());
   Pace(batch);
   OUTBOXD_RETURN_IF_ERROR(ServeDeliveries());
+  LogParkedFollowers(/*now=*/false);
   OUTBOXD_RETURN_IF_ERROR(gate_->RefreshIfDue());
   OUTBOXD_RETURN_IF_ERROR(
       SendFeedback(batch.reply_requested ? Feedback::kNow : Feedback::kWhenDue));
@@ -434,13 +437,34 @@ absl::Status Pipeline::DeadLetter(const sink::OutgoingMessage& message, std::str
   }
   // Written before the event counts as handled: the watermark passes a poison event
   // only once it is safely in the table.
+  const bool follower = gate_->IsParked(letter.aggregate_id);
   OUTBOXD_RETURN_IF_ERROR(gate_->Store(letter, message.tag));
   tracker_.Ack(message.tag);
   stats_->metrics.DeadLettered();
   // Every value here may come from the row: escaped, so none can forge a log line.
-  spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", LogSafe(letter.id),
-                LogSafe(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
+  // One error per aggregate that gets parked; the events that follow it there are
+  // counted in a summary (LogParkedFollowers): an exchange without a queue for a key
+  // once logged a line for each of 100,000 events.
+  if (follower) {
+    ++followers_unlogged_;
+    spdlog::debug("event {} of aggregate {} dead-lettered to {}: {}", LogSafe(letter.id),
+                  LogSafe(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
+  } else {
+    spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", LogSafe(letter.id),
+                  LogSafe(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
+  }
   return absl::OkStatus();
+}
+
+void Pipeline::LogParkedFollowers(bool now) {
+  if (followers_unlogged_ == 0) return;
+  if (!now && clock_() - followers_logged_at_ < kFollowersLogInterval) return;
+  spdlog::error(
+      "{} more event(s) dead-lettered to {} behind their aggregates' first dead letter "
+      "(each aggregate stays parked until `outboxd dead-letter replay`)",
+      followers_unlogged_, gate_->table_name());
+  followers_unlogged_ = 0;
+  followers_logged_at_ = clock_();
 }
 
 void Pipeline::BeginBackfill(pg::Lsn consistent_point) {
@@ -596,6 +620,7 @@ void Pipeline::EndSession() {
          absl::Now() < deadline && !stop_->requested()) {
     sink_->Poll(50);
   }
+  LogParkedFollowers(/*now=*/true);
   tracker_.Reset(tracker_.watermark());
   held_.clear();  // streamed again from the confirmed position
   held_end_ = 0;
@@ -613,6 +638,7 @@ absl::Status Pipeline::Shutdown() {
     OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
   }
   OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kNow));
+  LogParkedFollowers(/*now=*/true);
   PublishStats();
   stats_->events_abandoned = tracker_.events_in_flight();
   spdlog::info("confirmed {}; {} events still unacknowledged will be sent again on restart",

@@ -169,6 +169,9 @@ class Pipeline {
   // `payload`: the event's own, for a dead letter (the value may be encoded).
   absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload);
   void ObservePickup();  // the current transaction's first event: outboxd_pickup_seconds
+  // One line for the dead letters that followed an already parked aggregate since the
+  // last one: every kFollowersLogInterval, or `now`.
+  void LogParkedFollowers(bool now);
   // Flow-control peaks, and the test-only fatal error.
   void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
@@ -222,6 +225,9 @@ class Pipeline {
   int64_t sent_us_ = 0;
   int64_t tx_sent_us_ = 0;
   bool tx_picked_up_ = false;
+
+  uint64_t followers_unlogged_ = 0;  // LogParkedFollowers
+  absl::Time followers_logged_at_ = absl::InfinitePast();
 
   pg::Lsn received_ = 0;
   pg::Lsn catch_up_to_ = 0;  // CatchUpTo

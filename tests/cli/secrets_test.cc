@@ -12,8 +12,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
+#include "support/captured_log.h"
 
 namespace outboxd::cli {
 namespace {
@@ -28,22 +28,6 @@ std::string WriteFile(const std::string& name, const std::string& content, mode_
   ::chmod(path.c_str(), mode);
   return path;
 }
-
-// Everything logged while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text_);
-    sink->set_pattern("%l %v");
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string str() const { return text_.str(); }
-
- private:
-  std::shared_ptr<spdlog::logger> previous_;
-  std::ostringstream text_;
-};
 
 TEST(SecretFile, StripsExactlyOneTrailingNewline) {
   const struct {
@@ -77,11 +61,11 @@ TEST(SecretFile, ALargerThan64KiBFileIsRefusedNamingTheFlagAndPathNotTheContent)
 TEST(SecretFile, AGroupOrWorldReadableFileIsReadWithOneWarningNamingChmod) {
   for (mode_t mode : {0644, 0640, 0604, 0620}) {
     const std::string path = WriteFile("readable", "pw-Open-1\n", mode);
-    CapturedLog log;
+    test::CapturedLog log;
     absl::StatusOr<std::string> secret = ReadSecretFile("pg-password-file", path);
     ASSERT_TRUE(secret.ok()) << secret.status();
     EXPECT_EQ(*secret, "pw-Open-1");
-    const std::string text = log.str();
+    const std::string text = log.Take();
     EXPECT_THAT(text,
                 HasSubstr("warning --pg-password-file " + path + " is open to group or others"));
     EXPECT_THAT(text, HasSubstr("chmod 0600"));
@@ -90,9 +74,9 @@ TEST(SecretFile, AGroupOrWorldReadableFileIsReadWithOneWarningNamingChmod) {
   }
   for (mode_t mode : {0600, 0400}) {
     const std::string path = WriteFile("private", "pw\n", mode);
-    CapturedLog log;
+    test::CapturedLog log;
     ASSERT_TRUE(ReadSecretFile("pg-password-file", path).ok());
-    EXPECT_EQ(log.str(), "") << "mode " << std::oct << mode;
+    EXPECT_EQ(log.Take(), "") << "mode " << std::oct << mode;
   }
 }
 

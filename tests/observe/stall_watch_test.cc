@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
+#include "support/captured_log.h"
 #include "support/wait_until.h"
 
 namespace outboxd::observe {
@@ -20,46 +20,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A string the watch's own thread may log into while the test reads it.
-class StringSink : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  std::string Take() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(text_, "");
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    spdlog::memory_buf_t line;
-    formatter_->format(msg, line);
-    text_.append(line.data(), line.size());
-  }
-  void flush_() override {}
-
- private:
-  std::string text_;
-};
-
-// Routes the default logger into a string for the test's duration.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string Take() { return sink_->Take(); }
-
- private:
-  std::shared_ptr<StringSink> sink_ = std::make_shared<StringSink>();
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
 // Issue 16: a transaction held for a --standby-slot stalls before the broker; the
 // warning names the slot and sends the reader to the standbys.
 TEST(StallWatch, NamesTheStandbySlotPublishingWaitsFor) {
-  CapturedLog log;
+  test::CapturedLog log;
   HealthState health;
   StallWatch watch(health, absl::Seconds(30));
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
@@ -73,7 +37,7 @@ TEST(StallWatch, NamesTheStandbySlotPublishingWaitsFor) {
 }
 
 TEST(StallWatch, LogsOnceWhenAStallStartsAndOnceWhenItEnds) {
-  CapturedLog log;
+  test::CapturedLog log;
   HealthState health;
   StallWatch watch(health, absl::Seconds(30));
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
@@ -97,7 +61,7 @@ TEST(StallWatch, LogsOnceWhenAStallStartsAndOnceWhenItEnds) {
 }
 
 TEST(StallWatch, NothingInFlightIsNeverAStall) {
-  CapturedLog log;
+  test::CapturedLog log;
   HealthState health;
   StallWatch watch(health, absl::Seconds(1));
   EXPECT_FALSE(watch.Check(absl::Now() + absl::Hours(1)));
@@ -105,7 +69,7 @@ TEST(StallWatch, NothingInFlightIsNeverAStall) {
 }
 
 TEST(StallWatch, ItsThreadReportsAStallWithoutAnyoneCallingIt) {
-  CapturedLog log;
+  test::CapturedLog log;
   HealthState health;
   health.SetInFlight(3, absl::Now() - absl::Seconds(10));
   StallWatch watch(health, absl::Seconds(1), absl::Milliseconds(10));

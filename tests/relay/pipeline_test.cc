@@ -21,6 +21,7 @@
 #include "outbox/emitted_event.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
+#include "support/captured_log.h"
 #include "support/fake_sink.h"
 #include "support/scripted_stream.h"
 
@@ -29,6 +30,7 @@ namespace {
 
 using test::OutboxRow;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 // The dead-letter table, in memory.
 class MemoryDeadLetters final : public DeadLetterTable {
@@ -272,6 +274,53 @@ TEST_F(RelayPipelineTest, DeadLetterParksItsAggregatesFollowersInOrderWhileOther
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("a1", "b1", "b2"))
       << "a2 and a3 must not be published after a1 failed";
   EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
+// A refused key dead-letters every event of its aggregate (a RabbitMQ exchange without
+// a queue for it refuses them all): one error per parked aggregate, and the events that
+// follow it summed up at most every 10 s, not an error line for each.
+TEST_F(RelayPipelineTest, DeadLetteredFollowersAreCountedNotLoggedOneByOne) {
+  fake_.set_answer([](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (m.key == "C") return absl::OkStatus();
+    return absl::InvalidArgumentError("no queue bound for routing key");
+  });
+  auto events = [](const std::string& aggregate, int from, int to) {
+    std::vector<test::OutboxRow> rows;
+    for (int i = from; i <= to; ++i) {
+      rows.push_back({.id = absl::StrCat(aggregate, i), .aggregate_id = aggregate});
+    }
+    return rows;
+  };
+  test::CapturedLog log;
+  wal_.Commit(events("A", 1, 200));
+  wal_.Commit(events("B", 1, 50));
+  wal_.Commit(events("C", 1, 10));
+  Start();
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+  ASSERT_EQ(dead_letters_.letters.size(), 250u);
+  std::string text = log.Take();
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(text, "error event "), 2) << text;
+  EXPECT_THAT(text, HasSubstr("error event A1 of aggregate A dead-lettered"));
+  EXPECT_THAT(text, HasSubstr("error event B1 of aggregate B dead-lettered"));
+  EXPECT_THAT(text, HasSubstr("error 248 more event(s) dead-lettered to"));
+
+  // More followers: summed up once the interval has passed, not before.
+  wal_.Commit(events("A", 201, 300));
+  wal_.Send();
+  Step();
+  EXPECT_EQ(count(log.Take(), "dead-lettered"), 0);
+  Step(absl::Seconds(10));
+  text = log.Take();
+  EXPECT_EQ(count(text, "dead-lettered"), 1) << text;
+  EXPECT_THAT(text, HasSubstr("100 more event(s) dead-lettered to"));
+  EXPECT_EQ(dead_letters_.letters.size(), 350u);
 }
 
 // Once `outboxd dead-letter replay` has emptied an aggregate's letters, the gate
