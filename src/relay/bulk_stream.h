@@ -9,8 +9,9 @@
 //   peek (one chunk, materialised by the server)  -> FETCH rows through a cursor
 //   -> the pipeline publishes them -> every one acknowledged (SendFeedback)
 //   -> pg_replication_slot_advance(slot, watermark) -> next chunk
-//   ... caught up (the server's position at connect): START_REPLICATION, and from
-//   then on this is a PgChangeStream.
+//   ... caught up (the server's position at connect): the last advance, then
+//   START_REPLICATION (the chunk's transaction is not committed, only closed with its
+//   connection), and from then on this is a PgChangeStream.
 //
 // A peek always starts at the slot's confirmed position, so a chunk is peeked only
 // once the one before it is acknowledged and the slot advanced past it; the slot is
@@ -85,6 +86,7 @@ class BulkChangeStream final : public ChangeStream {
   // last confirmed position, so a restart resumes right after it.
   absl::Status End() override;
   int socket() const override;
+  bool batched() const override { return bulk(); }
 
   // Still reading through SQL (false once switched to streaming).
   bool bulk() const { return streaming_ == nullptr; }
@@ -100,6 +102,8 @@ class BulkChangeStream final : public ChangeStream {
   absl::Status Pump();
   absl::Status Finished(Query query);
   absl::Status Schedule();
+  // The chunk read is the last one: what is left of the backlog is streamed.
+  bool LastChunk() const;
   // The next FETCH's answer, waited for (bounded): it comes from a result already
   // materialised by the server, so waiting keeps each pipeline turn reading a whole
   // batch (a short read would make it nap, relay/pipeline.cc kCatchUpNap).

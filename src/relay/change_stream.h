@@ -41,6 +41,10 @@ class ChangeStream {
   virtual absl::Status End() = 0;
   // Readable when Next() may have a message.
   virtual int socket() const = 0;
+  // Whether its messages come in batches already (the bulk catch-up's FETCHes,
+  // relay/bulk_stream.h): an empty read then means a wait for the server or for
+  // acknowledgements, not a trickle worth napping on (relay/pipeline.cc, Pace).
+  virtual bool batched() const { return false; }
 };
 
 class PgChangeStream final : public ChangeStream {

@@ -204,8 +204,11 @@ void Pipeline::Pace(const Batch& batch) {
   // pay; kafka/publisher.cc), and the loop goes back to the stream at once.
   // SendNow() does not wait: a flush here, which lasts until the acknowledgement,
   // held a message that arrived meanwhile for up to a round trip (issue 17 point 2).
+  // A batched stream's short read (the bulk catch-up's) is a chunk's tail, whose last
+  // acknowledgements the slot's advance waits for: a nap there held them 50 ms.
   const bool old = clock_() - absl::FromUnixMicros(tx_commit_us_) > kBacklogAge;
-  if (batch.read >= kBacklogBatch && old) {
+  const bool tail = stream_->batched() && batch.end == ReadEnd::kStreamIdle;
+  if (batch.read >= kBacklogBatch && old && !tail) {
     sleep_(BacklogNap(batch.end, received_, catch_up_to_));
   } else if (batch.read > 0) {
     sink_->SendNow();

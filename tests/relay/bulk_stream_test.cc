@@ -119,13 +119,16 @@ TEST_F(BulkStreamTest, YieldsThePgoutputMessagesAndAdvancesOnlyToWhatWasConfirme
   std::vector<std::pair<char, pg::Lsn>> chunk = second;
   size_t commits = 0;
   for (const auto& [type, lsn] : first) commits += type == 'C';
+  pg::Lsn end = 0;
   for (int round = 0; round < 10 && (*stream)->bulk(); ++round) {
     for (const auto& [type, lsn] : chunk) commits += type == 'C';
-    const pg::Lsn end = chunk.empty() ? Confirmed() : chunk.back().second;
+    end = chunk.empty() ? Confirmed() : chunk.back().second;
     ASSERT_TRUE((*stream)->SendFeedback(end, end, Reply::kNotNeeded).ok());
     chunk = ReadAvailable(**stream);
   }
   EXPECT_FALSE((*stream)->bulk());
+  // The last chunk's advance holds, though its transaction was never committed.
+  EXPECT_EQ(Confirmed(), end);
   for (const auto& [type, lsn] : chunk) commits += type == 'C';  // streamed, if any
   EXPECT_EQ(commits, 30u) << "every transaction once";
   EXPECT_EQ(db_->Scalar(absl::StrCat("SELECT active FROM pg_replication_slots WHERE slot_name = '",

@@ -600,6 +600,25 @@ TEST_F(RelayPipelineTest, AnOldBacklogIsNappedOnNotSentAtOnce) {
   EXPECT_EQ(fake_->send_nows(), 0);
 }
 
+// The bulk catch-up reads in FETCH batches: a turn that ends short there is a chunk's
+// tail (or a slow server), not a trickle to let gather. Its last events go at once and
+// their acknowledgements, which the slot's advance and the next chunk wait for, are
+// not held behind a 50 ms nap.
+TEST_F(RelayPipelineTest, ABatchedStreamsTailIsSentAtOnceNotNappedOn) {
+  pg::Lsn end = 0;
+  for (const char* id : {"e1", "e2", "e3", "e4"}) {
+    end = wal_.Commit({{.id = id, .aggregate_id = id}});
+  }
+  Start();
+  stream_->set_batched(true);
+  pipeline_->CatchUpTo(end + 1000);
+  wal_.Send();
+  Step(absl::Seconds(1));  // an old backlog, below the catch-up position
+  EXPECT_EQ(fake_->produced().size(), 4u);
+  EXPECT_TRUE(naps_.empty());
+  EXPECT_EQ(fake_->send_nows(), 1);
+}
+
 // Live, each turn hands what it read to the sink and returns to the stream without
 // waiting on the sink: a transaction that commits while the earlier ones are still
 // unacknowledged is read and produced on the next turn. (A blocking flush after each

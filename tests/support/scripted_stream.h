@@ -61,6 +61,8 @@ class ScriptedStream final : public relay::ChangeStream {
   absl::StatusOr<pg::StreamMessage> Next() override;
   absl::Status SendFeedback(pg::Lsn received, pg::Lsn confirmed, relay::Reply reply) override;
   bool wants_write() const override { return false; }
+  bool batched() const override { return batched_; }
+  void set_batched(bool batched) { batched_ = batched; }
   absl::Status Flush() override { return absl::OkStatus(); }
   absl::Status End() override;
   int socket() const override { return wake_read_; }
@@ -79,6 +81,7 @@ class ScriptedStream final : public relay::ChangeStream {
   std::string current_;  // the data of the last XLogData returned, kept valid
   std::vector<SentFeedback> feedback_;
   bool ended_ = false;
+  bool batched_ = false;
   size_t feedback_before_end_ = 0;
   int wake_read_ = -1;  // readable while messages are queued
   int wake_write_ = -1;
