@@ -553,7 +553,10 @@ void Pipeline::RecordAck(const sink::DeliveryReport& report) {
 absl::Status Pipeline::SendFeedback(Feedback when) {
   const absl::Time now = clock_();
   const pg::Lsn flush = tracker_.watermark();
-  const bool moved = flush != last_sent_flush_ && now - last_feedback_ >= kFeedbackCoalesce;
+  // A batched stream's feedback is no message to the server, and the bulk catch-up's
+  // next step (the slot's advance at a chunk's end) waits for it: not coalesced.
+  const bool moved = flush != last_sent_flush_ &&
+                     (stream_->batched() || now - last_feedback_ >= kFeedbackCoalesce);
   const bool due = now - last_feedback_ >= feedback_interval_;
   if (when != Feedback::kNow && !moved && !due) return absl::OkStatus();
   // On the timer, ask for a reply: the walsender answers with a keepalive carrying

@@ -604,7 +604,7 @@ TEST_F(RelayPipelineTest, AnOldBacklogIsNappedOnNotSentAtOnce) {
 // tail (or a slow server), not a trickle to let gather. Its last events go at once and
 // their acknowledgements, which the slot's advance and the next chunk wait for, are
 // not held behind a 50 ms nap.
-TEST_F(RelayPipelineTest, ABatchedStreamsTailIsSentAtOnceNotNappedOn) {
+TEST_F(RelayPipelineTest, ABatchedStreamsTailIsNotNappedOnNorItsConfirmationsCoalesced) {
   pg::Lsn end = 0;
   for (const char* id : {"e1", "e2", "e3", "e4"}) {
     end = wal_.Commit({{.id = id, .aggregate_id = id}});
@@ -617,6 +617,18 @@ TEST_F(RelayPipelineTest, ABatchedStreamsTailIsSentAtOnceNotNappedOn) {
   EXPECT_EQ(fake_->produced().size(), 4u);
   EXPECT_TRUE(naps_.empty());
   EXPECT_EQ(fake_->send_nows(), 1);
+  // Its confirmations are not coalesced either: each acknowledgement is passed on in
+  // the same instant (a walsender's would wait 10 ms for the next).
+  const size_t before = stream_->feedback().size();
+  fake_->Ack(TagOf(0));
+  Step();
+  fake_->Ack(TagOf(1));
+  Step();
+  ASSERT_EQ(stream_->feedback().size(), before + 2);
+  const auto& first = stream_->feedback()[before];
+  const auto& second = stream_->feedback()[before + 1];
+  EXPECT_LT(first.confirmed, second.confirmed);
+  EXPECT_EQ(first.at, second.at);
 }
 
 // Live, each turn hands what it read to the sink and returns to the stream without
