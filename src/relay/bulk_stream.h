@@ -106,7 +106,8 @@ class BulkChangeStream final : public ChangeStream {
   bool LastChunk() const;
   // The next FETCH's answer, waited for (bounded): it comes from a result already
   // materialised by the server, so waiting keeps each pipeline turn reading a whole
-  // batch (a short read would make it nap, relay/pipeline.cc kCatchUpNap).
+  // batch (a short read ends the turn as if it were the chunk's tail: sent at once,
+  // without batching, relay/pipeline.cc Pace).
   absl::Status AwaitFetch();
   absl::StatusOr<pg::StreamMessage> Row();
   absl::Status SwitchToStreaming();
