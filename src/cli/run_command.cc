@@ -1,5 +1,6 @@
 // outboxd run: the CDC relay, with /metrics and /healthz and the cleanup job.
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -50,6 +51,9 @@ struct RunCommand {
   DurationFlag healthz_stall{"30s"};
   relay::PreflightFindings findings;
   std::string source = "table";
+  // Not given (by flag, variable or file): the sink's default, set in CheckFlags.
+  static constexpr uint64_t kSinkDefault = std::numeric_limits<uint64_t>::max();
+  uint64_t max_in_flight = kSinkDefault;
   bool allow_unsafe_kafka = false;
   bool unsafe_kafka = false;  // allowed, and in force: outboxd_unsafe_kafka_config
 
@@ -80,9 +84,8 @@ struct RunCommand {
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
-    Flag(cmd, "max-in-flight", options.max_in_flight,
-         "Pause reading above this many unacked events")
-        ->capture_default_str();
+    Flag(cmd, "max-in-flight", max_in_flight, "Pause reading above this many unacked events")
+        ->default_str("100000; 10000 with --sink rabbitmq");
     Flag(cmd, "max-in-flight-bytes", options.max_in_flight_bytes,
          "Pause reading above this many bytes (key+value+headers) of unacked events, e.g. 64MiB")
         ->transform(CLI::AsSizeValue(false))
@@ -147,9 +150,14 @@ struct RunCommand {
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
     }
-    if (options.max_in_flight == 0) {
+    if (max_in_flight == 0) {
       // Zero would never read the stream: a relay that hangs doing nothing.
       return absl::InvalidArgumentError("--max-in-flight must be at least 1, e.g. 100000");
+    }
+    if (max_in_flight != kSinkDefault) {
+      options.max_in_flight = max_in_flight;
+    } else if (!sink_flags.kafka()) {
+      options.max_in_flight = relay::RelayOptions::kAmqpMaxInFlight;
     }
     if (options.max_in_flight_bytes == 0) {
       return absl::InvalidArgumentError("--max-in-flight-bytes must be at least 1, e.g. 64MiB");
