@@ -291,6 +291,12 @@ absl::Status BulkChangeStream::AwaitFetch() {
 absl::StatusOr<pg::StreamMessage> BulkChangeStream::Next() {
   retired_.reset();  // the row handed out last is done with
   if (streaming_ != nullptr) return streaming_->Next();
+  // Rows at hand go out without a look at the socket: the prefetched FETCH is collected
+  // once they run out (and at each turn's SendFeedback). Pumping at every row made a
+  // recv per row while that answer travelled: 17,953 recvfrom calls (16,267 of them
+  // EAGAIN) against 7,568 for a 100,000-event backlog under strace; the relay's CPU per
+  // event stayed within the noise (six drains each, 12 partitions: 3.3-5.4 us).
+  if (current_ && row_ < current_->rows()) return Row();
   OUTBOXD_RETURN_IF_ERROR(Pump());
   if (streaming_ != nullptr) return streaming_->Next();
   if (current_ && row_ >= current_->rows() && next_) {
