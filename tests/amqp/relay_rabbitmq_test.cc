@@ -76,7 +76,7 @@ class RabbitHarness {
     for (const std::string& a : SinkArgs()) args.push_back(a);
     args.insert(args.end(), extra.begin(), extra.end());
     relay_ = ChildProcess::Start(args);
-    ASSERT_TRUE(relay_->WaitForLog("streaming slot", absl::Seconds(60))) << relay_->Log();
+    ASSERT_TRUE(relay_->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay_->Log();
   }
 
   // Takes what the queue holds now into messages().
@@ -587,7 +587,7 @@ TEST(RelayOnRabbitMq, OverTlsWithTheUrlFromAFileAndNoPasswordInTheLog) {
       h.db().name(),      "--sink",       "rabbitmq",   "--amqp-url-file",         path,
       "--amqp-ca-file",   node.ca_file(), "--exchange", h.broker().Name("outboxd")};
   auto relay = ChildProcess::Start(args);
-  ASSERT_TRUE(relay->WaitForLog("streaming slot", absl::Seconds(60))) << relay->Log();
+  ASSERT_TRUE(relay->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay->Log();
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('t', 'pedido.confirmado', '{}')");
   EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u);

@@ -80,7 +80,7 @@ class ConfigIntegrationTest : public ::testing::Test {
                          const std::vector<std::string>& env) {
     args.insert(args.begin(), BinPath("outboxd"));
     h.set_relay(ChildProcess::Start(args, env));
-    ASSERT_TRUE(h.relay().WaitForLog("streaming slot", absl::Seconds(30))) << h.relay().Log();
+    ASSERT_TRUE(h.relay().WaitForAnyLog(kRelayReadsSlot, absl::Seconds(30))) << h.relay().Log();
   }
 
   // Inserts n events and waits until the collector holds `total`; returns the topics

@@ -109,7 +109,8 @@ broker() {  # sends a control command and waits for its reply
   --key-pointer /customer --healthz-stall 2s --cleanup-interval 0s >"$work/relay.log" 2>&1 &
 relay_pid=$!
 pids+=($relay_pid)
-wait_for "relay streaming" grep -qs "streaming slot" "$work/relay.log"
+# Either start: a backlog over --bulk-catch-up (WAL other tests wrote) is read through SQL.
+wait_for "relay streaming" grep -qsE "streaming slot|catching up through SQL" "$work/relay.log"
 relay_port=$(sed -nE 's#.*metrics on http://127\.0\.0\.1:([0-9]+)/.*#\1#p' "$work/relay.log" | head -1)
 [[ -n $relay_port ]] || die "the relay logged no metrics address"
 note "relay pid $relay_pid, metrics on 127.0.0.1:$relay_port"

@@ -153,9 +153,10 @@ TEST(RelayFaults, FatalProducerErrorRecreatesTheProducerAndLosesNothing) {
   const std::string log = h.relay().Log();
   EXPECT_NE(log.find("fatal producer error: Kafka producer fatal error"), std::string::npos) << log;
   size_t sessions = 0;
-  for (size_t at = log.find("streaming slot"); at != std::string::npos;
-       at = log.find("streaming slot", at + 1)) {
-    ++sessions;
+  for (const std::string& start : kRelayReadsSlot) {
+    for (size_t at = log.find(start); at != std::string::npos; at = log.find(start, at + 1)) {
+      ++sessions;
+    }
   }
   EXPECT_EQ(sessions, 2u) << "one session before the fatal error, one after\n" << log;
   std::printf("fatal producer error x1 under load: %zu events, %zu duplicates\n",

@@ -76,9 +76,17 @@ std::string ChildProcess::Log() const {
 }
 
 bool ChildProcess::WaitForLog(const std::string& text, absl::Duration timeout) const {
+  return WaitForAnyLog({text}, timeout);
+}
+
+bool ChildProcess::WaitForAnyLog(const std::vector<std::string>& texts,
+                                 absl::Duration timeout) const {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    if (Log().find(text) != std::string::npos) return true;
+    const std::string log = Log();
+    for (const std::string& text : texts) {
+      if (log.find(text) != std::string::npos) return true;
+    }
     absl::SleepFor(absl::Milliseconds(50));
   }
   return false;

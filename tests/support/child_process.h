@@ -21,6 +21,12 @@ namespace outboxd::test {
 // build/bin/<name>
 std::string BinPath(const std::string& name);
 
+// The lines with which an `outboxd run` session begins reading its slot: streaming, or
+// through SQL when the backlog is over --bulk-catch-up. On the shared test cluster a
+// fresh slot's backlog holds the WAL other tests wrote meanwhile, so either can come.
+inline const std::vector<std::string> kRelayReadsSlot = {"streaming slot",
+                                                         "catching up through SQL (bulk) on slot"};
+
 class ChildProcess {
  public:
   // Starts argv[0] with the given arguments; stdout and stderr go to a temp log file.
@@ -35,6 +41,8 @@ class ChildProcess {
   std::string Log() const;  // everything the child printed so far
   // Waits until the log contains `text`.
   bool WaitForLog(const std::string& text, absl::Duration timeout) const;
+  // Waits until the log contains one of `texts`.
+  bool WaitForAnyLog(const std::vector<std::string>& texts, absl::Duration timeout) const;
   pid_t pid() const { return pid_; }
 
  private:
