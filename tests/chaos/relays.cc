@@ -68,10 +68,8 @@ void RelayPair::ReapLocked(Instance& in, int code) {
   in.restart_at = absl::Now();
   if (!in.expect_exit) {
     const std::string log = in.process->Log();
-    bool reached_slot = log.find("standing by") != std::string::npos;
-    for (const std::string& start : test::kRelayReadsSlot) {
-      reached_slot = reached_slot || log.find(start) != std::string::npos;
-    }
+    const bool reached_slot = log.find("standing by") != std::string::npos ||
+                              test::ContainsAny(log, test::kRelayReadsSlot);
     unexpected_.push_back({in.name, code, reached_slot, LastLine(log)});
     in.restart_at += absl::Seconds(1);
   }

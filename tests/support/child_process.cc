@@ -75,6 +75,13 @@ std::string ChildProcess::Log() const {
   return s.str();
 }
 
+bool ContainsAny(const std::string& log, const std::vector<std::string>& texts) {
+  for (const std::string& text : texts) {
+    if (log.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
 bool ChildProcess::WaitForLog(const std::string& text, absl::Duration timeout) const {
   return WaitForAnyLog({text}, timeout);
 }
@@ -83,10 +90,7 @@ bool ChildProcess::WaitForAnyLog(const std::vector<std::string>& texts,
                                  absl::Duration timeout) const {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    const std::string log = Log();
-    for (const std::string& text : texts) {
-      if (log.find(text) != std::string::npos) return true;
-    }
+    if (ContainsAny(Log(), texts)) return true;
     absl::SleepFor(absl::Milliseconds(50));
   }
   return false;

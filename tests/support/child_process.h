@@ -27,6 +27,9 @@ std::string BinPath(const std::string& name);
 inline const std::vector<std::string> kRelayReadsSlot = {"streaming slot",
                                                          "catching up through SQL (bulk) on slot"};
 
+// Whether `log` contains one of `texts`.
+bool ContainsAny(const std::string& log, const std::vector<std::string>& texts);
+
 class ChildProcess {
  public:
   // Starts argv[0] with the given arguments; stdout and stderr go to a temp log file.
