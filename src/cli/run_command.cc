@@ -130,9 +130,10 @@ struct RunCommand {
     Flag(cmd, "test-fatal-error-after", options.test_fatal_error_after,
          "TEST ONLY: raise a fatal producer error once, after N produced events")
         ->group("");
-    // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
-    // flight this long without any acknowledgement.
-    Flag(cmd, "healthz-stall", healthz_stall, "")->group("");
+    Flag(cmd, "healthz-stall", healthz_stall,
+         "/healthz answers 503 once events have been in flight this long with no "
+         "acknowledgement")
+        ->capture_default_str();
     return cmd;
   }
 
@@ -223,11 +224,16 @@ struct RunCommand {
     spdlog::warn("{}", outbox::MissingCreatedAtNote(options.table, options.columns.created_at));
     options.columns.created_at.clear();
   }
+  // The cleanup job looks for the column as given, as `outboxd cleanup` does: without
+  // it the job keeps the outbox rows and still cleans the inbox (the relay's own copy
+  // of the mapping is emptied by AdaptToTable).
+  std::string created_at_column;
 
   int Run() {
     if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok())
       return Fail(s, Phase::kStarting);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, Phase::kStarting);
+    created_at_column = options.columns.created_at;
     StopSignal stop;
     StopOnSignals signals(&stop);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
@@ -274,7 +280,7 @@ struct RunCommand {
     if (cleanup_interval.value > absl::ZeroDuration()) {
       cleanup.emplace(options.conninfo,
                       ops::CleanupOptions{.table = options.table,
-                                          .created_at_column = options.columns.created_at,
+                                          .created_at_column = created_at_column,
                                           .retention = retention.value,
                                           .inbox_retention = inbox_retention.value,
                                           .partitions_ahead = partitions_ahead,

@@ -7,14 +7,9 @@
 #include "base/status_macros.h"
 
 namespace outboxd::relay {
-namespace {
-
-// How often the set of aggregates with dead letters is re-read while it is not empty.
-constexpr absl::Duration kRefreshInterval = absl::Seconds(2);
-
-}  // namespace
 
 absl::Status DeadLetterGate::Refresh() {
+  OUTBOXD_ASSIGN_OR_RETURN(const absl::Time as_of, table_->Now());
   OUTBOXD_ASSIGN_OR_RETURN(auto stored, table_->Aggregates());
   absl::flat_hash_map<std::string, Parked> fresh;
   for (auto& [aggregate, first] : stored) {
@@ -29,27 +24,31 @@ absl::Status DeadLetterGate::Refresh() {
     fresh.emplace(aggregate, std::move(parked));
   }
   parked_ = std::move(fresh);
-  refreshed_ = clock_();
+  read_as_of_ = as_of;
   return absl::OkStatus();
 }
 
-absl::Status DeadLetterGate::RefreshIfDue() {
-  // A replay empties an aggregate's dead letters: let its new events flow again.
-  if (parked_.empty() || clock_() - refreshed_ <= kRefreshInterval) return absl::OkStatus();
-  return Refresh();
-}
-
-bool DeadLetterGate::Follows(std::string_view aggregate_id, std::string_view event_id,
-                             Position at) {
-  if (parked_.empty()) return false;
+DeadLetterGate::Parked* DeadLetterGate::Find(std::string_view aggregate_id) {
   // This abseil's string_view is its own type: the heterogeneous lookup needs one.
   auto found = parked_.find(absl::string_view(aggregate_id.data(), aggregate_id.size()));
-  if (found == parked_.end()) return false;
-  Parked& parked = found->second;
-  if (at.commit_lsn != parked.lsn) return at.commit_lsn > parked.lsn;
+  return found == parked_.end() ? nullptr : &found->second;
+}
+
+absl::StatusOr<bool> DeadLetterGate::Follows(std::string_view aggregate_id,
+                                             std::string_view event_id, Position at) {
+  if (parked_.empty()) return false;
+  Parked* parked = Find(aggregate_id);
+  if (parked == nullptr) return false;
+  // Committed after the last read: a replay may have freed the aggregate since.
+  if (at.commit_time > read_as_of_) {
+    OUTBOXD_RETURN_IF_ERROR(Refresh());
+    parked = Find(aggregate_id);
+    if (parked == nullptr) return false;
+  }
+  if (at.commit_lsn != parked->lsn) return at.commit_lsn > parked->lsn;
   // The first dead letter's own transaction: the events before it there precede it.
-  if (event_id == parked.first_id) parked.passed_in = at.tx;
-  return parked.passed_in == at.tx;
+  if (event_id == parked->first_id) parked->passed_in = at.tx;
+  return parked->passed_in == at.tx;
 }
 
 bool DeadLetterGate::IsParked(std::string_view aggregate_id) const {

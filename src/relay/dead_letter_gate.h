@@ -7,14 +7,20 @@
 // The table is behind DeadLetterTable: the relay's session provides PostgreSQL's
 // (relay/session.h), tests an in-memory one.
 //
-//   DeadLetterGate gate(table, clock);
+// A replay runs in another process. The gate knows the server time of its last read
+// of the table; an event of a parked aggregate committed after that time makes it read
+// again before deciding, so a replay that returned before the event's transaction
+// committed has freed the aggregate for that very event. Older events (a backlog) are
+// decided on what was read.
+//
+//   DeadLetterGate gate(table);
 //   OUTBOXD_RETURN_IF_ERROR(gate.Refresh());                    // at each session start
-//   if (gate.Follows(event.aggregate_id, event.id, {.lsn = commit_lsn, .tx = tx})) ...
+//   OUTBOXD_ASSIGN_OR_RETURN(bool follows, gate.Follows(event.aggregate_id, event.id,
+//       {.commit_lsn = lsn, .commit_time = t, .tx = tx}));
 //   OUTBOXD_RETURN_IF_ERROR(gate.Store(letter, tx));            // before acking it
 #ifndef OUTBOXD_RELAY_DEAD_LETTER_GATE_H_
 #define OUTBOXD_RELAY_DEAD_LETTER_GATE_H_
 
-#include <functional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +43,9 @@ class DeadLetterTable {
   // Each aggregate with dead letters, and its first one (arrival order).
   virtual absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>>
   Aggregates() = 0;
+  // The server's time, read before Aggregates(): whatever committed before it is in
+  // the answer.
+  virtual absl::StatusOr<absl::Time> Now() = 0;
   // For log lines.
   virtual std::string_view name() const = 0;
 };
@@ -46,19 +55,19 @@ class DeadLetterGate {
   // Where the current event sits in the stream.
   struct Position {
     pg::Lsn commit_lsn = 0;  // of its transaction
+    absl::Time commit_time = absl::InfinitePast();  // the server's, from its Begin
     AckTracker::TxId tx = 0;
   };
 
-  DeadLetterGate(DeadLetterTable* table, std::function<absl::Time()> clock)
-      : table_(table), clock_(std::move(clock)) {}
+  explicit DeadLetterGate(DeadLetterTable* table) : table_(table) {}
 
   // Re-reads which aggregates have dead letters (a replay may have emptied some).
   absl::Status Refresh();
-  // Refresh(), at most every few seconds and only while some aggregate is parked.
-  absl::Status RefreshIfDue();
   // Whether the event `event_id` of `aggregate_id` at `at` must follow an earlier
-  // dead letter of its aggregate into the table.
-  bool Follows(std::string_view aggregate_id, std::string_view event_id, Position at);
+  // dead letter of its aggregate into the table. Reads the table again first when the
+  // aggregate is parked and the event committed after the last read.
+  [[nodiscard]] absl::StatusOr<bool> Follows(std::string_view aggregate_id,
+                                             std::string_view event_id, Position at);
   // Whether `aggregate_id` has dead letters (as of the last Refresh or Store).
   bool IsParked(std::string_view aggregate_id) const;
   // Writes `letter` to the table and parks its aggregate from it on. `tx` is the
@@ -78,9 +87,10 @@ class DeadLetterGate {
   };
 
   DeadLetterTable* table_;
-  std::function<absl::Time()> clock_;
   absl::flat_hash_map<std::string, Parked> parked_;
-  absl::Time refreshed_ = absl::InfinitePast();
+  Parked* Find(std::string_view aggregate_id);
+
+  absl::Time read_as_of_ = absl::InfinitePast();  // the server's time of the last read
 };
 
 }  // namespace outboxd::relay

@@ -149,7 +149,6 @@ absl::StatusOr<Pipeline::Turn> Pipeline::Step() {
   Pace(batch);
   OUTBOXD_RETURN_IF_ERROR(ServeDeliveries());
   LogParkedFollowers(/*now=*/false);
-  OUTBOXD_RETURN_IF_ERROR(gate_->RefreshIfDue());
   OUTBOXD_RETURN_IF_ERROR(
       SendFeedback(batch.reply_requested ? Feedback::kNow : Feedback::kWhenDue));
   if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
@@ -229,6 +228,8 @@ absl::Status Pipeline::Hold(std::string_view data) {
     held_commit_us_ = static_cast<int64_t>(pg::ReadU64(data, 9)) + kPgEpochOffsetUs;
   }
   held_.emplace_back(data);
+  // The publication carries the outbox's inserts only; a message may be an event too.
+  if (!data.empty() && (data[0] == 'I' || data[0] == 'M')) ++held_events_;
   if (!data.empty() && data[0] == 'C') {
     if (data.size() < 18) return absl::DataLossError("pgoutput Commit message too short");
     held_end_ = pg::ReadU64(data, 10);
@@ -242,6 +243,7 @@ absl::StatusOr<bool> Pipeline::ReleaseHeld() {
   std::vector<std::string> held = std::move(held_);
   held_.clear();
   held_end_ = 0;
+  held_events_ = 0;
   for (const std::string& data : held) OUTBOXD_RETURN_IF_ERROR(HandleData(data));
   return true;
 }
@@ -373,7 +375,12 @@ absl::Status Pipeline::Publish(const outbox::OutboxEvent& event) {
       encoder_, event, tx_lsn_text_, topic_.Render(event.type, table_name_, topic_buffer_), tx_);
   // A payload that is not a JSON object or array, or has no --key-pointer field.
   if (!built.encoded.ok()) return DeadLetter(built.message, event.payload, built.encoded);
-  if (gate_->Follows(event.aggregate_id, event.id, {.commit_lsn = tx_lsn_, .tx = tx_})) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      const bool follows,
+      gate_->Follows(
+          event.aggregate_id, event.id,
+          {.commit_lsn = tx_lsn_, .commit_time = absl::FromUnixMicros(tx_commit_us_), .tx = tx_}));
+  if (follows) {
     return DeadLetter(
         built.message, event.payload,
         absl::FailedPreconditionError("follows an earlier dead-lettered event of its aggregate"));
@@ -386,6 +393,8 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
     absl::Status status = sink_->Produce(message);
     if (status.ok()) {
       if (!tx_picked_up_ && tx_sent_us_ != 0) ObservePickup();
+      // Each event's way through the relay, for `--log-level debug` (scripts/demo).
+      if (spdlog::should_log(spdlog::level::debug)) LogSent(message);
       AfterProduce();
       return status;
     }
@@ -407,6 +416,15 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
       return absl::CancelledError("stopped while the producer queue was full");
     }
   }
+}
+
+void Pipeline::LogSent(const sink::OutgoingMessage& message) {
+  std::string_view id;
+  for (const sink::Header& h : message.headers) {
+    if (h.name == "id") id = h.value;
+  }
+  spdlog::debug("sent event {} key={} to {} (commit {})", LogSafe(id), LogSafe(message.key),
+                LogSafe(message.topic), tx_lsn_text_);
 }
 
 void Pipeline::ObservePickup() {
@@ -547,6 +565,12 @@ void Pipeline::RecordAck(const sink::DeliveryReport& report) {
   std::optional<double> latency;
   if (commit_us) latency = static_cast<double>(absl::ToUnixMicros(now) - *commit_us) / 1e6;
   stats_->metrics.Acknowledged(report.topic, latency);
+  if (report.partition >= 0) {
+    spdlog::debug("broker acknowledged {}[{}]@{}", LogSafe(report.topic), report.partition,
+                  report.offset);
+  } else {
+    spdlog::debug("broker acknowledged a message to {}", LogSafe(report.topic));
+  }
   stats_->health.Acknowledged(now);
 }
 
@@ -630,6 +654,7 @@ void Pipeline::EndSession() {
   tracker_.Reset(tracker_.watermark());
   held_.clear();  // streamed again from the confirmed position
   held_end_ = 0;
+  held_events_ = 0;
   outbox_relation_id_ = 0;
   tx_sent_us_ = 0;  // a backfill before the next stream has no walsender send time
   PublishStats();
@@ -646,9 +671,12 @@ absl::Status Pipeline::Shutdown() {
   OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kNow));
   LogParkedFollowers(/*now=*/true);
   PublishStats();
-  stats_->events_abandoned = tracker_.events_in_flight();
-  spdlog::info("confirmed {}; {} events still unacknowledged will be sent again on restart",
-               pg::FormatLsn(tracker_.watermark()), tracker_.events_in_flight());
+  // Held for the standbys: never sent, and streamed again from the confirmed position.
+  stats_->events_abandoned = tracker_.events_in_flight() + held_events_;
+  spdlog::info(
+      "confirmed {}; {} events still unacknowledged ({} held for the standbys) will be "
+      "sent again on restart",
+      pg::FormatLsn(tracker_.watermark()), stats_->events_abandoned.load(), held_events_);
   spdlog::info("in flight at most {} events, {} bytes (limits {}, {})", events_in_flight_peak_,
                bytes_in_flight_peak_, options_.max_in_flight, options_.max_in_flight_bytes);
   stats_->streaming = false;
@@ -669,7 +697,7 @@ void Pipeline::PublishStats() {
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
   // A transaction held for the standbys waits too: the stall alert and /healthz see it.
   if (!oldest && holding()) oldest = held_commit_us_;
-  const uint64_t waiting = tracker_.events_in_flight() + (holding() ? 1 : 0);
+  const uint64_t waiting = tracker_.events_in_flight() + held_events_;
   observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);

@@ -125,6 +125,7 @@ class Pipeline {
   pg::Lsn held_end() const { return held_end_; }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
+  AckTracker::Acknowledged acknowledged() const { return tracker_.acknowledged(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
 
@@ -169,6 +170,7 @@ class Pipeline {
   // `payload`: the event's own, for a dead letter (the value may be encoded).
   absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload);
   void ObservePickup();  // the current transaction's first event: outboxd_pickup_seconds
+  void LogSent(const sink::OutgoingMessage& message);  // at --log-level debug
   // One line for the dead letters that followed an already parked aggregate since the
   // last one: every kFollowersLogInterval, or `now`.
   void LogParkedFollowers(bool now);
@@ -241,6 +243,7 @@ class Pipeline {
   std::vector<std::string> held_;
   pg::Lsn held_end_ = 0;
   int64_t held_commit_us_ = 0;
+  uint64_t held_events_ = 0;  // inserts and messages in held_
   pg::Lsn standby_flush_ = 0;
 };
 

@@ -27,7 +27,7 @@ Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
       stats_(stats),
       stop_(stop),
       session_(options_, stats),
-      gate_(session_.dead_letter_table(), absl::Now),
+      gate_(session_.dead_letter_table()),
       pipeline_(options_, &gate_, stats, stop),
       catch_up_(&stats->metrics) {
   // Each named standby's series from the start, so a dashboard tells 0 from absent.
@@ -153,7 +153,7 @@ bool Relay::UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const {
 absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
-    OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
+    OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.acknowledged()));
     catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
     if (!options_.standby_slots.empty()) ReportStandbyWait();

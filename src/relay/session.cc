@@ -72,6 +72,7 @@ absl::StatusOr<Session::SlotState> Session::InspectSlot() {
                                    ", lag ", slot.lag_bytes, " bytes, wal_status ", slot.wal_status)
                     : std::string("does not exist yet"));
   }
+  if (slot.exists) slot_seen_ = true;
   OUTBOXD_ASSIGN_OR_RETURN(state.backfill, state_.PendingBackfill(*control_, options_.slot));
   if (!slot.exists && !state.backfill && options_.recreate_missing_slot) {
     OUTBOXD_ASSIGN_OR_RETURN(state.backfill, RecreateMissingSlot());
@@ -81,8 +82,11 @@ absl::StatusOr<Session::SlotState> Session::InspectSlot() {
 }
 
 absl::StatusOr<std::optional<outbox::BackfillRequest>> Session::RecreateMissingSlot() {
-  OUTBOXD_ASSIGN_OR_RETURN(bool existed, state_.HasRecordedPosition(*control_, options_.slot));
-  if (!existed) return std::nullopt;  // a fresh install: CheckSlotForStreaming says so
+  OUTBOXD_ASSIGN_OR_RETURN(bool recorded, state_.HasRecordedPosition(*control_, options_.slot));
+  // A fresh install: CheckSlotForStreaming says so. Unless this process saw the slot:
+  // a failover soon after the start reaches a standby that never received a recorded
+  // position (issue 28 point 4), and then every row of the table is republished.
+  if (!recorded && !slot_seen_) return std::nullopt;
   // Recorded as setup --recreate-slot records it, so a relay stopped mid-backfill
   // starts it again instead of streaming from a slot that skipped the rows.
   OUTBOXD_RETURN_IF_ERROR(state_.RequestBackfill(*control_, options_.slot, /*after_acked=*/true));
@@ -92,10 +96,14 @@ absl::StatusOr<std::optional<outbox::BackfillRequest>> Session::RecreateMissingS
   OUTBOXD_ASSIGN_OR_RETURN(
       int64_t rows, state_.CountBackfill(*control_, options_.table, "publicado_em", *request));
   spdlog::warn(
-      "replication slot {} is missing on {} though relays recorded positions for it (a "
-      "failover?): re-creating it and republishing the {} outbox rows after the last "
-      "acknowledged position (xid {}); those already published arrive again as duplicates",
-      options_.slot, control_->endpoint(), rows, request->after_xid.value_or("none"));
+      "replication slot {} is missing on {} though {} (a failover?): re-creating it and "
+      "republishing the {} outbox rows {}; those already published arrive again as duplicates",
+      options_.slot, control_->endpoint(),
+      recorded ? "relays recorded positions for it" : "this relay streamed from it", rows,
+      request->after_xid
+          ? absl::StrCat("after the last acknowledged position (xid ", *request->after_xid, ")")
+          : std::string("of the table (no acknowledged position is recorded "
+                        "on this server)"));
   return request;
 }
 
@@ -208,7 +216,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
   return stream;
 }
 
-absl::Status Session::Upkeep(pg::Lsn watermark) {
+absl::Status Session::Upkeep(const AckTracker::Acknowledged& acked) {
   if (!control_) return absl::OkStatus();
   if (!options_.standby_slots.empty() && absl::Now() >= next_standby_read_) {
     next_standby_read_ = absl::Now() + options_.standby_interval;
@@ -221,7 +229,7 @@ absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (slot && slot->exists) OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(*slot));
   if (position_.Due()) {
     OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
-    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, watermark));
+    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, acked));
   }
   return absl::OkStatus();
 }
@@ -293,6 +301,18 @@ Session::PgDeadLetterTable::Aggregates() {
   if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
   OUTBOXD_RETURN_IF_ERROR(session_->slot_watch_.Settle(*session_->control_));
   return store_.Aggregates(*session_->control_);
+}
+
+absl::StatusOr<absl::Time> Session::PgDeadLetterTable::Now() {
+  if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      session_->control_->Exec("SELECT (extract(epoch FROM statement_timestamp()) * 1e6)::int8"));
+  int64_t micros = 0;
+  if (r.rows() != 1 || !absl::SimpleAtoi(std::string(r.Get(0, 0)), &micros)) {
+    return absl::InternalError("the server's time could not be read");
+  }
+  return absl::FromUnixMicros(micros);
 }
 
 }  // namespace outboxd::relay

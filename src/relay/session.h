@@ -11,7 +11,7 @@
 //   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session.InspectSlot());
 //   OUTBOXD_RETURN_IF_ERROR(session.CheckSlotForStreaming(state.slot));
 //   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream, session.StartStream(lsn));
-//   ... each loop turn: OUTBOXD_RETURN_IF_ERROR(session.Upkeep(watermark));
+//   ... each loop turn: OUTBOXD_RETURN_IF_ERROR(session.Upkeep(tracker.acknowledged()));
 //   session.Close();
 #ifndef OUTBOXD_RELAY_SESSION_H_
 #define OUTBOXD_RELAY_SESSION_H_
@@ -75,7 +75,7 @@ class Session {
                                                                 bool* gave_up);
   // While streaming, each loop turn: the slot's wal_status and the recorded position,
   // each when its interval has passed.
-  absl::Status Upkeep(pg::Lsn watermark);
+  absl::Status Upkeep(const AckTracker::Acknowledged& acked);
   // Closes the connections (the stream's went with the pipeline's stream).
   void Close();
 
@@ -106,6 +106,7 @@ class Session {
         : store_(outbox_table), session_(session) {}
     absl::Status Insert(const outbox::DeadLetter& letter) override;
     absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override;
+    absl::StatusOr<absl::Time> Now() override;
     std::string_view name() const override { return store_.table(); }
 
    private:
@@ -128,6 +129,7 @@ class Session {
   std::optional<pg::Connection> adopted_control_;  // for the first session, if given
   PgDeadLetterTable dead_letter_table_;
   PositionRecorder position_;
+  bool slot_seen_ = false;  // this process found the slot (it existed, whatever a new primary says)
   outbox::RelayStateStore state_;
   SlotWatch slot_watch_;
   bool slot_unreserved_ = false;  // as last seen, to warn once per change

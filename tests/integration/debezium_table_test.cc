@@ -70,6 +70,11 @@ TEST_F(DebeziumTableTest, SetupRunAndStatusWorkThroughTheColumnFlags) {
   EXPECT_THAT(log, HasSubstr("setup: replication slot " + h_.slot()));
   EXPECT_EQ(Occurrences(log, kNote), 1u) << log;
 
+  // An inbox mark past its retention: the run's cleanup job deletes it (issue 28 point
+  // 3: the job failed on the missing created-at column, inbox included).
+  h_.db().Exec(
+      "INSERT INTO inbox (message_id, processado_em) VALUES (gen_random_uuid(), now() - "
+      "interval '40 days')");
   h_.StartRelay(kColumnFlags);
   const std::string id = InsertOrder(h_.db(), "order-77");
   ASSERT_TRUE(h_.collector().WaitForCount(1, absl::Seconds(60))) << h_.relay().Log();
@@ -91,6 +96,12 @@ TEST_F(DebeziumTableTest, SetupRunAndStatusWorkThroughTheColumnFlags) {
       << error;
   EXPECT_LT(absl::AbsDuration(absl::Now() - created), absl::Minutes(5));
   EXPECT_EQ(Occurrences(h_.relay().Log(), kNote), 1u) << h_.relay().Log();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (h_.db().Scalar("SELECT count(*) FROM inbox") != "0" && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(h_.db().Scalar("SELECT count(*) FROM inbox"), "0") << h_.relay().Log();
+  EXPECT_THAT(h_.relay().Log(), Not(HasSubstr("cleanup failed"))) << h_.relay().Log();
 
   std::string status;
   ASSERT_EQ(OnTable({"status", "--pg", h_.db().conninfo(), "--slot", h_.slot()}, &status), 0)

@@ -111,6 +111,38 @@ TEST(Operations, RunDeletesAcknowledgedRowsOnItsCleanupInterval) {
   EXPECT_TRUE(absl::StrContains(h.relay().Log(), "cleanup: deleted")) << h.relay().Log();
 }
 
+// Issue 28 point 6: an idle relay writes nothing. Its recorder wrote the acknowledged
+// position every second, its own transaction moving the next horizon: one xid and
+// some WAL a second on a database with nothing to relay. It records again as soon as
+// there is something new.
+TEST(Operations, AnIdleRelayWritesNothingUntilThereIsSomethingToRecord) {
+  RelayHarness h(kTopics);
+  h.StartRelay();
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "first", 3);
+  ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30)));
+  std::string status;
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(15), &status)) << status;
+  // Ten rounds of the recorder: at most one more write (a horizon taken an interval
+  // after the last acknowledgement, whenever the idle watermark passes it), not ten.
+  const std::string kRow = "SELECT xmin::text || ' ' || acked_xid::text FROM outbox_relay_state";
+  std::string idle = h.db().Scalar(kRow);
+  int writes = 0;
+  for (int round = 0; round < 10; ++round) {
+    ASSERT_TRUE(h.WaitForQueryRounds(kHorizonQuery, 1, absl::Seconds(30))) << h.relay().Log();
+    const std::string now = h.db().Scalar(kRow);
+    if (now != idle) ++writes;
+    idle = now;
+  }
+  EXPECT_LE(writes, 1) << "the idle relay kept rewriting its position";
+
+  InsertEvents(conn, "second", 2);
+  ASSERT_TRUE(h.collector().WaitForCount(5, absl::Seconds(30)));
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(15), &status)) << status;
+  EXPECT_NE(h.db().Scalar(kRow), idle);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 // Before the relay ever recorded a position, nothing counts as acknowledged: the
 // human table says so, and cleanup keeps everything.
 TEST(Operations, WithoutARecordedPositionNothingIsDeletedAndStatusShowsTheAge) {

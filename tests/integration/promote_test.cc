@@ -180,6 +180,45 @@ TEST_F(Promote, MissingSlotWithRecordedPositionsExitsNamingTheFlagOrIsRecreatedW
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Issue 28 point 4: a failover soon after the install. The standby received the
+// events but none of the relay's recorded positions (its receiver was held from the
+// relay's start until the kill): with --recreate-missing-slot the relay, which saw the
+// failover (same system, new timeline) and had streamed from the slot itself, re-creates
+// it, republishes every row of the new primary's table and keeps running. It exited
+// with "slot outboxd does not exist yet ... run outboxd setup".
+TEST_F(Promote, AFailoverBeforeAnyRecordedPositionReachedTheStandbyRepublishesTheTable) {
+  RelayHarness h(kTopics, 1, ha().conninfo());
+  const std::string primary = ha().Primary();
+  const std::string standby = PgHa::Other(primary);
+  for (int i = 0; i < 30; ++i) InsertEvent(h.db().conninfo(), absl::StrCat("f", i % 3));
+  // The standby has the rows, then hears nothing more: no recorded position reaches it.
+  ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    absl::StatusOr<pg::Connection> conn =
+        pg::Connection::Open(ha().NodeConninfo(standby, h.db().name()));
+    if (!conn.ok()) return false;
+    absl::StatusOr<pg::Result> r = conn->Exec("SELECT count(*) FROM outbox");
+    return r.ok() && r->Get(0, 0) == "30";
+  }));
+  ha().PauseReceiver(standby);
+  h.StartRelay({"--recreate-missing-slot"});
+  ASSERT_TRUE(h.collector().WaitForCount(30, absl::Seconds(60))) << h.relay().Log();
+  ASSERT_TRUE(PositionReached(ha(), h, primary));
+
+  ha().Failover();
+  const std::string after = InsertEvent(h.db().conninfo(), "f0");
+  EXPECT_TRUE(WaitUntil(absl::Seconds(90), [&] { return Delivered(h, after); })) << h.relay().Log();
+  EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
+  EXPECT_TRUE(h.relay().WaitForLog("though this relay streamed from it", absl::Seconds(1)))
+      << h.relay().Log();
+  // Every event of the surviving timeline: the 30 again (nothing on the new primary
+  // says they were acknowledged) and the one written after.
+  EXPECT_EQ(h.OutboxRows().size(), 31u);
+  EXPECT_TRUE(h.collector().WaitForCount(61, absl::Seconds(60))) << h.relay().Log();
+  ExpectEverythingDelivered(h, absl::Seconds(60));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ha().Run({"rebuild", PgHa::Other(ha().Primary())});
+}
+
 // The standby is held while the old primary commits three events a WAL segment or
 // two apart, which the relay publishes and confirms: its position on the old timeline
 // lies megabytes past where the new one starts. Events written on the new primary

@@ -40,12 +40,14 @@ class MemoryDeadLetters final : public DeadLetterTable {
     return absl::OkStatus();
   }
   absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override {
+    ++reads;
     absl::flat_hash_map<std::string, outbox::FirstDeadLetter> first;
     for (const outbox::DeadLetter& l : letters) {
       first.try_emplace(l.aggregate_id, outbox::FirstDeadLetter{.lsn = l.lsn, .id = l.id});
     }
     return first;
   }
+  absl::StatusOr<absl::Time> Now() override { return *server_clock; }
   std::string_view name() const override { return "outbox_dead_letter"; }
 
   std::vector<std::string> ids() const {
@@ -55,6 +57,8 @@ class MemoryDeadLetters final : public DeadLetterTable {
   }
 
   std::vector<outbox::DeadLetter> letters;
+  const absl::Time* server_clock = nullptr;  // the server's time is the test's clock
+  int reads = 0;
 };
 
 std::string Header(const test::ProducedMessage& m, std::string_view name) {
@@ -75,6 +79,7 @@ class RelayPipelineTest : public ::testing::Test {
   RelayPipelineTest() {
     options_.make_sink = fake_.Factory();
     options_.feedback_interval = absl::Seconds(10);
+    dead_letters_.server_clock = &now_;
   }
 
   Pipeline::Clock Clock() {
@@ -87,7 +92,7 @@ class RelayPipelineTest : public ::testing::Test {
 
   // The pipeline and its first session, as Relay::Run and Relay::Connect make them.
   void Start(pg::Lsn slot_confirmed = 0) {
-    gate_ = std::make_unique<DeadLetterGate>(&dead_letters_, Clock());
+    gate_ = std::make_unique<DeadLetterGate>(&dead_letters_);
     pipeline_ = std::make_unique<Pipeline>(options_, gate_.get(), &stats_, &stop_, Clock(),
                                            [this](absl::Duration nap) { naps_.push_back(nap); });
     ASSERT_TRUE(pipeline_->Start().ok());
@@ -323,9 +328,10 @@ TEST_F(RelayPipelineTest, DeadLetteredFollowersAreCountedNotLoggedOneByOne) {
   EXPECT_EQ(dead_letters_.letters.size(), 350u);
 }
 
-// Once `outboxd dead-letter replay` has emptied an aggregate's letters, the gate
-// notices within its refresh interval and the aggregate's new events flow again.
-TEST_F(RelayPipelineTest, AReplayedAggregateFlowsAgainOnceTheGateRefreshes) {
+// Once `outboxd dead-letter replay` has emptied an aggregate's letters, the next event
+// of that aggregate committed after the replay is published: the gate reads the table
+// again for an event committed after its last read, not on a timer.
+TEST_F(RelayPipelineTest, AReplayedAggregateIsFreeForItsVeryNextEvent) {
   fake_.set_answer([](const test::ProducedMessage& m) -> std::optional<absl::Status> {
     if (Header(m, "id") == "a1") return absl::InvalidArgumentError("message too large");
     return absl::OkStatus();
@@ -339,9 +345,10 @@ TEST_F(RelayPipelineTest, AReplayedAggregateFlowsAgainOnceTheGateRefreshes) {
   Step();
   ASSERT_THAT(dead_letters_.ids(), ElementsAre("a1", "a2"));
 
-  dead_letters_.letters.clear();  // the replay published and deleted them
-  Step(absl::Seconds(3));         // the gate re-reads the table
-  const pg::Lsn last = wal_.Commit({{.id = "a3", .aggregate_id = "A"}});
+  Advance(absl::Milliseconds(1));
+  dead_letters_.letters.clear();  // the replay published and deleted them, and returned
+  Advance(absl::Milliseconds(1));
+  const pg::Lsn last = wal_.Commit({{.id = "a3", .aggregate_id = "A"}}, now_);
   wal_.Send();
   Step();
   Step(kCoalesce);
@@ -349,6 +356,24 @@ TEST_F(RelayPipelineTest, AReplayedAggregateFlowsAgainOnceTheGateRefreshes) {
   EXPECT_TRUE(dead_letters_.letters.empty());
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("a1", "a3"));
   EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
+// A backlog of a parked aggregate, committed before the gate's last read, follows its
+// dead letter on what was read: one read of the table for the whole backlog.
+TEST_F(RelayPipelineTest, ABacklogOfAParkedAggregateIsDecidedOnOneRead) {
+  wal_.Commit({{.id = "a0", .aggregate_id = "A", .payload = "42"}});  // a JSON scalar
+  for (int i = 1; i < 100; ++i) {
+    wal_.Commit({{.id = absl::StrCat("a", i), .aggregate_id = "A"}});
+  }
+  Start();
+  const int reads_before = dead_letters_.reads;
+  Advance(absl::Milliseconds(1));
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+
+  EXPECT_EQ(dead_letters_.letters.size(), 100u);
+  EXPECT_LE(dead_letters_.reads - reads_before, 1);
 }
 
 // Reading pauses while the events in flight reach --max-in-flight, and resumes as
@@ -573,6 +598,28 @@ TEST_F(RelayPipelineTest, StandbySlotHoldsEachTransactionUntilTheStandbysFlushed
   Step();
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
   EXPECT_FALSE(pipeline_->holding());
+}
+
+// Issue 28 point 8: events held for the standbys are unacknowledged too. A stop while
+// three are held counted 0 ("stopped cleanly") and /metrics one in flight.
+TEST_F(RelayPipelineTest, HeldEventsCountAsInFlightAndAtTheStop) {
+  options_.standby_slots = {"node_b"};
+  options_.shutdown_timeout = absl::Milliseconds(50);
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"},
+               {.id = "e2", .aggregate_id = "B"},
+               {.id = "e3", .aggregate_id = "C"}});
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_TRUE(pipeline_->holding());
+  EXPECT_EQ(Gauge(stats_.metrics.Render(), "outboxd_events_in_flight"), 3);
+  EXPECT_EQ(stats_.health.Snapshot().in_flight, 3u);
+
+  test::CapturedLog log;
+  ASSERT_TRUE(pipeline_->Shutdown().ok());
+  EXPECT_TRUE(fake_->produced().empty());
+  EXPECT_EQ(stats_.events_abandoned, 3u);
+  EXPECT_THAT(log.Take(), HasSubstr("3 events still unacknowledged (3 held for the standbys)"));
 }
 
 // Issue 17 point 2: nothing in the loop holds a message that has arrived. Several

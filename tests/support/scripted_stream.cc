@@ -8,8 +8,7 @@
 namespace outboxd::test {
 namespace {
 
-// 2026-12-03 12:00:00 UTC in PostgreSQL's epoch (2000-01-01), microseconds.
-constexpr int64_t kCommitTimePgUs = (1796299200LL - 946684800LL) * 1000000;
+constexpr int64_t kPgEpochUnixUs = 946684800LL * 1000000;  // 2000-01-01
 
 void PutU8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
 void PutU16(std::string& out, uint16_t v) {
@@ -158,8 +157,9 @@ absl::Status ScriptedStream::End() {
   return absl::OkStatus();
 }
 
-pg::Lsn OutboxWal::Commit(std::vector<OutboxRow> rows) {
+pg::Lsn OutboxWal::Commit(std::vector<OutboxRow> rows, absl::Time commit_time) {
   Tx tx;
+  tx.commit_time_pg_us = absl::ToUnixMicros(commit_time) - kPgEpochUnixUs;
   tx.begin_lsn = next_lsn_;
   tx.commit_lsn = tx.begin_lsn + 0x100 * (rows.size() + 1);
   tx.end_lsn = tx.commit_lsn + 0x30;
@@ -180,7 +180,8 @@ void OutboxWal::Send() {
   for (; next_to_send_ < txs_.size(); ++next_to_send_) {
     const Tx& tx = txs_[next_to_send_];
     const uint32_t xid = static_cast<uint32_t>(700 + next_to_send_);
-    stream_->PushData(tx.begin_lsn, pgoutput_bytes::Begin(tx.commit_lsn, kCommitTimePgUs, xid));
+    stream_->PushData(tx.begin_lsn,
+                      pgoutput_bytes::Begin(tx.commit_lsn, tx.commit_time_pg_us, xid));
     pg::Lsn lsn = tx.begin_lsn;
     for (const OutboxRow& row : tx.rows) {
       lsn += 0x100;
@@ -193,7 +194,7 @@ void OutboxWal::Send() {
                                                     "2026-12-03 12:00:00+00"}));
     }
     stream_->PushData(tx.commit_lsn,
-                      pgoutput_bytes::Commit(tx.commit_lsn, tx.end_lsn, kCommitTimePgUs));
+                      pgoutput_bytes::Commit(tx.commit_lsn, tx.end_lsn, tx.commit_time_pg_us));
   }
 }
 

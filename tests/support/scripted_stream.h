@@ -100,8 +100,12 @@ class OutboxWal {
   // The outbox table's relation (public.outbox with the default columns).
   static constexpr uint32_t kRelationId = 16385;
 
+  // When transactions commit unless a test says otherwise: the relay tests' start time.
+  static constexpr absl::Time kCommitTime() {
+    return absl::FromUnixSeconds(1796299200);
+  }  // 2026-12-03 12:00 UTC
   // Appends a committed transaction; returns its end LSN (what a relay confirms).
-  pg::Lsn Commit(std::vector<OutboxRow> rows);
+  pg::Lsn Commit(std::vector<OutboxRow> rows, absl::Time commit_time = kCommitTime());
   // From now on Send() queues on `stream` the transactions that end after `start`,
   // with the outbox Relation before the first Insert, as a walsender started at
   // `start` does.
@@ -114,6 +118,7 @@ class OutboxWal {
     pg::Lsn begin_lsn = 0;
     pg::Lsn commit_lsn = 0;
     pg::Lsn end_lsn = 0;
+    int64_t commit_time_pg_us = 0;
     std::vector<OutboxRow> rows;
   };
 
