@@ -2,12 +2,14 @@
 # patroni, rabbitmq). Sourced, not run.
 
 # Runs a command as USER when we are root: PostgreSQL (and Patroni, which starts it)
-# refuse to run as root, and CI runs as root.
+# refuse to run as root, and CI runs as root. From /, not the caller's directory: a
+# clone in a directory USER cannot enter (root's home, a 0700 temporary directory)
+# must not matter, and Patroni's children chdir to where they were started.
 #   as_user postgres pg_ctl -D "$dir" start
 as_user() {
   local user=$1
   shift
-  if [[ $(id -u) -eq 0 ]]; then runuser -u "$user" -- "$@"; else "$@"; fi
+  if [[ $(id -u) -eq 0 ]]; then (cd / && runuser -u "$user" -- "$@"); else "$@"; fi
 }
 
 # A free loopback port below the kernel's ephemeral range (a port there can be taken at

@@ -161,8 +161,12 @@ std::string Progress::Summary() const {
     absl::StrAppend(&line, ", ", Amount(*options_.rate_unit, items_), " ",
                     UnitName(*options_.rate_unit));
   }
-  absl::StrAppend(&line, " in ", Seconds(absl::Trunc(elapsed, absl::Milliseconds(100))));
-  if (elapsed > absl::ZeroDuration()) {
+  // A tenth of a second, or a millisecond below one second: "in 0s (777727 rows/s)"
+  // read as a contradiction.
+  const absl::Duration shown = absl::Trunc(
+      elapsed, elapsed < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Milliseconds(100));
+  absl::StrAppend(&line, " in ", Seconds(shown));
+  if (shown > absl::ZeroDuration()) {
     absl::StrAppend(&line, " (",
                     PerSecond(options_.rate_unit.value_or(unit),
                               static_cast<double>(items_) / absl::ToDoubleSeconds(elapsed)),

@@ -209,8 +209,11 @@ class ConfigReader {
       case ConfigType::kBoolean:
         return key + " = true";
       case ConfigType::kInteger:
-      case ConfigType::kNumber:
-        return absl::StrCat(key, " = ", value.empty() ? "1" : value);
+      case ConfigType::kNumber: {
+        // A default told in words ("100000; 10000 with --sink rabbitmq"): its number.
+        const std::string number = value.substr(0, value.find_first_not_of("0123456789.-"));
+        return absl::StrCat(key, " = ", number.empty() ? "1" : number);
+      }
       case ConfigType::kSize:
         return absl::StrCat(key, " = \"", value.empty() ? "64MiB" : value, "\"");
       case ConfigType::kString:

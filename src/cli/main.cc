@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   using namespace outboxd::cli;
   InitLogging();
 
-  CLI::App app{"outboxd: publishes transactional-outbox events from PostgreSQL's WAL to Kafka"};
+  CLI::App app{
+      "outboxd: publishes transactional-outbox events from PostgreSQL's WAL to Kafka or "
+      "RabbitMQ"};
   std::vector<Command> commands = RegisterCommands(app);
   LogFlags log_flags;
   AddLogFlags(app, log_flags);

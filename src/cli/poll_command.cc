@@ -58,9 +58,10 @@ struct PollCommand {
     Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
         ->capture_default_str();
     AddColumnFlags(cmd, options.columns);
-    // Hidden (tests size it to seconds): /healthz answers 503 when events have been in
-    // flight or failing this long without any acknowledgement.
-    Flag(cmd, "healthz-stall", healthz_stall, "")->group("");
+    Flag(cmd, "healthz-stall", healthz_stall,
+         "/healthz answers 503 once events have been in flight or failing this long with no "
+         "acknowledgement")
+        ->capture_default_str();
     return cmd;
   }
 
@@ -87,11 +88,6 @@ struct PollCommand {
     StopOnSignals signals(&stop);
     poll::PollStats stats;
     stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
-    observe::HttpServer http;
-    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, Phase::kStarting);
-
-    observe::StallWatch stall_watch(stats.health, healthz_stall.value);
-    stall_watch.Start();
     poll::PollRelay relay(options, &stats);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     if (absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
@@ -105,6 +101,11 @@ struct PollCommand {
                  OUTBOXD_VERSION, options.table, options.topic_template,
                  SinkDescription(sink_flags, kafka_options),
                  pg::RedactConninfo(options.conninfo));
+    // After the start line, as `run` does: "metrics on" first read as a start.
+    observe::HttpServer http;
+    if (absl::Status s = ServeMetrics(http, stats); !s.ok()) return Fail(s, Phase::kStarting);
+    observe::StallWatch stall_watch(stats.health, healthz_stall.value);
+    stall_watch.Start();
     if (absl::Status s = relay.Run(&stop); !s.ok()) return Fail(s, Phase::kRunning);
     spdlog::info("stopped cleanly; published {} events, {} failed attempts",
                  stats.events_published.load(), stats.events_failed.load());

@@ -76,6 +76,18 @@ absl::Status QueryCdc(pg::Connection& conn, const pg::TableName& outbox,
   return absl::OkStatus();
 }
 
+// The backfill setup asked for, while the slot waits for the relay's first run.
+absl::Status QueryBackfill(pg::Connection& conn, const StatusOptions& options, OutboxStatus& out) {
+  const outbox::RelayStateStore state(options.table);
+  OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> request,
+                           state.PendingBackfill(conn, options.slot));
+  if (!request) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(
+      out.backfill_before_slot,
+      state.CountBackfill(conn, options.table, options.published_at_column, *request));
+  return absl::OkStatus();
+}
+
 // A relay with --standby-slot publishes only what the named standbys flushed, and a
 // promotion starts a new timeline: both are read here so that `status` answers "which
 // primary, since when, and how far behind is each standby" without the relay.
@@ -183,6 +195,16 @@ absl::StatusOr<std::string> ChooseMode(pg::Connection& conn, const pg::TableName
   OUTBOXD_ASSIGN_OR_RETURN(std::string mismatch,
                            slot.exists ? pg::SlotMismatch(conn, slot) : std::string());
   if (slot.exists && mismatch.empty()) return std::string("cdc");
+  // Just set up: the relay's first run creates the slot (and backfills first).
+  if (!slot.exists) {
+    const outbox::RelayStateStore state(options.table);
+    OUTBOXD_ASSIGN_OR_RETURN(bool state_exists, outbox.Sibling(state.table()).Exists(conn));
+    if (state_exists) {
+      OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> request,
+                               state.PendingBackfill(conn, options.slot));
+      if (request) return std::string("cdc");
+    }
+  }
   std::string signs;
   if (options.mode == StatusMode::kAuto && !options.slot_given) {
     OUTBOXD_ASSIGN_OR_RETURN(signs, CdcSigns(conn, outbox, options));
@@ -240,6 +262,7 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
   }
   OUTBOXD_ASSIGN_OR_RETURN(out.mode, ChooseMode(conn, outbox, options, slot));
   if (out.mode == "cdc") {
+    if (!slot.exists) OUTBOXD_RETURN_IF_ERROR(QueryBackfill(conn, options, out));
     OUTBOXD_RETURN_IF_ERROR(QueryCdc(conn, outbox, dated, slot, out));
     if (out.server_is_primary) OUTBOXD_RETURN_IF_ERROR(QueryReplication(conn, out));
   } else {
@@ -262,6 +285,12 @@ std::string FormatStatusTable(const OutboxStatus& s) {
                              {"wal_status", s.wal_status},
                              {"backlog_bytes", absl::StrCat(s.slot_lag_bytes)}});
   } else if (s.mode == "cdc") {
+    if (s.backfill_before_slot) {
+      rows.push_back({"slot", absl::StrCat("not created yet: outboxd run creates it, after "
+                                           "publishing the ",
+                                           *s.backfill_before_slot,
+                                           " outbox rows setup asked for (backfill)")});
+    }
     rows.insert(rows.end(), {{"slot_active", s.slot_active ? "yes" : "no"},
                              {"wal_status", s.wal_status},
                              {"slot_lag_bytes", absl::StrCat(s.slot_lag_bytes)},
@@ -309,6 +338,9 @@ std::string FormatStatusTable(const OutboxStatus& s) {
 std::string FormatStatusJson(const OutboxStatus& s) {
   std::string out = absl::StrCat("{\"mode\":", JsonString(s.mode));
   if (s.mode == "cdc") {
+    if (s.backfill_before_slot) {
+      absl::StrAppend(&out, ",\"slot_exists\":false,\"backfill_rows\":", *s.backfill_before_slot);
+    }
     absl::StrAppend(&out, ",\"slot_active\":", s.slot_active ? "true" : "false",
                     ",\"wal_status\":", JsonString(s.wal_status),
                     ",\"slot_lag_bytes\":", s.slot_lag_bytes);

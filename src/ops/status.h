@@ -56,6 +56,10 @@ struct OutboxStatus {
   int64_t unacked = 0;
   double oldest_unacked_age_s = 0;
   std::vector<outbox::SlotPosition> positions;  // what each relay last recorded
+  // The slot does not exist yet because setup asked the relay's first run to create
+  // it and publish these outbox rows first (a migration from polling, or
+  // setup --recreate-slot); nullopt otherwise.
+  std::optional<int64_t> backfill_before_slot;
   // The primary's failovers and standbys (read on a primary only): its timeline (1:
   // it never failed over), how long ago it was promoted to it (nullopt: timeline 1,
   // or pg_wal not readable, which takes pg_monitor), and each physical slot's standby.

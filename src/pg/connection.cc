@@ -92,10 +92,25 @@ std::vector<std::pair<std::string, std::string>> OutboxdSettings(const Settings&
   return extra;
 }
 
+// "at \"127.0.0.1\", port 5433" (libpq's words between "connection to server " and
+// " failed: ") as "127.0.0.1:5433"; other forms (a socket) as they are.
+std::string ServerOf(std::string_view words) {
+  const size_t open = words.find("at \"");
+  const size_t close = open == std::string_view::npos ? open : words.find('"', open + 4);
+  const size_t port = words.rfind(", port ");
+  if (close == std::string_view::npos || port == std::string_view::npos) return std::string(words);
+  return absl::StrCat(std::string(words.substr(open + 4, close - open - 4)), ":",
+                      std::string(words.substr(port + 7)));
+}
+
 // libpq's connection error without the "connection to server ... failed:" prefixes,
-// severities and tab-indented hints, on one line.
+// severities and tab-indented hints, on one line. With several hosts (a failover's
+// "host=a,b"), each reason names its server: "a:5432: Connection refused; b:5432:
+// session is read-only", not two reasons that read as one server's.
 std::string ConnectReason(std::string_view raw) {
-  std::vector<std::string> reasons;
+  std::vector<std::pair<std::string, std::string>> reasons;  // server, reason
+  std::string server;
+  bool several = false;
   while (!raw.empty()) {
     const size_t eol = raw.find('\n');
     std::string_view line = raw.substr(0, eol);
@@ -105,18 +120,24 @@ std::string ConnectReason(std::string_view raw) {
     }
     const size_t failed = line.find(" failed: ");
     if (line.starts_with("connection to server") && failed != std::string_view::npos) {
+      std::string next = ServerOf(line.substr(21, failed - 21));
+      several |= !server.empty() && next != server;
+      server = std::move(next);
       line.remove_prefix(failed + 9);
     }
     line = Strip(line);
     for (std::string_view severity : {"FATAL:", "ERROR:"}) {
       if (line.starts_with(severity)) line = Strip(line.substr(severity.size()));
     }
-    std::string reason(line);
-    if (!reason.empty() && std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) {
+    std::pair<std::string, std::string> reason(server, std::string(line));
+    if (!line.empty() && std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) {
       reasons.push_back(std::move(reason));
     }
   }
-  return reasons.empty() ? "unknown error" : absl::StrJoin(reasons, "; ");
+  if (reasons.empty()) return "unknown error";
+  return absl::StrJoin(reasons, "; ", [several](std::string* out, const auto& r) {
+    absl::StrAppend(out, several ? absl::StrCat(r.first, ": ") : "", r.second);
+  });
 }
 
 // The text between the first pair of double quotes after `after`, e.g. a name.

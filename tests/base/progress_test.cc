@@ -100,6 +100,18 @@ TEST(Progress, FinishErasesTheLineOnceAndSummarisesTheWholeRun) {
   EXPECT_EQ(h.lines.back(), "");  // erased
 }
 
+// Issue 28 point 12: a run under a second said "in 0s (777727 rows/s)".
+TEST(Progress, AShortRunShowsItsMillisecondsAndARateThatFits) {
+  Harness h;
+  Progress p(h.Options("cleanup of outbox", 1000));
+  h.now += absl::Microseconds(1286);
+  p.Update(1000);
+  EXPECT_EQ(p.Summary(), "cleanup of outbox done: 1000 rows in 1ms (777605 rows/s)");
+  Progress instant(h.Options("cleanup of inbox", 5));
+  instant.Update(5);
+  EXPECT_EQ(instant.Summary(), "cleanup of inbox done: 5 rows in 0s");
+}
+
 TEST(Progress, NothingDrawnMeansNothingErased) {
   Harness h;
   {

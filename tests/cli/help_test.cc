@@ -57,7 +57,10 @@ TEST(Help, EachCommandListsItsFlagsWithTheirVariables) {
       EXPECT_THAT(out.text, HasSubstr(flag)) << command[0] << "\n" << out.text;
     }
   }
-  EXPECT_THAT(Outboxd({"run", "--help"}).text, Not(HasSubstr("--healthz-stall")));  // hidden
+  // The README tells users to set it (issue 28 point 12): listed, with its variable.
+  EXPECT_THAT(Outboxd({"run", "--help"}).text, HasSubstr("--healthz-stall"));
+  EXPECT_THAT(Outboxd({"poll", "--help"}).text, HasSubstr("--healthz-stall"));
+  EXPECT_THAT(Outboxd({"--help"}).text, HasSubstr("to Kafka or RabbitMQ"));
 }
 
 TEST(Help, VersionIsTheProjectVersion) {
@@ -84,7 +87,8 @@ TEST(Help, CommittedReferenceIsTheGeneratedOne) {
                           "## outboxd dead-letter replay"}) {
     EXPECT_THAT(out.text, HasSubstr(row));
   }
-  EXPECT_THAT(out.text, Not(HasSubstr("healthz-stall")));  // hidden flags stay out
+  EXPECT_THAT(out.text, Not(HasSubstr("test-fatal-error-after")));  // hidden flags stay out
+  EXPECT_THAT(out.text, HasSubstr("| `--healthz-stall` | `OUTBOXD_HEALTHZ_STALL` |"));
 }
 
 }  // namespace

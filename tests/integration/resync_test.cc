@@ -161,6 +161,14 @@ TEST(Resync, MigrationFromPollingPublishesPendingRowsThenStreamsWithNoGapOrOverl
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
                           h.slot() + "'"),
             "0");
+  // Issue 28 point 7: status said "does not exist ... run outboxd setup" (exit 2) here.
+  std::string status;
+  EXPECT_EQ(h.RunOutboxd({"status", "--pg", h.db().conninfo(), "--slot", h.slot()}, &status), 0)
+      << status;
+  EXPECT_NE(status.find("not created yet: outboxd run creates it, after publishing the 300 "
+                        "outbox rows setup asked for"),
+            std::string::npos)
+      << status;
 
   // Rows inserted before the relay takes its snapshot and after it streams.
   Writer writer(h.db().conninfo());
@@ -248,8 +256,15 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   ASSERT_EQ(refused->Wait(absl::Seconds(30)), 2) << refused->Log();
 
   // README "Slot trouble", as written.
-  StartReadmeRelay(
-      h, SetupFromReadme(h, "# stop every outboxd run on that slot", "dropped replication slot"));
+  const std::vector<std::string> run =
+      SetupFromReadme(h, "# stop every outboxd run on that slot", "dropped replication slot");
+  std::string status;  // issue 28 point 7: the slot setup dropped is the relay's to create
+  EXPECT_EQ(
+      h.RunOutboxd({"status", "--json", "--pg", h.db().conninfo(), "--slot", h.slot()}, &status), 0)
+      << status;
+  EXPECT_NE(status.find("\"slot_exists\":false,\"backfill_rows\":20,"), std::string::npos)
+      << status;
+  StartReadmeRelay(h, run);
   InsertRows(conn, "after", 10);
   std::set<std::string> expected = Ids(h, "true");
   ASSERT_EQ(expected.size(), 60u);

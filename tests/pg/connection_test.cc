@@ -235,6 +235,20 @@ TEST(ConnectionOpen, UnreachableServerIsUnavailableWithoutPassword) {
   }
 }
 
+// Issue 28 point 12: with several hosts (a failover's conninfo) each reason names its
+// server; "Connection refused; session is read-only" read as one server's two errors.
+TEST(ConnectionOpen, SeveralHostsEachReasonNamesItsServer) {
+  std::string a = std::to_string(ClosedPort());
+  std::string b = std::to_string(ClosedPort());
+  while (b == a) b = std::to_string(ClosedPort());
+  absl::StatusOr<Connection> conn =
+      Connection::Open("host=127.0.0.1,127.0.0.1 port=" + a + "," + b + " user=app dbname=app");
+  const std::string message = Message(conn.status());
+  EXPECT_THAT(message, HasSubstr(": 127.0.0.1:" + a + ": Connection refused; 127.0.0.1:" + b +
+                                 ": Connection refused"))
+      << message;
+}
+
 TEST(ConnectionOpen, SilentServerTimesOutAfterTheUsersConnectTimeout) {
   // A listening socket nobody accepts on: TCP connects, the startup reply never comes.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -185,6 +185,10 @@ TEST(PollCommand, NotifyWakesTheSleepingLoop) {
     ASSERT_TRUE(WaitForBatches(*relay, asleep_after + 2)) << relay->Log();
   }
   EXPECT_EQ(Stop(*relay), 0) << relay->Log();
+  // The start line comes first, as `run`'s does (issue 28 point 12).
+  const std::string log = relay->Log();
+  ASSERT_NE(log.find("metrics on "), std::string::npos) << log;
+  EXPECT_LT(log.find("starting outboxd"), log.find("metrics on ")) << log;
 }
 
 // SIGTERM while a batch waits for the broker: the batch ends (its attempt recorded),
