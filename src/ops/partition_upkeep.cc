@@ -157,7 +157,12 @@ absl::StatusOr<bool> IsOwnLeaf(pg::Connection& conn, const pg::TableName& parent
   return r.rows() > 0 && r.Get(0, 0) == "t";
 }
 
-enum class DropOutcome { kDropped, kUnacknowledged, kBusy };
+enum class DropOutcome {
+  kDropped,
+  kUnacknowledged,
+  kBusy,    // a writer's lock outlasted lock_timeout
+  kNotOwn,  // not a plain table of the parent's owner (or a superuser): never read
+};
 
 // With a DEFAULT partition: detach, check, drop, one transaction.
 absl::StatusOr<DropOutcome> DropInOneTransaction(pg::Connection& conn, const pg::TableName& outbox,
@@ -309,6 +314,45 @@ absl::Status FinishInterruptedDrops(pg::Connection& conn, const internal::Detach
   return ReportLegacyDetached(conn, parent, report);
 }
 
+// PostgreSQL refuses DETACH ... CONCURRENTLY while the table has a DEFAULT partition.
+enum class DetachMode { kInOneTransaction, kConcurrently };
+
+// One leaf whose range ended: dropped when it is the parent's own and every row in it
+// is acknowledged.
+absl::StatusOr<DropOutcome> DropIfAcknowledged(pg::Connection& conn,
+                                               const internal::DetachLedger& ledger,
+                                               const pg::TableName& parent,
+                                               const pg::TableName& leaf,
+                                               const std::string& acked_sql, DetachMode mode) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool own, IsOwnLeaf(conn, parent, leaf));
+  if (!own) return DropOutcome::kNotOwn;
+  OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, leaf, acked_sql));
+  if (!acked) return DropOutcome::kUnacknowledged;
+  return mode == DetachMode::kInOneTransaction
+             ? DropInOneTransaction(conn, parent, leaf, acked_sql)
+             : DropConcurrently(conn, ledger, parent, leaf, acked_sql);
+}
+
+void Note(DropReport& report, const pg::TableName& parent, const pg::TableName& leaf,
+          DropOutcome outcome) {
+  switch (outcome) {
+    case DropOutcome::kDropped:
+      report.dropped.push_back(leaf.name);
+      break;
+    case DropOutcome::kUnacknowledged:
+      report.kept.push_back(absl::StrCat(leaf.name, " holds unacknowledged rows"));
+      break;
+    case DropOutcome::kBusy:
+      report.kept.push_back(
+          absl::StrCat(leaf.name, " is locked by a transaction (lock_timeout 2s)"));
+      break;
+    case DropOutcome::kNotOwn:
+      report.kept.push_back(absl::StrCat(leaf.name, " is not a plain table of the owner of ",
+                                         parent.Display(), ": outboxd drops only those"));
+      break;
+  }
+}
+
 absl::StatusOr<bool> EndsBy(pg::Connection& conn, const std::string& to,
                             const std::string& cutoff) {
   OUTBOXD_ASSIGN_OR_RETURN(
@@ -370,37 +414,17 @@ absl::StatusOr<DropReport> DropAcknowledgedPartitions(pg::Connection& conn,
   const internal::DetachLedger ledger(outbox);
   OUTBOXD_RETURN_IF_ERROR(FinishInterruptedDrops(conn, ledger, table, acked_sql, report));
   OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, table));
-  bool has_default = false;
-  for (const pg::Partition& p : leaves) has_default = has_default || p.is_default;
+  DetachMode mode = DetachMode::kConcurrently;
+  for (const pg::Partition& p : leaves) {
+    if (p.is_default) mode = DetachMode::kInOneTransaction;
+  }
   for (const pg::Partition& p : leaves) {
     if (!p.to) continue;
     OUTBOXD_ASSIGN_OR_RETURN(bool old, EndsBy(conn, *p.to, cutoff));
     if (!old) continue;
-    OUTBOXD_ASSIGN_OR_RETURN(bool own, IsOwnLeaf(conn, table, p.name));
-    if (!own) {
-      report.kept.push_back(absl::StrCat(p.name.name, " is not a plain table of the owner of ",
-                                         table.Display(), ": outboxd drops only those"));
-      continue;
-    }
-    OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, p.name, acked_sql));
-    DropOutcome outcome = DropOutcome::kUnacknowledged;
-    if (acked) {
-      OUTBOXD_ASSIGN_OR_RETURN(
-          outcome, has_default ? DropInOneTransaction(conn, table, p.name, acked_sql)
-                               : DropConcurrently(conn, ledger, table, p.name, acked_sql));
-    }
-    switch (outcome) {
-      case DropOutcome::kDropped:
-        report.dropped.push_back(p.name.name);
-        break;
-      case DropOutcome::kUnacknowledged:
-        report.kept.push_back(absl::StrCat(p.name.name, " holds unacknowledged rows"));
-        break;
-      case DropOutcome::kBusy:
-        report.kept.push_back(
-            absl::StrCat(p.name.name, " is locked by a transaction (lock_timeout 2s)"));
-        break;
-    }
+    OUTBOXD_ASSIGN_OR_RETURN(DropOutcome outcome,
+                             DropIfAcknowledged(conn, ledger, table, p.name, acked_sql, mode));
+    Note(report, table, p.name, outcome);
   }
   return report;
 }

@@ -243,8 +243,8 @@ TEST(CleanupTrust, APlantedTablesImplicitCastNeverRunsAsASuperusersInboxCleanup)
 
 // A partition an older outboxd marked with the comment and detached, killed before
 // the drop: nothing proves now whose partition it was. It is not read or dropped,
-// but named with the statement that drops it; another role's marked table is not
-// named at all.
+// but named with the statement that drops it. A leaf whose owner was changed to
+// another role is kept unread too.
 TEST(CleanupTrust, ATableAnOlderVersionDetachedIsReportedWithTheStatementToDropIt) {
   RelayHarness h(kTopics);
   TestDatabase& db = h.db();
@@ -258,8 +258,16 @@ TEST(CleanupTrust, ATableAnOlderVersionDetachedIsReportedWithTheStatementToDropI
   db.Exec(
       "COMMENT ON TABLE inbox_old9 IS 'outboxd: detached from inbox to be dropped'; "
       "ALTER TABLE inbox DETACH PARTITION inbox_old9");
+  // A leaf given away to another role is not the inbox's own any more either.
+  CreateDayPartition(db, "inbox", "old8", -8);
+  db.Exec("ALTER TABLE inbox_old8 OWNER TO " + db.CreateRole(""));
   ASSERT_EQ(Outboxd(h, db.conninfo(), {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
   EXPECT_FALSE(Gone(db, "inbox_old9")) << out;
+  EXPECT_FALSE(Gone(db, "inbox_old8")) << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "kept inbox partition inbox_old8 is not a plain table of the "
+                                "owner of inbox"))
+      << out;
   EXPECT_TRUE(absl::StrContains(out,
                                 "kept inbox partition public.inbox_old9 was detached by an older "
                                 "outboxd"))
