@@ -161,7 +161,7 @@ enum class DropOutcome {
   kDropped,
   kUnacknowledged,
   kBusy,    // a writer's lock outlasted lock_timeout
-  kNotOwn,  // not a plain table of the parent's owner (or a superuser): never read
+  kNotOwn,  // not a plain table of the parent's owner (or a superuser): upkeep never reads it
 };
 
 // With a DEFAULT partition: detach, check, drop, one transaction.
