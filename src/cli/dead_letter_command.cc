@@ -2,10 +2,14 @@
 // in order once the cause is fixed (a topic created, a payload corrected in the
 // table, a size limit raised).
 #include <cstdio>
+#include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/log_escape.h"
+#include "base/terminal_escape.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/logging.h"
@@ -19,6 +23,26 @@
 namespace outboxd::cli {
 namespace {
 
+// One letter as a JSON object on one line, every field a string but seq.
+std::string LetterJson(const outbox::DeadLetter& l) {
+  std::string out = absl::StrFormat("{\"seq\":%d", l.seq);
+  const std::pair<const char*, const std::string*> fields[] = {{"id", &l.id},
+                                                               {"aggregate_id", &l.aggregate_id},
+                                                               {"type", &l.type},
+                                                               {"topic", &l.topic},
+                                                               {"created_at", &l.created_at},
+                                                               {"lsn", &l.lsn},
+                                                               {"dead_at", &l.dead_at},
+                                                               {"error", &l.error},
+                                                               {"payload", &l.payload}};
+  for (const auto& [key, value] : fields) {
+    absl::StrAppend(&out, ",\"", key, "\":");
+    AppendJsonForTerminal(out, *value);
+  }
+  out.push_back('}');
+  return out;
+}
+
 struct DeadLetterCommand {
   std::string pg;
   SecretFlags secrets;
@@ -30,6 +54,7 @@ struct DeadLetterCommand {
   bool allow_unsafe_kafka = false;
   kafka::PublisherOptions kafka_options;  // the sink: replay.make_sink is made from it
   SinkFlags sink_flags;
+  bool json = false;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
 
@@ -38,7 +63,9 @@ struct DeadLetterCommand {
                                        "List or replay events that could not be "
                                        "published");
     cmd->require_subcommand(1);
-    list = cmd->add_subcommand("list", "Show the dead letters in order");
+    list = cmd->add_subcommand("list",
+                               "Show the dead letters in order, one line each: control characters "
+                               "and bytes that are not UTF-8 are printed escaped, as in the logs");
     replay_cmd = cmd->add_subcommand("replay",
                                      "Republish dead letters in order, removing each "
                                      "once acknowledged");
@@ -49,6 +76,10 @@ struct DeadLetterCommand {
           ->capture_default_str();
       Flag(sub, "aggregate", aggregate, "Only this aggregate's dead letters");
     }
+    Switch(list, "json", json,
+           "Print each letter as one JSON object on its own line (JSON Lines), its payload "
+           "included, instead of the table: seq, id, aggregate_id, type, topic, created_at, lsn, "
+           "dead_at, error, payload (bytes that are not UTF-8 as U+FFFD)");
     Flag(replay_cmd, "brokers", kafka_options.brokers,
          "Kafka bootstrap servers (required with --sink kafka)");
     Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
@@ -77,12 +108,18 @@ struct DeadLetterCommand {
   int List(pg::Connection& conn, const outbox::DeadLetterStore& store) {
     absl::StatusOr<std::vector<outbox::DeadLetter>> letters = store.List(conn, replay.aggregate);
     if (!letters.ok()) return Fail(letters.status(), Phase::kStarting);
+    if (json) {
+      for (const outbox::DeadLetter& l : *letters) std::printf("%s\n", LetterJson(l).c_str());
+      return kExitOk;
+    }
     std::printf("%-6s %-20s %-16s %-20s %-36s %s\n", "seq", "dead_at", "aggregate", "type", "id",
                 "error");
     for (const outbox::DeadLetter& l : *letters) {
+      // Any writer of the outbox chose these: escaped, a letter is one line of plain text.
       std::printf("%-6lld %-20s %-16s %-20s %-36s %s\n", static_cast<long long>(l.seq),
-                  l.dead_at.c_str(), l.aggregate_id.c_str(), l.type.c_str(), l.id.c_str(),
-                  l.error.c_str());
+                  EscapeForTerminal(l.dead_at).c_str(), EscapeForTerminal(l.aggregate_id).c_str(),
+                  EscapeForTerminal(l.type).c_str(), EscapeForTerminal(l.id).c_str(),
+                  EscapeForTerminal(l.error).c_str());
     }
     std::printf("%zu dead letter(s)\n", letters->size());
     return kExitOk;

@@ -136,8 +136,8 @@ absl::Status KeepPartitions(pg::Connection& conn, const CleanupOptions& options,
   OUTBOXD_ASSIGN_OR_RETURN(int64_t created, CreateAhead(conn, options, outbox));
   result.partitions_created += created;
   if (rule.where.empty()) return absl::OkStatus();
-  OUTBOXD_ASSIGN_OR_RETURN(DropReport dropped,
-                           DropAcknowledgedPartitions(conn, outbox, rule.acked, rule.cutoff));
+  OUTBOXD_ASSIGN_OR_RETURN(DropReport dropped, DropAcknowledgedPartitions(conn, outbox, outbox,
+                                                                          rule.acked, rule.cutoff));
   result.partitions_dropped += static_cast<int64_t>(dropped.dropped.size());
   result.partitions_kept = std::move(dropped.kept);
   return absl::OkStatus();
@@ -185,16 +185,18 @@ absl::Status CleanOutbox(pg::Connection& conn, const CleanupOptions& options,
 // created (the partitions are by the event's created-at). No acknowledgement to wait
 // for: a mark only has to outlive the broker's redelivery.
 absl::Status KeepInboxPartitions(pg::Connection& conn, const CleanupOptions& options,
-                                 const pg::TableName& inbox, const std::string& cutoff,
-                                 CleanupResult& result) {
+                                 const pg::TableName& outbox, const pg::TableName& inbox,
+                                 const std::string& cutoff, CleanupResult& result) {
   OUTBOXD_ASSIGN_OR_RETURN(int64_t created, CreateAhead(conn, options, inbox));
   result.inbox_partitions_created += created;
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff_sql, conn.QuoteLiteral(cutoff));
   OUTBOXD_ASSIGN_OR_RETURN(
       DropReport dropped,
-      DropAcknowledgedPartitions(
-          conn, inbox, absl::StrCat("o.processado_em < ", cutoff_sql, "::timestamptz"), cutoff));
+      DropAcknowledgedPartitions(conn, inbox, outbox,
+                                 absl::StrCat("o.processado_em < ", cutoff_sql, "::timestamptz"),
+                                 cutoff));
   result.inbox_partitions_dropped += static_cast<int64_t>(dropped.dropped.size());
+  result.inbox_partitions_kept = std::move(dropped.kept);
   return absl::OkStatus();
 }
 
@@ -212,7 +214,8 @@ absl::StatusOr<int64_t> CleanInbox(pg::Connection& conn, const CleanupOptions& o
   OUTBOXD_ASSIGN_OR_RETURN(std::string cutoff, Cutoff(conn, options.inbox_retention));
   OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, inbox));
   if (partitioned) {
-    if (absl::Status kept = KeepInboxPartitions(conn, options, inbox, cutoff, result); !kept.ok()) {
+    if (absl::Status kept = KeepInboxPartitions(conn, options, outbox, inbox, cutoff, result);
+        !kept.ok()) {
       result.inbox_partition_upkeep_error = std::string(kept.message());
     }
   }
@@ -252,6 +255,9 @@ void LogPartitionUpkeep(const CleanupResult& done) {
   if (done.inbox_partitions_created + done.inbox_partitions_dropped > 0) {
     spdlog::info("cleanup: created {} inbox partitions ahead, dropped {} inbox partitions",
                  done.inbox_partitions_created, done.inbox_partitions_dropped);
+  }
+  for (const std::string& kept : done.inbox_partitions_kept) {
+    spdlog::info("cleanup: kept inbox partition {}", kept);
   }
   if (!done.inbox_partition_upkeep_error.empty()) {
     spdlog::warn("cleanup: inbox partition upkeep failed ({}); inbox rows are deleted one by one",

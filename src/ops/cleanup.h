@@ -72,6 +72,7 @@ struct CleanupResult {
   // counts the rows deleted one by one, from its DEFAULT partition).
   int64_t inbox_partitions_created = 0;
   int64_t inbox_partitions_dropped = 0;
+  std::vector<std::string> inbox_partitions_kept;  // old ones kept, with why
   std::string inbox_partition_upkeep_error;
 };
 

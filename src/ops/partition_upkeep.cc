@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ops/internal/detach_ledger.h"
 #include "pg/identifier.h"
 #include "pg/partitions.h"
 
@@ -125,10 +126,12 @@ absl::StatusOr<std::vector<std::string>> CreateRanges(pg::Connection& conn,
   return created;
 }
 
-// The comment that marks a partition being detached to be dropped, so that a round
-// killed between the detach and the drop is finished by the next.
-std::string DropMarker(const pg::TableName& outbox) {
-  return absl::StrCat("outboxd: detached from ", outbox.Display(), " to be dropped");
+// The comment an older outboxd put on a partition before detaching it. It proves
+// nothing (any role can put it on a table of its own): a pending detach of the parent
+// that carries it is adopted into the ledger, since the catalog still shows whose
+// partition it is; a detached table that carries it is only reported.
+std::string LegacyDropMarker(const pg::TableName& parent) {
+  return absl::StrCat("outboxd: detached from ", parent.Display(), " to be dropped");
 }
 
 absl::StatusOr<bool> AllAcknowledged(pg::Connection& conn, const pg::TableName& table,
@@ -139,7 +142,27 @@ absl::StatusOr<bool> AllAcknowledged(pg::Connection& conn, const pg::TableName& 
   return r.Get(0, 0) == "t";
 }
 
-enum class DropOutcome { kDropped, kUnacknowledged, kBusy };
+// Whether leaf `leaf` of `parent` is a plain table of a trusted owner: the only
+// partitions upkeep reads or drops. Only the parent's owner can attach one, but it
+// can give one away afterwards.
+absl::StatusOr<bool> IsOwnLeaf(pg::Connection& conn, const pg::TableName& parent,
+                               const pg::TableName& leaf) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams(
+          absl::StrCat("SELECT c.relkind = 'r' AND ", internal::TrustedOwnerSql("c", "p"),
+                       " FROM pg_catalog.pg_class c, pg_catalog.pg_class p WHERE c.oid = "
+                       "to_regclass($1) AND p.oid = to_regclass($2)"),
+          {leaf.quoted, parent.quoted}));
+  return r.rows() > 0 && r.Get(0, 0) == "t";
+}
+
+enum class DropOutcome {
+  kDropped,
+  kUnacknowledged,
+  kBusy,    // a writer's lock outlasted lock_timeout
+  kNotOwn,  // not a plain table of the parent's owner (or a superuser): upkeep never reads it
+};
 
 // With a DEFAULT partition: detach, check, drop, one transaction.
 absl::StatusOr<DropOutcome> DropInOneTransaction(pg::Connection& conn, const pg::TableName& outbox,
@@ -164,60 +187,170 @@ absl::StatusOr<DropOutcome> DropInOneTransaction(pg::Connection& conn, const pg:
   return DropOutcome::kUnacknowledged;
 }
 
-// Drops a detached partition if every row in it is acknowledged.
-absl::StatusOr<DropOutcome> DropDetached(pg::Connection& conn, const pg::TableName& table,
+// Drops a detached partition the ledger recorded (`oid`) if every row in it is
+// acknowledged: the check, the DROP and the record's removal in one transaction.
+absl::StatusOr<DropOutcome> DropRecorded(pg::Connection& conn, const internal::DetachLedger& ledger,
+                                         const std::string& oid, const pg::TableName& table,
                                          const std::string& acked_sql) {
-  OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, table, acked_sql));
-  if (!acked) return DropOutcome::kUnacknowledged;
-  OUTBOXD_RETURN_IF_ERROR(conn.Exec(absl::StrCat("DROP TABLE ", table.quoted)).status());
-  return DropOutcome::kDropped;
+  OUTBOXD_RETURN_IF_ERROR(conn.Exec("BEGIN").status());
+  absl::StatusOr<bool> acked = AllAcknowledged(conn, table, acked_sql);
+  absl::Status status = acked.status();
+  if (acked.ok() && *acked) {
+    status = conn.Exec(absl::StrCat("DROP TABLE ", table.quoted)).status();
+    if (status.ok()) status = ledger.Forget(conn, oid);
+    if (status.ok()) status = conn.Exec("COMMIT").status();
+    if (status.ok()) return DropOutcome::kDropped;
+  }
+  (void)conn.Exec("ROLLBACK");
+  OUTBOXD_RETURN_IF_ERROR(status);
+  return DropOutcome::kUnacknowledged;
 }
 
-// Without a DEFAULT partition: marked, detached concurrently, then dropped.
-absl::StatusOr<DropOutcome> DropConcurrently(pg::Connection& conn, const pg::TableName& outbox,
-                                             const pg::TableName& leaf,
+// Without a DEFAULT partition: recorded in the ledger, detached concurrently, then
+// dropped. A round killed after the record is finished by the next.
+absl::StatusOr<DropOutcome> DropConcurrently(pg::Connection& conn,
+                                             const internal::DetachLedger& ledger,
+                                             const pg::TableName& outbox, const pg::TableName& leaf,
                                              const std::string& acked_sql) {
-  OUTBOXD_ASSIGN_OR_RETURN(std::string marker, conn.QuoteLiteral(DropMarker(outbox)));
-  OUTBOXD_RETURN_IF_ERROR(
-      conn.Exec(absl::StrCat("COMMENT ON TABLE ", leaf.quoted, " IS ", marker)).status());
+  OUTBOXD_RETURN_IF_ERROR(ledger.Ensure(conn, outbox));
+  OUTBOXD_ASSIGN_OR_RETURN(std::string oid, ledger.Record(conn, outbox, leaf));
   OUTBOXD_RETURN_IF_ERROR(
       conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " DETACH PARTITION ", leaf.quoted,
                              " CONCURRENTLY"))
           .status());
-  return DropDetached(conn, leaf, acked_sql);
+  return DropRecorded(conn, ledger, oid, leaf, acked_sql);
 }
 
-// What a killed round left: a detach still pending (finished with FINALIZE), or a
-// detached table carrying the marker.
-absl::Status FinishInterruptedDrops(pg::Connection& conn, const pg::TableName& outbox,
-                                    const std::string& acked_sql, DropReport& report) {
-  // Only the detaches outboxd began (marked before its DETACH): one a person began
-  // is theirs to finish.
+// A detach an older outboxd began (it marked the partition first) and a kill left
+// pending: still a partition of `parent` in the catalog, so recorded as if this
+// version had begun it, and its comment removed.
+absl::Status AdoptLegacyPending(pg::Connection& conn, const internal::DetachLedger& ledger,
+                                const pg::TableName& parent) {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result pending,
-      conn.ExecParams("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_inherits i "
-                      "JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = "
-                      "c.relnamespace WHERE i.inhparent = to_regclass($1) AND i.inhdetachpending "
-                      "AND obj_description(c.oid, 'pg_class') = $2",
-                      {outbox.quoted, DropMarker(outbox)}));
+      conn.ExecParams(
+          absl::StrCat("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_catalog.pg_inherits "
+                       "i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid JOIN "
+                       "pg_catalog.pg_class p ON p.oid = i.inhparent JOIN pg_catalog.pg_namespace "
+                       "n ON n.oid = c.relnamespace WHERE p.oid = to_regclass($1) AND "
+                       "i.inhdetachpending AND pg_catalog.obj_description(c.oid, 'pg_class') = $2 "
+                       "AND ",
+                       internal::TrustedOwnerSql("c", "p")),
+          {parent.quoted, LegacyDropMarker(parent)}));
   for (int i = 0; i < pending.rows(); ++i) {
+    OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName leaf, pg::TableName::Parse(pending.Get(i, 0)));
+    OUTBOXD_RETURN_IF_ERROR(ledger.Ensure(conn, parent));
+    OUTBOXD_RETURN_IF_ERROR(ledger.Record(conn, parent, leaf).status());
     OUTBOXD_RETURN_IF_ERROR(
-        conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " DETACH PARTITION ",
-                               std::string(pending.Get(i, 0)), " FINALIZE"))
-            .status());
-  }
-  OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result detached,
-      conn.ExecParams("SELECT format('%I.%I', n.nspname, c.relname), c.relname FROM pg_class c "
-                      "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND "
-                      "NOT c.relispartition AND obj_description(c.oid, 'pg_class') = $1",
-                      {DropMarker(outbox)}));
-  for (int i = 0; i < detached.rows(); ++i) {
-    const pg::TableName table{"", std::string(detached.Get(i, 1)), std::string(detached.Get(i, 0))};
-    OUTBOXD_ASSIGN_OR_RETURN(DropOutcome outcome, DropDetached(conn, table, acked_sql));
-    if (outcome == DropOutcome::kDropped) report.dropped.push_back(table.name);
+        conn.Exec(absl::StrCat("COMMENT ON TABLE ", leaf.quoted, " IS NULL")).status());
   }
   return absl::OkStatus();
+}
+
+// A table an older outboxd detached and a kill left undropped: nothing proves now
+// whose partition it was, so it is reported with the statement to drop it by hand
+// (only one of the parent's owner: a table another role marked is not even named).
+absl::Status ReportLegacyDetached(pg::Connection& conn, const pg::TableName& parent,
+                                  DropReport& report) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result detached,
+      conn.ExecParams(
+          absl::StrCat("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_catalog.pg_class c "
+                       "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace, "
+                       "pg_catalog.pg_class p WHERE p.oid = to_regclass($1) AND c.relkind = 'r' "
+                       "AND NOT c.relispartition AND pg_catalog.obj_description(c.oid, "
+                       "'pg_class') = $2 AND ",
+                       internal::TrustedOwnerSql("c", "p"), " ORDER BY 1"),
+          {parent.quoted, LegacyDropMarker(parent)}));
+  for (int i = 0; i < detached.rows(); ++i) {
+    const std::string name(detached.Get(i, 0));
+    report.kept.push_back(absl::StrCat(
+        name,
+        " was detached by an older outboxd and is no longer dropped automatically (its "
+        "comment is no proof); once its rows are not needed: DROP TABLE ",
+        name));
+  }
+  return absl::OkStatus();
+}
+
+// What a killed round left, as the ledger recorded it: a detach still pending
+// (finished with FINALIZE), or a detached partition not dropped yet.
+absl::Status FinishRecordedDrops(pg::Connection& conn, const internal::DetachLedger& ledger,
+                                 const pg::TableName& parent, const std::string& acked_sql,
+                                 DropReport& report) {
+  using State = internal::LedgerEntry::State;
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<internal::LedgerEntry> entries,
+                           ledger.Entries(conn, parent));
+  for (const internal::LedgerEntry& e : entries) {
+    if (e.state == State::kPending) {
+      OUTBOXD_RETURN_IF_ERROR(
+          conn.Exec(absl::StrCat("ALTER TABLE ", parent.quoted, " DETACH PARTITION ", e.name.quoted,
+                                 " FINALIZE"))
+              .status());
+    }
+    if (e.state == State::kPending || e.state == State::kDetached) {
+      OUTBOXD_ASSIGN_OR_RETURN(DropOutcome outcome,
+                               DropRecorded(conn, ledger, e.oid, e.name, acked_sql));
+      if (outcome == DropOutcome::kDropped) report.dropped.push_back(e.name.name);
+      continue;
+    }
+    OUTBOXD_RETURN_IF_ERROR(ledger.Forget(conn, e.oid));  // stale: nothing of ours to drop
+    if (e.state == State::kChanged) {
+      report.kept.push_back(absl::StrCat(e.name.Display(),
+                                         " changed since outboxd detached it (owner, name or "
+                                         "schema): not dropped"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FinishInterruptedDrops(pg::Connection& conn, const internal::DetachLedger& ledger,
+                                    const pg::TableName& parent, const std::string& acked_sql,
+                                    DropReport& report) {
+  OUTBOXD_RETURN_IF_ERROR(AdoptLegacyPending(conn, ledger, parent));
+  OUTBOXD_ASSIGN_OR_RETURN(bool recorded, ledger.Check(conn, parent));
+  if (recorded)
+    OUTBOXD_RETURN_IF_ERROR(FinishRecordedDrops(conn, ledger, parent, acked_sql, report));
+  return ReportLegacyDetached(conn, parent, report);
+}
+
+// PostgreSQL refuses DETACH ... CONCURRENTLY while the table has a DEFAULT partition.
+enum class DetachMode { kInOneTransaction, kConcurrently };
+
+// One leaf whose range ended: dropped when it is the parent's own and every row in it
+// is acknowledged.
+absl::StatusOr<DropOutcome> DropIfAcknowledged(pg::Connection& conn,
+                                               const internal::DetachLedger& ledger,
+                                               const pg::TableName& parent,
+                                               const pg::TableName& leaf,
+                                               const std::string& acked_sql, DetachMode mode) {
+  OUTBOXD_ASSIGN_OR_RETURN(bool own, IsOwnLeaf(conn, parent, leaf));
+  if (!own) return DropOutcome::kNotOwn;
+  OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, leaf, acked_sql));
+  if (!acked) return DropOutcome::kUnacknowledged;
+  return mode == DetachMode::kInOneTransaction
+             ? DropInOneTransaction(conn, parent, leaf, acked_sql)
+             : DropConcurrently(conn, ledger, parent, leaf, acked_sql);
+}
+
+void Note(DropReport& report, const pg::TableName& parent, const pg::TableName& leaf,
+          DropOutcome outcome) {
+  switch (outcome) {
+    case DropOutcome::kDropped:
+      report.dropped.push_back(leaf.name);
+      break;
+    case DropOutcome::kUnacknowledged:
+      report.kept.push_back(absl::StrCat(leaf.name, " holds unacknowledged rows"));
+      break;
+    case DropOutcome::kBusy:
+      report.kept.push_back(
+          absl::StrCat(leaf.name, " is locked by a transaction (lock_timeout 2s)"));
+      break;
+    case DropOutcome::kNotOwn:
+      report.kept.push_back(absl::StrCat(leaf.name, " is not a plain table of the owner of ",
+                                         parent.Display(), ": outboxd drops only those"));
+      break;
+  }
 }
 
 absl::StatusOr<bool> EndsBy(pg::Connection& conn, const std::string& to,
@@ -271,39 +404,27 @@ absl::StatusOr<std::vector<std::string>> CreatePartitionsAhead(pg::Connection& c
 }
 
 absl::StatusOr<DropReport> DropAcknowledgedPartitions(pg::Connection& conn,
+                                                      const pg::TableName& table,
                                                       const pg::TableName& outbox,
                                                       const std::string& acked_sql,
                                                       const std::string& cutoff) {
   DropReport report;
-  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));
+  OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, table));
   if (!partitioned) return report;
-  OUTBOXD_RETURN_IF_ERROR(FinishInterruptedDrops(conn, outbox, acked_sql, report));
-  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, outbox));
-  bool has_default = false;
-  for (const pg::Partition& p : leaves) has_default = has_default || p.is_default;
+  const internal::DetachLedger ledger(outbox);
+  OUTBOXD_RETURN_IF_ERROR(FinishInterruptedDrops(conn, ledger, table, acked_sql, report));
+  OUTBOXD_ASSIGN_OR_RETURN(std::vector<pg::Partition> leaves, pg::Leaves(conn, table));
+  DetachMode mode = DetachMode::kConcurrently;
+  for (const pg::Partition& p : leaves) {
+    if (p.is_default) mode = DetachMode::kInOneTransaction;
+  }
   for (const pg::Partition& p : leaves) {
     if (!p.to) continue;
     OUTBOXD_ASSIGN_OR_RETURN(bool old, EndsBy(conn, *p.to, cutoff));
     if (!old) continue;
-    OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, p.name, acked_sql));
-    DropOutcome outcome = DropOutcome::kUnacknowledged;
-    if (acked) {
-      OUTBOXD_ASSIGN_OR_RETURN(outcome, has_default
-                                            ? DropInOneTransaction(conn, outbox, p.name, acked_sql)
-                                            : DropConcurrently(conn, outbox, p.name, acked_sql));
-    }
-    switch (outcome) {
-      case DropOutcome::kDropped:
-        report.dropped.push_back(p.name.name);
-        break;
-      case DropOutcome::kUnacknowledged:
-        report.kept.push_back(absl::StrCat(p.name.name, " holds unacknowledged rows"));
-        break;
-      case DropOutcome::kBusy:
-        report.kept.push_back(
-            absl::StrCat(p.name.name, " is locked by a transaction (lock_timeout 2s)"));
-        break;
-    }
+    OUTBOXD_ASSIGN_OR_RETURN(DropOutcome outcome,
+                             DropIfAcknowledged(conn, ledger, table, p.name, acked_sql, mode));
+    Note(report, table, p.name, outcome);
   }
   return report;
 }

@@ -11,7 +11,7 @@
 //                            CreatePartitionsAhead(conn, outbox, PartitionInterval::kDay,
 //                                                  {.ahead = 3, .with_default = true}));
 //   OUTBOXD_ASSIGN_OR_RETURN(DropReport dropped,
-//                            DropAcknowledgedPartitions(conn, outbox, acked_sql, cutoff));
+//                            DropAcknowledgedPartitions(conn, outbox, outbox, acked_sql, cutoff));
 //
 // A partition is dropped only when its range ends before the cut-off and no row in
 // it fails `acked_sql` (the row-level cleanup's rule, ops/cleanup.h), checked again
@@ -20,9 +20,17 @@
 // and the DROP run in one transaction under a short lock_timeout (the detach holds
 // an ACCESS EXCLUSIVE lock on the outbox for a catalog update; a writer waits at
 // most that long, and a kill leaves the partition attached). Without one it is
-// DETACH ... CONCURRENTLY (writers never wait), the partition marked first by a
-// comment so that a round killed half-way finishes the detach (FINALIZE) or drops
-// the detached table at the next round.
+// DETACH ... CONCURRENTLY (writers never wait), the partition recorded first in
+// outboxd's own ledger (ops/internal/detach_ledger.h) so that a round killed half-way
+// finishes the detach (FINALIZE) or drops the detached table at the next round.
+//
+// Upkeep reads and drops only tables the catalog or that ledger proves to be the
+// parent's own partitions: a leaf of the parent owned by its owner (or a superuser),
+// or a partition the ledger recorded while it was one. Nothing is looked up by name
+// or comment, so another role's table (its row-level security policies, its
+// columns' casts and operators, its triggers) is never read from or dropped. A
+// table an older outboxd detached, known only by its comment, is reported in
+// DropReport::kept with the DROP TABLE to run by hand.
 #ifndef OUTBOXD_OPS_PARTITION_UPKEEP_H_
 #define OUTBOXD_OPS_PARTITION_UPKEEP_H_
 
@@ -69,10 +77,12 @@ struct DropReport {
   std::vector<std::string> kept;
 };
 
-// Drops the partitions of `outbox` whose range ends at or before `cutoff`
-// (timestamptz text) and whose rows all satisfy `acked_sql` (a condition over alias
-// "o" that is TRUE for an acknowledged row). No-op on a plain table.
+// Drops the partitions of `table` (the outbox or the inbox) whose range ends at or
+// before `cutoff` (timestamptz text) and whose rows all satisfy `acked_sql` (a
+// condition over alias "o" that is TRUE for an acknowledged row). The ledger of
+// detached partitions lives beside `outbox`. No-op on a plain table.
 absl::StatusOr<DropReport> DropAcknowledgedPartitions(pg::Connection& conn,
+                                                      const pg::TableName& table,
                                                       const pg::TableName& outbox,
                                                       const std::string& acked_sql,
                                                       const std::string& cutoff);

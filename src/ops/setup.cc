@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/annotate.h"
 #include "base/status_macros.h"
+#include "ops/internal/detach_ledger.h"
 #include "ops/internal/outbox_table.h"
 #include "outbox/dead_letter.h"
 #include "outbox/emitted_event.h"
@@ -115,8 +116,17 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, inbox, "table " + options.inbox_table,
                                           CreateInboxSql(inbox, options.inbox_partition_by),
                                           report));
-  return EnsurePartitions(conn, options, inbox, options.inbox_partition_by, "--inbox-partition-by",
-                          "Moving to a partitioned inbox", report);
+  OUTBOXD_RETURN_IF_ERROR(EnsurePartitions(conn, options, inbox, options.inbox_partition_by,
+                                           "--inbox-partition-by", "Moving to a partitioned inbox",
+                                           report));
+  if (options.partition_by == PartitionInterval::kNone &&
+      options.inbox_partition_by == PartitionInterval::kNone) {
+    return absl::OkStatus();
+  }
+  // Where cleanup records the partitions it detaches (the upkeep creates it too).
+  const internal::DetachLedger ledger(outbox);
+  return CreateIfMissing(conn, ledger.table(), "table " + ledger.table().name, ledger.CreateSql(),
+                         report);
 }
 
 // An existing publication must publish the outbox table's inserts.

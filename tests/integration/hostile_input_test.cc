@@ -2,17 +2,22 @@
 // line (point 6), a misspelt or refused --kafka property never echoes its value
 // (point 8), and --kafka overrides that void the delivery promise are refused unless
 // --allow-unsafe-kafka says otherwise, which then warns and shows in /metrics
-// (point 9).
+// (point 9). Issue 27 point 9: `dead-letter list` prints a letter's fields escaped,
+// and --json gives its payload back exactly.
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "outbox/dead_letter.h"
+#include "simdjson.h"
 #include "support/child_process.h"
 #include "support/metrics_text.h"
 
@@ -163,6 +168,98 @@ TEST(HostileInput, AllowUnsafeKafkaRunsWithAWarningAndAGauge) {
   EXPECT_EQ(MetricValue(h.Metrics(h.relay()), "outboxd_unsafe_kafka_config"), 0);
   EXPECT_THAT(h.relay().Log(), Not(HasSubstr("allow-unsafe-kafka")));
   EXPECT_EQ(h.StopRelay(), 0);
+}
+
+// A database whose text holds any bytes (SQL_ASCII), dropped with the test's.
+class AnyBytesDatabase {
+ public:
+  explicit AnyBytesDatabase(TestDatabase& db) : db_(db), name_(db.name() + "_bytes") {
+    db_.Exec("CREATE DATABASE " + name_ +
+             " TEMPLATE template0 ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'");
+  }
+  ~AnyBytesDatabase() { db_.Exec("DROP DATABASE " + name_ + " WITH (FORCE)"); }
+  std::string conninfo() const { return db_.ConninfoWith("dbname=" + name_); }
+
+ private:
+  TestDatabase& db_;
+  std::string name_;
+};
+
+// No byte a terminal acts on: controls other than the line ends, DEL, C1 controls
+// (0xc2 0x80..0x9f), bytes of no UTF-8 sequence (0xff here).
+bool PlainText(const std::string& text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f || c == 0xff || c == 0xfe) return false;
+    if (c == 0xc2 && i + 1 < text.size() &&
+        (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80)
+      return false;
+  }
+  return true;
+}
+
+// Issue 27 point 9: the fields of a dead letter are whatever a writer of the outbox
+// put in a row. Before, `list` printed them raw: an OSC set the terminal's title, ESC
+// [2J cleared the screen, a newline printed a fake letter.
+TEST(HostileInput, DeadLetterListPrintsEachLetterEscapedOnOneLineAndJsonGivesThePayloadBack) {
+  auto db = TestDatabase::Create();
+  AnyBytesDatabase bytes(*db);
+  absl::StatusOr<pg::Connection> opened = pg::Connection::Open(bytes.conninfo());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  pg::Connection& conn = *opened;
+  const outbox::DeadLetterStore store("outbox");
+  ASSERT_TRUE(conn.Exec(store.CreateSql(conn)).ok());
+  const outbox::DeadLetter letter{
+      .id = "7d0f7a8e-1111-4c1e-9e10-3f1d2a7c9e10",
+      .aggregate_id = "agg\x1b]0;pwned\x07\n99     2026-12-04T00:00:00Z FORGED\xff",
+      .type =
+          "t\x1b[2J\x1b[H\xc2\x9b"
+          "31m",
+      .payload = "{\"nota\": \"a\\nb\"}\n\x1b[31m\xc2\x9b \xc3\xa3 \\ \"",
+      .created_at = "2026-12-04T00:00:00+00:00",
+      .lsn = "0/16B3748",
+      .topic = "pedido.confirmado",
+      .error = "refused\r\n\xfe fake line",
+  };
+  ASSERT_TRUE(store.Insert(conn, letter).ok());
+
+  Outcome list = Outboxd({"dead-letter", "list", "--pg", bytes.conninfo()});
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_TRUE(PlainText(list.output)) << list.output;
+  EXPECT_THAT(LinesStartingWith(list.output, "99 "), ::testing::IsEmpty()) << list.output;
+  const std::vector<std::string> line =
+      LinesStartingWith(list.output, absl::StrCat("1", std::string(6, ' '), "20"));
+  ASSERT_EQ(line.size(), 1u) << list.output;
+  for (const char* escaped : {"agg\\x1b]0;pwned\\x07\\n99     2026-12-04T00:00:00Z FORGED\\xff",
+                              "t\\x1b[2J\\x1b[H\\u009b31m", "refused\\r\\n\\xfe fake line"}) {
+    EXPECT_THAT(line[0], HasSubstr(escaped)) << list.output;
+  }
+  EXPECT_THAT(list.output, HasSubstr("\n1 dead letter(s)\n"));
+
+  Outcome json = Outboxd({"dead-letter", "list", "--json", "--pg", bytes.conninfo()});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_TRUE(PlainText(json.output)) << json.output;
+  ASSERT_EQ(Lines(json.output), 1) << json.output;  // JSON Lines: one letter, one line
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(json.output).get(doc), simdjson::SUCCESS) << json.output;
+  const auto field = [&doc](const char* key) {
+    std::string_view value;
+    EXPECT_EQ(doc[key].get(value), simdjson::SUCCESS) << key;
+    return std::string(value);
+  };
+  EXPECT_EQ(field("payload"), letter.payload);  // exact: what a person needs to fix it
+  EXPECT_EQ(field("type"), letter.type);
+  EXPECT_EQ(field("topic"), letter.topic);
+  EXPECT_EQ(field("lsn"), letter.lsn);
+  EXPECT_EQ(field("id"), letter.id);
+  // Bytes that are not UTF-8 cannot be JSON text: U+FFFD in their place.
+  EXPECT_EQ(field("aggregate_id"),
+            "agg\x1b]0;pwned\x07\n99     2026-12-04T00:00:00Z FORGED\xef\xbf\xbd");
+  EXPECT_EQ(field("error"), "refused\r\n\xef\xbf\xbd fake line");
+  int64_t seq = 0;
+  EXPECT_EQ(doc["seq"].get(seq), simdjson::SUCCESS);
+  EXPECT_EQ(seq, 1);
 }
 
 }  // namespace

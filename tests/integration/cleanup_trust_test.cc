@@ -1,0 +1,325 @@
+// Issue 27 point 1: the partition upkeep of `outboxd cleanup` and of `run`'s cleanup
+// job touches only the outbox's and the inbox's own partitions. A role with CREATE on
+// its own schema plants a table carrying the comment an older outboxd put on a
+// partition it detached, with code of its own that runs if anyone reads it: a
+// row-level security policy calling its function (against the outbox's owner), a
+// column of a type with an implicit cast to timestamptz (against a superuser, with
+// --inbox-partition-by). Both ran before: the function granted its role rights on the
+// outbox, the cast made it a superuser and cleanup dropped its table. Now neither
+// runs, the planted table stays, and the real partitions are dropped as before.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "integration/relay_harness.h"
+#include "support/wait_until.h"
+
+namespace outboxd::test {
+namespace {
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+
+int Outboxd(RelayHarness& h, const std::string& conninfo, std::vector<std::string> args,
+            std::string* out) {
+  args.insert(args.end(), {"--pg", conninfo});
+  return h.RunOutboxd(std::move(args), out);
+}
+
+// The attacker's schema, and evil.ran, where its code writes who ran it (any role
+// may insert there, so the record survives whoever runs it).
+constexpr char kAttackerSchema[] = R"sql(
+CREATE SCHEMA evil AUTHORIZATION $ATTACKER;
+SET ROLE $ATTACKER;
+CREATE TABLE evil.ran (who text, what text);
+GRANT USAGE ON SCHEMA evil TO PUBLIC;
+GRANT INSERT ON evil.ran TO PUBLIC;
+RESET ROLE;
+)sql";
+
+// Against the outbox's owner: a table marked as an older outboxd marked the
+// partitions it detached, with a policy calling a function that grants its role
+// everything on the outbox when run by the owner.
+constexpr char kPlantedPolicy[] = R"sql(
+SET ROLE $ATTACKER;
+CREATE FUNCTION evil.spy() RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  INSERT INTO evil.ran VALUES (current_user, 'policy');
+  BEGIN
+    EXECUTE 'GRANT ALL ON public.outbox TO $ATTACKER';
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  RETURN true;
+END $f$;
+CREATE TABLE evil.outbox_p20200101 (criado_em timestamptz, publicado_em timestamptz);
+INSERT INTO evil.outbox_p20200101 VALUES (now() - interval '1 year', now() - interval '1 year');
+ALTER TABLE evil.outbox_p20200101 ENABLE ROW LEVEL SECURITY;
+CREATE POLICY spy ON evil.outbox_p20200101 USING (evil.spy());
+GRANT SELECT ON evil.outbox_p20200101 TO PUBLIC;
+COMMENT ON TABLE evil.outbox_p20200101 IS 'outboxd: detached from outbox to be dropped';
+RESET ROLE;
+)sql";
+
+// Against a superuser's inbox cleanup: processado_em of a type whose implicit cast to
+// timestamptz makes its role a superuser.
+constexpr char kPlantedCast[] = R"sql(
+SET ROLE $ATTACKER;
+CREATE TYPE evil.stamp AS (at timestamptz);
+CREATE FUNCTION evil.to_ts(evil.stamp) RETURNS timestamptz LANGUAGE plpgsql AS $f$
+BEGIN
+  INSERT INTO evil.ran VALUES (current_user, 'cast');
+  BEGIN
+    EXECUTE 'ALTER ROLE $ATTACKER SUPERUSER';
+  EXCEPTION WHEN others THEN NULL;
+  END;
+  RETURN '2000-01-01'::timestamptz;
+END $f$;
+CREATE CAST (evil.stamp AS timestamptz) WITH FUNCTION evil.to_ts(evil.stamp) AS IMPLICIT;
+CREATE TABLE evil.inbox_p20200101
+  (message_id uuid, evento_criado_em timestamptz, processado_em evil.stamp);
+INSERT INTO evil.inbox_p20200101 VALUES (gen_random_uuid(), now(), ROW(now()));
+GRANT SELECT ON evil.inbox_p20200101 TO PUBLIC;
+COMMENT ON TABLE evil.inbox_p20200101 IS 'outboxd: detached from inbox to be dropped';
+RESET ROLE;
+)sql";
+
+void AsSuperuser(TestDatabase& db, const std::string& sql, const std::string& attacker) {
+  db.Exec(absl::StrReplaceAll(sql, {{"$ATTACKER", attacker}}));
+}
+
+// None of the attacker's code ran, its table is still there and its role got nothing.
+void ExpectAttackerCodeNeverRan(TestDatabase& db, const std::string& attacker,
+                                const std::string& planted, const std::string& context) {
+  EXPECT_EQ(db.Scalar("SELECT coalesce(string_agg(who || ' ran ' || what, ', '), 'nobody') "
+                      "FROM evil.ran"),
+            "nobody")
+      << context;
+  EXPECT_EQ(db.Scalar("SELECT to_regclass('" + planted + "') IS NOT NULL"), "t") << context;
+  EXPECT_EQ(db.Scalar("SELECT rolsuper FROM pg_roles WHERE rolname = '" + attacker + "'"), "f")
+      << context;
+  EXPECT_EQ(db.Scalar("SELECT has_table_privilege('" + attacker + "', 'outbox', 'SELECT')"), "f")
+      << context;
+}
+
+void InsertEvents(TestDatabase& db, const std::string& batch, int n, int days) {
+  db.Exec(absl::StrFormat(
+      "INSERT INTO outbox (aggregate_id, tipo, payload, criado_em) SELECT '%s-' || i, "
+      "'pedido.confirmado', jsonb_build_object('batch', '%s'), now() + interval '%d days' "
+      "FROM generate_series(1, %d) i",
+      batch, batch, days, n));
+}
+
+// The default outbox's columns, partitioned by day without a DEFAULT partition (so
+// upkeep detaches CONCURRENTLY, recording each partition first).
+constexpr char kOwnersOutbox[] = R"sql(
+SELECT pg_drop_replication_slot('$SLOT');
+DROP PUBLICATION outboxd;
+DROP TABLE outbox;
+GRANT CREATE ON SCHEMA public TO $OWNER;
+SET ROLE $OWNER;
+CREATE TABLE outbox (
+  seq bigint GENERATED ALWAYS AS IDENTITY,
+  id uuid NOT NULL DEFAULT gen_random_uuid(),
+  aggregate_id text NOT NULL,
+  tipo text NOT NULL,
+  payload jsonb NOT NULL,
+  criado_em timestamptz NOT NULL DEFAULT now(),
+  publicado_em timestamptz,
+  tentativas int NOT NULL DEFAULT 0,
+  ultimo_erro text,
+  proxima_tentativa_em timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (seq, criado_em)
+) PARTITION BY RANGE (criado_em);
+RESET ROLE;
+ALTER TABLE outbox_relay_state OWNER TO $OWNER;
+ALTER TABLE outbox_dead_letter OWNER TO $OWNER;
+ALTER TABLE inbox OWNER TO $OWNER;
+)sql";
+
+// `outboxd run` as `conninfo`'s role, its cleanup job every second.
+std::unique_ptr<ChildProcess> StartRelayAs(RelayHarness& h, const std::string& conninfo) {
+  auto relay = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", conninfo, "--brokers",
+                                    h.cluster().bootstraps(), "--slot", h.slot(), "--metrics",
+                                    "127.0.0.1:0", "--cleanup-interval", "1s", "--retention", "1s",
+                                    "--inbox-retention", "1s"});
+  EXPECT_TRUE(WaitForStreaming(*relay)) << relay->Log();
+  return relay;
+}
+
+bool Gone(TestDatabase& db, const std::string& table) {
+  return db.Scalar("SELECT to_regclass('" + table + "') IS NULL") == "t";
+}
+
+// The outbox belongs to a role of its own (not a superuser: a superuser bypasses
+// row-level security), which runs the relay with its cleanup job and `outboxd cleanup`.
+TEST(CleanupTrust, APlantedTablesPolicyNeverRunsAsTheOutboxOwner) {
+  RelayHarness h(kTopics);
+  TestDatabase& db = h.db();
+  const std::string owner = db.CreateRole("REPLICATION");
+  const std::string attacker = db.CreateRole("");
+  db.Exec(absl::StrReplaceAll(kOwnersOutbox, {{"$SLOT", h.slot()}, {"$OWNER", owner}}));
+  db.Exec("SET ROLE " + owner);
+  for (int days : {-2, -1, 0}) {
+    CreateDayPartition(db, "outbox", absl::StrCat("d", days + 3), days);
+  }
+  db.Exec("RESET ROLE");
+  std::string out;
+  ASSERT_EQ(Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot()}, &out), 0) << out;
+  AsSuperuser(db, kAttackerSchema, attacker);
+  AsSuperuser(db, kPlantedPolicy, attacker);
+
+  // run's cleanup job, as the owner, drops the two old days once acknowledged.
+  const std::string as_owner = db.ConninfoWith("user=" + owner);
+  InsertEvents(db, "d1", 3, -2);
+  InsertEvents(db, "d2", 3, -1);
+  InsertEvents(db, "d3", 3, 0);
+  std::unique_ptr<ChildProcess> relay = StartRelayAs(h, as_owner);
+  ASSERT_TRUE(h.collector().WaitForCount(9, absl::Seconds(60))) << relay->Log();
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    return Gone(db, "outbox_d1") && Gone(db, "outbox_d2");
+  })) << relay->Log();
+  ExpectAttackerCodeNeverRan(db, attacker, "evil.outbox_p20200101", relay->Log());
+  relay->Signal(SIGTERM);
+  EXPECT_EQ(relay->Wait(absl::Seconds(60)).value_or(-1), 0) << relay->Log();
+
+  // `outboxd cleanup` as the owner drops an older day (empty, so acknowledged).
+  db.Exec("SET ROLE " + owner);
+  CreateDayPartition(db, "outbox", "d0", -3);
+  db.Exec("RESET ROLE");
+  ASSERT_EQ(Outboxd(h, as_owner, {"cleanup", "--retention", "0s"}, &out), 0) << out;
+  EXPECT_TRUE(Gone(db, "outbox_d0")) << out;
+  EXPECT_FALSE(Gone(db, "outbox_d3")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "upkeep failed")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "evil")) << out;  // another role's table is not named
+  ExpectAttackerCodeNeverRan(db, attacker, "evil.outbox_p20200101", out);
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM outbox_detached"), "0") << out;
+}
+
+// A superuser runs setup --inbox-partition-by, the relay with its cleanup job, and
+// `outboxd cleanup`.
+TEST(CleanupTrust, APlantedTablesImplicitCastNeverRunsAsASuperusersInboxCleanup) {
+  RelayHarness h(kTopics);
+  TestDatabase& db = h.db();
+  const std::string attacker = db.CreateRole("");
+  db.Exec("DROP TABLE inbox");
+  std::string out;
+  ASSERT_EQ(
+      Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"}, &out),
+      0)
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "setup: table outbox_detached")) << out;
+  for (int days : {-12, -11}) {
+    CreateDayPartition(db, "inbox", absl::StrCat("old", -days), days);
+  }
+  const auto mark = [&db](int days) {
+    db.Exec(absl::StrFormat(
+        "INSERT INTO inbox (message_id, evento_criado_em, processado_em) VALUES "
+        "(gen_random_uuid(), now() + interval '%d days', now() + interval '%d days')",
+        days, days));
+  };
+  for (int days : {-12, -11, 0}) mark(days);
+  AsSuperuser(db, kAttackerSchema, attacker);
+  AsSuperuser(db, kPlantedCast, attacker);
+
+  h.StartRelay({"--cleanup-interval", "1s", "--inbox-retention", "5d"});
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    return Gone(db, "inbox_old12") && Gone(db, "inbox_old11");
+  })) << h.relay().Log();
+  ExpectAttackerCodeNeverRan(db, attacker, "evil.inbox_p20200101", h.relay().Log());
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+
+  CreateDayPartition(db, "inbox", "old10", -10);  // empty: the CLI drops it
+  ASSERT_EQ(Outboxd(h, db.conninfo(), {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_TRUE(Gone(db, "inbox_old10")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "upkeep failed")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "evil")) << out;
+  ExpectAttackerCodeNeverRan(db, attacker, "evil.inbox_p20200101", out);
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM inbox"), "1") << out;
+}
+
+// A partition an older outboxd marked with the comment and detached, killed before
+// the drop: nothing proves now whose partition it was. It is not read or dropped,
+// but named with the statement that drops it. A leaf whose owner was changed to
+// another role is kept unread too.
+TEST(CleanupTrust, ATableAnOlderVersionDetachedIsReportedWithTheStatementToDropIt) {
+  RelayHarness h(kTopics);
+  TestDatabase& db = h.db();
+  db.Exec("DROP TABLE inbox");
+  std::string out;
+  ASSERT_EQ(
+      Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"}, &out),
+      0)
+      << out;
+  CreateDayPartition(db, "inbox", "old9", -9);
+  db.Exec(
+      "COMMENT ON TABLE inbox_old9 IS 'outboxd: detached from inbox to be dropped'; "
+      "ALTER TABLE inbox DETACH PARTITION inbox_old9");
+  // A leaf given away to another role is not the inbox's own any more either.
+  CreateDayPartition(db, "inbox", "old8", -8);
+  db.Exec("ALTER TABLE inbox_old8 OWNER TO " + db.CreateRole(""));
+  ASSERT_EQ(Outboxd(h, db.conninfo(), {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_FALSE(Gone(db, "inbox_old9")) << out;
+  EXPECT_FALSE(Gone(db, "inbox_old8")) << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "kept inbox partition inbox_old8 is not a plain table of the "
+                                "owner of inbox"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "kept inbox partition public.inbox_old9 was detached by an older "
+                                "outboxd"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "DROP TABLE public.inbox_old9")) << out;
+}
+
+// The ledger of detached partitions is trusted only while no other role could have
+// written it: one another role made first (here with CREATE on the outbox's schema),
+// or one that lets another role insert, stops the upkeep with the fix in one line
+// (rows are then deleted one by one), and nothing it lists is touched.
+TEST(CleanupTrust, ALedgerAnotherRoleCouldWriteIsRefused) {
+  RelayHarness h(kTopics);
+  TestDatabase& db = h.db();
+  const std::string attacker = db.CreateRole("");
+  db.Exec("DROP TABLE inbox");
+  std::string out;
+  ASSERT_EQ(
+      Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"}, &out),
+      0)
+      << out;
+  const std::string ddl = db.Scalar(
+      "SELECT 'CREATE TABLE outbox_detached (' || string_agg(format('%I %s', attname, "
+      "format_type(atttypid, atttypmod)), ', ' ORDER BY attnum) || ')' FROM pg_attribute "
+      "WHERE attrelid = 'outbox_detached'::regclass AND attnum > 0");
+  CreateDayPartition(db, "inbox", "old9", -9);
+  db.Exec("DROP TABLE outbox_detached; GRANT CREATE ON SCHEMA public TO " + attacker);
+  db.Exec("SET ROLE " + attacker);
+  db.Exec(ddl);
+  db.Exec(
+      "INSERT INTO outbox_detached SELECT 'inbox_old9'::regclass, 'inbox'::regclass, "
+      "relowner, 'public', 'inbox_old9' FROM pg_class WHERE oid = 'inbox_old9'::regclass");
+  db.Exec("RESET ROLE");
+  ASSERT_EQ(Outboxd(h, db.conninfo(), {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "inbox partition upkeep failed (table outbox_detached is "
+                                "owned by role " +
+                                    attacker))
+      << out;
+  EXPECT_FALSE(Gone(db, "inbox_old9")) << out;
+
+  db.Exec("DROP TABLE outbox_detached");
+  db.Exec(ddl + "; GRANT INSERT ON outbox_detached TO " + attacker);
+  ASSERT_EQ(Outboxd(h, db.conninfo(), {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "REVOKE ALL ON outbox_detached FROM " + attacker)) << out;
+  EXPECT_FALSE(Gone(db, "inbox_old9")) << out;
+
+  db.Exec("REVOKE ALL ON outbox_detached FROM " + attacker);
+  ASSERT_EQ(Outboxd(h, db.conninfo(), {"cleanup", "--inbox-retention", "5d"}, &out), 0) << out;
+  EXPECT_TRUE(Gone(db, "inbox_old9")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "upkeep failed")) << out;
+}
+
+}  // namespace
+}  // namespace outboxd::test
