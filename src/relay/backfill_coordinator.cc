@@ -11,7 +11,8 @@
 namespace outboxd::relay {
 
 absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, Pipeline& pipeline,
-                                 const pg::SlotInfo& slot, const outbox::BackfillRequest& request) {
+                                 const pg::SlotInfo& slot, const outbox::BackfillRequest& request,
+                                 StopSignal& stop) {
   pg::Connection& control = session.control();
   // One relay backfills; another one started meanwhile stands by.
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result locked,
@@ -43,6 +44,7 @@ absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, 
   }
   // All backfilled rows form one tracked "transaction" ending at the consistent
   // point: the watermark cannot pass it before every one is acknowledged.
+  OUTBOXD_RETURN_IF_ERROR(session.AwaitStandbys(created.consistent_point, stop));
   pipeline.BeginBackfill(created.consistent_point);
   Progress progress({.what = absl::StrCat("backfill of slot ", options.slot),
                      .unit = Progress::Unit::kEvents,

@@ -22,8 +22,10 @@ namespace outboxd::relay {
 // Publishes the rows `request` covers and waits for every acknowledgement; returns
 // the position to stream from. Unavailable with SQLSTATE 55006 while another relay
 // backfills the slot.
+// With --standby-slot, nothing is published before the named standbys have the rows.
 absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, Pipeline& pipeline,
-                                 const pg::SlotInfo& slot, const outbox::BackfillRequest& request);
+                                 const pg::SlotInfo& slot, const outbox::BackfillRequest& request,
+                                 StopSignal& stop);
 
 }  // namespace outboxd::relay
 

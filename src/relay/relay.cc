@@ -116,8 +116,8 @@ absl::Status Relay::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session_.InspectSlot());
   pg::Lsn start = 0;
   if (state.backfill) {
-    OUTBOXD_ASSIGN_OR_RETURN(start,
-                             Backfill(options_, session_, pipeline_, state.slot, *state.backfill));
+    OUTBOXD_ASSIGN_OR_RETURN(
+        start, Backfill(options_, session_, pipeline_, state.slot, *state.backfill, *stop_));
   } else {
     OUTBOXD_RETURN_IF_ERROR(session_.CheckSlotForStreaming(state.slot));
     start = pipeline_.ResumeFrom(state.slot.confirmed_flush_lsn);

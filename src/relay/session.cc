@@ -12,6 +12,7 @@
 #include "pg/replication_stream.h"
 #include "relay/bulk_stream.h"
 #include "relay/preflight.h"
+#include "relay/startup_retry.h"
 
 namespace outboxd::relay {
 
@@ -231,6 +232,27 @@ absl::Status Session::Upkeep(const AckTracker::Acknowledged& acked) {
     OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
     OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, acked));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::AwaitStandbys(pg::Lsn end, StopSignal& stop) {
+  if (options_.standby_slots.empty()) return absl::OkStatus();
+  bool said = false;
+  while (true) {
+    OUTBOXD_RETURN_IF_ERROR(ReadStandbys());
+    const std::vector<std::string> behind = StandbysBehind(end);
+    if (behind.empty()) break;
+    if (!said) {
+      spdlog::warn("backfill waits for standby slot(s) {} to flush past {}",
+                   absl::StrJoin(behind, ", "), pg::FormatLsn(end));
+      said = true;
+    }
+    SleepUnlessStopped(stop, options_.standby_interval);
+    if (stop.requested()) {
+      return absl::CancelledError("stopped while the backfill waited for the standbys");
+    }
+  }
+  if (said) spdlog::info("the standbys flushed past {}: backfilling", pg::FormatLsn(end));
   return absl::OkStatus();
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/stop_signal.h"
 #include "outbox/dead_letter.h"
 #include "outbox/relay_state.h"
 #include "pg/connection.h"
@@ -91,6 +92,11 @@ class Session {
   // --standby-slot: the named standbys that had not flushed up to `end` when last read
   // (a missing slot included), in the order named; none when `end` is 0.
   std::vector<std::string> StandbysBehind(pg::Lsn end) const;
+  // --standby-slot: returns once every named standby has flushed past `end`, reading
+  // them every standby_interval (Cancelled on a stop). What a backfill publishes was
+  // committed before its slot's consistent point: a standby behind it could lose
+  // those rows in a failover after they reached the broker.
+  absl::Status AwaitStandbys(pg::Lsn end, StopSignal& stop);
 
   // Valid between Open() and Close(); the replication one until StartStream().
   pg::Connection& control() { return *control_; }

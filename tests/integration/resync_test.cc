@@ -278,6 +278,31 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Issue 27 point 5: a backfill waits for the --standby-slot standbys too (it published
+// 40,004 events while the named standby was far behind, so a failover could lose rows
+// consumers already had). Here the standby's slot stays put until the test moves it.
+TEST(Resync, ABackfillWaitsUntilTheNamedStandbysHaveTheRows) {
+  RelayHarness h(kTopics);
+  h.db().Exec(absl::StrCat("SELECT pg_drop_replication_slot('", h.slot(), "')"));
+  auto conn = h.db().Connect();
+  InsertRows(conn, "pending", 20);
+  const std::string standby = "standby_" + h.slot();
+  h.db().Exec("SELECT pg_create_physical_replication_slot('" + standby + "', true)");
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0) << out;
+  ASSERT_NE(out.find("backfill of the 20 pending rows"), std::string::npos) << out;
+
+  h.StartRelay({"--standby-slot", standby}, "backfill waits for standby slot(s) " + standby);
+  // Two more readings of the standby's position: still nothing published.
+  ASSERT_TRUE(h.WaitForQueryRounds("SELECT n.name, r.restart_lsn%", 2, absl::Seconds(30)));
+  EXPECT_EQ(h.collector().Messages().size(), 0u) << h.relay().Log();
+
+  h.db().Exec("SELECT pg_replication_slot_advance('" + standby + "', pg_current_wal_lsn())");
+  EXPECT_TRUE(h.collector().WaitForCount(20, absl::Seconds(60))) << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  h.db().Exec("SELECT pg_drop_replication_slot('" + standby + "')");
+}
+
 int64_t AckedXid(RelayHarness& h) {
   return std::stoll(h.db().Scalar(
       "SELECT coalesce((SELECT acked_xid::text FROM outbox_relay_state WHERE slot_name = '" +
