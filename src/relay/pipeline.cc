@@ -163,9 +163,14 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
   for (; batch.read < limit; ++batch.read) {
     if (bytes >= kReadBytes) break;
     if (InFlightFull()) return batch;
-    if (holding()) {
-      OUTBOXD_ASSIGN_OR_RETURN(const bool released, ReleaseHeld());
-      if (!released) return batch;
+    if (hold_.committed()) {  // --standby-slot: its messages first, once the standbys have it
+      if (standby_flush_ < hold_.end()) return batch;
+      OUTBOXD_ASSIGN_OR_RETURN(const std::optional<std::string_view> held, hold_.Next());
+      if (held) {
+        bytes += held->size();
+        OUTBOXD_RETURN_IF_ERROR(HandleData(*held));
+        continue;
+      }
     }
     OUTBOXD_ASSIGN_OR_RETURN(pg::StreamMessage message, stream_->Next());
     if (std::holds_alternative<pg::NoMessage>(message)) return batch;
@@ -179,14 +184,14 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
                      : 0;
       bytes += data->data.size();
       OUTBOXD_RETURN_IF_ERROR(options_.standby_slots.empty() ? HandleData(data->data)
-                                                             : Hold(data->data));
+                                                             : hold_.Add(data->data));
     } else if (auto* keepalive = std::get_if<pg::Keepalive>(&message)) {
       received_ = std::max(received_, keepalive->wal_end);
       // Nothing in flight: everything up to the server's position was either
       // published and acknowledged or not ours (other tables). Confirming it keeps
       // an idle outbox from pinning WAL (docs/architecture.md trap "idle slot pins WAL").
       // A held transaction is not in the tracker yet, and lies before that position.
-      if (held_.empty()) tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      if (hold_.empty()) tracker_.ConfirmIdlePosition(keepalive->wal_end);
       batch.reply_requested |= keepalive->reply_requested;
     }
   }
@@ -218,34 +223,6 @@ absl::Status Pipeline::ServeDeliveries() {
   sink_->Poll(0);
   OUTBOXD_RETURN_IF_ERROR(SinkHealth());
   return std::exchange(pending_error_, absl::OkStatus());
-}
-
-absl::Status Pipeline::Hold(std::string_view data) {
-  // Begin: 'B', final_lsn (8), commit_time (8), xid (4); Commit: 'C', flags (1),
-  // commit_lsn (8), end_lsn (8), commit_time (8) (PostgreSQL's "Logical Replication
-  // Message Formats").
-  if (!data.empty() && data[0] == 'B' && data.size() >= 17) {
-    held_commit_us_ = static_cast<int64_t>(pg::ReadU64(data, 9)) + kPgEpochOffsetUs;
-  }
-  held_.emplace_back(data);
-  // The publication carries the outbox's inserts only; a message may be an event too.
-  if (!data.empty() && (data[0] == 'I' || data[0] == 'M')) ++held_events_;
-  if (!data.empty() && data[0] == 'C') {
-    if (data.size() < 18) return absl::DataLossError("pgoutput Commit message too short");
-    held_end_ = pg::ReadU64(data, 10);
-    OUTBOXD_RETURN_IF_ERROR(ReleaseHeld().status());
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> Pipeline::ReleaseHeld() {
-  if (standby_flush_ < held_end_) return false;
-  std::vector<std::string> held = std::move(held_);
-  held_.clear();
-  held_end_ = 0;
-  held_events_ = 0;
-  for (const std::string& data : held) OUTBOXD_RETURN_IF_ERROR(HandleData(data));
-  return true;
 }
 
 absl::Status Pipeline::HandleData(std::string_view data) {
@@ -652,9 +629,7 @@ void Pipeline::EndSession() {
   }
   LogParkedFollowers(/*now=*/true);
   tracker_.Reset(tracker_.watermark());
-  held_.clear();  // streamed again from the confirmed position
-  held_end_ = 0;
-  held_events_ = 0;
+  hold_.Clear();  // streamed again from the confirmed position
   outbox_relation_id_ = 0;
   tx_sent_us_ = 0;  // a backfill before the next stream has no walsender send time
   PublishStats();
@@ -672,11 +647,11 @@ absl::Status Pipeline::Shutdown() {
   LogParkedFollowers(/*now=*/true);
   PublishStats();
   // Held for the standbys: never sent, and streamed again from the confirmed position.
-  stats_->events_abandoned = tracker_.events_in_flight() + held_events_;
+  stats_->events_abandoned = tracker_.events_in_flight() + hold_.events();
   spdlog::info(
       "confirmed {}; {} events still unacknowledged ({} held for the standbys) will be "
       "sent again on restart",
-      pg::FormatLsn(tracker_.watermark()), stats_->events_abandoned.load(), held_events_);
+      pg::FormatLsn(tracker_.watermark()), stats_->events_abandoned.load(), hold_.events());
   spdlog::info("in flight at most {} events, {} bytes (limits {}, {})", events_in_flight_peak_,
                bytes_in_flight_peak_, options_.max_in_flight, options_.max_in_flight_bytes);
   stats_->streaming = false;
@@ -696,8 +671,10 @@ void Pipeline::PublishStats() {
   stats_->confirmed_lsn = tracker_.watermark();
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
   // A transaction held for the standbys waits too: the stall alert and /healthz see it.
-  if (!oldest && holding()) oldest = held_commit_us_;
-  const uint64_t waiting = tracker_.events_in_flight() + held_events_;
+  if (!oldest && hold_.commit_time_pg_us() != 0) {
+    oldest = hold_.commit_time_pg_us() + kPgEpochOffsetUs;
+  }
+  const uint64_t waiting = tracker_.events_in_flight() + hold_.events();
   observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);

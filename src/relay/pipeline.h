@@ -41,6 +41,7 @@
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/relay_options.h"
+#include "relay/standby_hold.h"
 #include "sink/sink.h"
 
 namespace outboxd::relay {
@@ -120,9 +121,9 @@ class Pipeline {
   // --standby-slot: how far every named standby has flushed (0: one is missing).
   // A transaction is held, and reading with it, until this passes its commit.
   void SetStandbyFlush(pg::Lsn flush) { standby_flush_ = flush; }
-  bool holding() const { return held_end_ != 0; }
+  bool holding() const { return hold_.committed(); }
   // The end of the committed transaction held for the standbys (0: none).
-  pg::Lsn held_end() const { return held_end_; }
+  pg::Lsn held_end() const { return hold_.end(); }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
   AckTracker::Acknowledged acknowledged() const { return tracker_.acknowledged(); }
@@ -137,11 +138,6 @@ class Pipeline {
   };
 
   absl::StatusOr<Batch> ReadBatch();
-  // --standby-slot: keeps a copy of each message of the current transaction; at its
-  // Commit hands them all to HandleData once the standbys have it (ReleaseHeld).
-  absl::Status Hold(std::string_view data);
-  // True when nothing is held any more.
-  absl::StatusOr<bool> ReleaseHeld();
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
@@ -238,12 +234,9 @@ class Pipeline {
 
   std::string topic_buffer_;  // reused per event
 
-  // --standby-slot (Hold): the current transaction's messages, its commit's end (0
-  // until its Commit arrived) and commit time, and the standbys' flush position.
-  std::vector<std::string> held_;
-  pg::Lsn held_end_ = 0;
-  int64_t held_commit_us_ = 0;
-  uint64_t held_events_ = 0;  // inserts and messages in held_
+  // --standby-slot: the transaction kept back until the standbys have it (ReadBatch
+  // takes its messages out once they do), and their flush position.
+  StandbyHold hold_{options_.max_in_flight_bytes};
   pg::Lsn standby_flush_ = 0;
 };
 

@@ -600,6 +600,39 @@ TEST_F(RelayPipelineTest, StandbySlotHoldsEachTransactionUntilTheStandbysFlushed
   EXPECT_FALSE(pipeline_->holding());
 }
 
+// Issue 27 point 5: a transaction held for the standbys keeps at most
+// --max-in-flight-bytes in memory (the rest waits in a file), and once the standbys
+// have it flows out in order under the same flow control as a stream.
+TEST_F(RelayPipelineTest, AHeldTransactionLargerThanTheByteLimitFlowsOutInOrder) {
+  options_.standby_slots = {"node_b"};
+  options_.max_in_flight_bytes = 4096;
+  options_.max_in_flight = 50;
+  std::vector<test::OutboxRow> rows;
+  for (int i = 0; i < 300; ++i) {
+    rows.push_back({.id = absl::StrCat("e", i),
+                    .aggregate_id = "A",
+                    .payload = absl::StrCat(R"({"pad": ")", std::string(200, 'x'), R"("})")});
+  }
+  const pg::Lsn end = wal_.Commit(rows);
+  Start();
+  wal_.Send();
+  Step();
+  ASSERT_TRUE(pipeline_->holding());
+  EXPECT_TRUE(fake_->produced().empty());
+  EXPECT_EQ(Gauge(stats_.metrics.Render(), "outboxd_events_in_flight"), 300);
+
+  pipeline_->SetStandbyFlush(end);
+  for (int turn = 0; turn < 100 && pipeline_->holding(); ++turn) {
+    Step();
+    EXPECT_LE(pipeline_->events_in_flight(), 50u) << "flow control while the hold drains";
+    for (size_t i = 0; i < fake_->produced().size(); ++i) fake_->Ack(TagOf(i));
+  }
+  EXPECT_FALSE(pipeline_->holding());
+  std::vector<std::string> expected;
+  for (const test::OutboxRow& row : rows) expected.push_back(row.id);
+  EXPECT_EQ(Ids(fake_->produced()), expected);
+}
+
 // Issue 28 point 8: events held for the standbys are unacknowledged too. A stop while
 // three are held counted 0 ("stopped cleanly") and /metrics one in flight.
 TEST_F(RelayPipelineTest, HeldEventsCountAsInFlightAndAtTheStop) {
