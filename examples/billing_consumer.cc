@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "examples/password_file.h"
 #include "examples/billing.h"
 #include "inbox/consumer.h"
 
@@ -28,6 +29,7 @@ volatile std::sig_atomic_t g_stop = 0;
 struct Flags {
   outboxd::inbox::ConsumerOptions consumer{.group_id = "billing", .topics = {"pedido.confirmado"}};
   std::string pg;
+  std::string pg_password_file;
   std::vector<std::string> kafka;
   std::string sink = "kafka";
 };
@@ -81,6 +83,9 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"Bills each confirmed order once, through the inbox table"};
   app.add_option("--pg", flags.pg, "PostgreSQL conninfo or URI")->required()->envname("OUTBOXD_PG");
+  app.add_option("--pg-password-file", flags.pg_password_file,
+                 "File holding the PostgreSQL password (kept out of argv and environment)")
+      ->envname("OUTBOXD_PG_PASSWORD_FILE");
   app.add_option("--sink", flags.sink, "The broker: kafka or rabbitmq")
       ->envname("OUTBOXD_SINK")
       ->check(CLI::IsMember({"kafka", "rabbitmq"}))
@@ -114,7 +119,10 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("--amqp-url is required with --sink rabbitmq"), 2);
   }
 
-  absl::StatusOr<outboxd::pg::Connection> conn = outboxd::pg::Connection::Open(flags.pg);
+  absl::StatusOr<std::string> pg =
+      outboxd::examples::WithPasswordFile(flags.pg, flags.pg_password_file);
+  if (!pg.ok()) return Fail(pg.status(), 2);
+  absl::StatusOr<outboxd::pg::Connection> conn = outboxd::pg::Connection::Open(*pg);
   if (!conn.ok()) return Fail(conn.status(), 2);
   if (absl::Status s = outboxd::examples::EnsureInvoicesTable(*conn); !s.ok()) return Fail(s, 2);
 

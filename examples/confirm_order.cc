@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "examples/password_file.h"
 #include "examples/orders.h"
 
 namespace {
@@ -21,6 +22,7 @@ using outboxd::examples::Order;
 
 struct Flags {
   std::string pg;
+  std::string pg_password_file;
   std::string customer = "cliente-1";
   int64_t total_cents = 1000;
   std::vector<std::string> orders;
@@ -47,6 +49,9 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"Confirms orders: the order update and its outbox event in one transaction"};
   app.add_option("--pg", flags.pg, "PostgreSQL conninfo or URI")->required()->envname("OUTBOXD_PG");
+  app.add_option("--pg-password-file", flags.pg_password_file,
+                 "File holding the PostgreSQL password (kept out of argv and environment)")
+      ->envname("OUTBOXD_PG_PASSWORD_FILE");
   app.add_option("--customer", flags.customer, "Customer of orders created here")
       ->capture_default_str();
   app.add_option("--total-cents", flags.total_cents, "Total of orders created here")
@@ -58,7 +63,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  absl::StatusOr<outboxd::pg::Connection> conn = outboxd::pg::Connection::Open(flags.pg);
+  absl::StatusOr<std::string> pg =
+      outboxd::examples::WithPasswordFile(flags.pg, flags.pg_password_file);
+  absl::StatusOr<outboxd::pg::Connection> conn =
+      pg.ok() ? outboxd::pg::Connection::Open(*pg) : pg.status();
   if (!conn.ok()) {
     std::cerr << "outboxd-example-confirm: " << conn.status().message() << "\n";
     return 2;

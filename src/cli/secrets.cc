@@ -21,14 +21,27 @@ namespace {
 // path (a log, a device), and reading it whole would hold it all in memory.
 constexpr size_t kMaxSecretFileBytes = 64 * 1024;
 
-// ssh refuses such a key and libpq ignores such a ~/.pgpass; a file named on the
-// command line is read anyway (it may be a mounted Kubernetes secret, often 0644),
-// but the operator hears about it once.
+// Who may read a secret file without a warning: its owner only (0600, 0400) or, when
+// root owns it, its group too (0640, 0440). The second is how Kubernetes mounts a
+// Secret for a pod that runs as a non-root user: the kubelet makes each file owned by
+// root, group fsGroup, and adds 0440 to defaultMode, so the pod reads it through its
+// group (deploy/kubernetes/base/deployment.yaml). Only root could have given the group
+// that access, as PostgreSQL reasons for its server key, which it accepts on the same
+// terms. Anything for others, group write, or group access to a file not owned by root
+// is worth a warning: ssh refuses such a key and libpq ignores such a ~/.pgpass. The
+// file is read anyway (a mounted Secret may be 0644), but the operator hears about it.
+[[nodiscard]] bool OpenTooWide(const struct stat& st) {
+  const mode_t too_wide = st.st_uid == 0 ? (S_IWGRP | S_IXGRP | S_IRWXO) : (S_IRWXG | S_IRWXO);
+  return (st.st_mode & too_wide) != 0;
+}
+
 void WarnIfOthersCanRead(const std::string& flag, const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IRWXG | S_IRWXO)) == 0) return;
-  spdlog::warn("--{} {} is open to group or others (mode {:04o}); run chmod 0600 on it", flag, path,
-               st.st_mode & 07777);
+  if (::stat(path.c_str(), &st) != 0 || !OpenTooWide(st)) return;
+  spdlog::warn(
+      "--{} {} is open to group or others (mode {:04o}, owner uid {}); run chmod 0400 on it "
+      "(0440 if root owns it and outboxd reads it through its group)",
+      flag, path, st.st_mode & 07777, st.st_uid);
 }
 
 // The password written in the conninfo itself (key=value or URI), if any.

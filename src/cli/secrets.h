@@ -44,7 +44,8 @@ absl::Status ApplyKafkaSecrets(const SecretFlags& secrets, kafka::PublisherOptio
 // A secret file's content without one trailing newline ("\n" or "\r\n"; any other
 // whitespace is part of the secret). InvalidArgument naming the flag and the path when
 // it cannot be read or is larger than 64 KiB (never quoting its content); a warning
-// line with the fix (chmod 0600) when group or others may read it.
+// line with the fix (chmod 0400) when others may read it, or its group when root does
+// not own it (a root-owned 0440 file, a Kubernetes Secret under fsGroup, is quiet).
 absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path);
 
 }  // namespace outboxd::cli

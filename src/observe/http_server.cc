@@ -34,6 +34,14 @@ using Clock = std::chrono::steady_clock;
 // descriptors, so a crowd on the metrics port cannot take the descriptors the relay
 // needs to reconnect to PostgreSQL or a broker.
 constexpr unsigned kMaxConnections = 500;
+// Connections open at once from one client address. Without it one client took the
+// whole budget above: 1,500 slow connections from one address made 4 of 5 /readyz
+// probes from elsewhere time out at 3 s (issue 27). A scrape or probe holds one
+// connection for milliseconds, so 64 leaves a Prometheus, the kubelet's probes and a
+// person with curl far from the limit, even behind one NAT or docker-proxy address, and
+// it takes eight addresses to fill the budget. libmicrohttpd closes a connection over
+// the limit as soon as it accepts it.
+constexpr unsigned kMaxConnectionsPerAddress = 64;
 // The deadline of a whole connection, from its accept to the response's last byte
 // (keep-alive is off, so a connection is one request). A scrape or probe on loopback or
 // a LAN takes milliseconds; 2 s cuts a slow-loris client off in time for the next
@@ -271,6 +279,7 @@ absl::Status HttpServer::Start(const std::string& address) {
       MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::OnLog, this,                    //
       MHD_OPTION_SOCK_ADDR, listen->get(),                                    //
       MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,                           //
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerAddress,          //
       MHD_OPTION_CONNECTION_TIMEOUT, kInactivityTimeoutSeconds,               //
       MHD_OPTION_NOTIFY_CONNECTION, &Callbacks::OnConnection, reaper_.get(),  //
       MHD_OPTION_END);

@@ -6,8 +6,10 @@
 // replaces), so: one thread polls every connection with epoll and serves whichever is
 // ready (an idle or slow client costs a file descriptor and a small buffer, never a
 // thread, and blocks nobody), every connection has a deadline from its accept to its
-// last byte, keep-alive is off, and nothing but GET and HEAD is served (405 with an
-// Allow header otherwise; 404 for other paths). IPv4 and IPv6 addresses alike.
+// last byte, one client address holds at most 64 of the 500 connections (so a flood
+// from one client leaves room for the probes), keep-alive is off, and nothing but GET
+// and HEAD is served (405 with an Allow header otherwise; 404 for other paths). IPv4
+// and IPv6 addresses alike.
 //
 //   HttpServer server;
 //   server.Handle("/healthz", [] { return HttpResponse{200, "text/plain", "ok\n"}; });

@@ -16,6 +16,10 @@
 #     rules`) whose alerts fire as its unit tests expect (`promtool test rules
 #     outboxd-alerts.test.yml`); without promtool (Debian's prometheus package, in
 #     scripts/deps), a structural check: every rule has an alert name and an expr.
+#  5. what the demo exposes (tests/deploy/compose_exposure.py): every published port on
+#     127.0.0.1, no secret in a service's environment (secret files under /run/secrets
+#     instead, each listed by its service and present), the header saying DEMO ONLY;
+#     broken copies of the file must fail.
 #
 #   tests/deploy/check_compose.sh [SOURCE_DIR [BIN_DIR]]   # defaults: repo, build/bin
 set -euo pipefail
@@ -300,6 +304,13 @@ for metric in outboxd_oldest_unacked_age_seconds outboxd_slot_lag_bytes 'up{' \
               outboxd_events_dead_lettered_total; do
   grep -qF -- "$metric" "$rules" || fail "$rules: no alert on $metric"
 done
+
+# ---- 5. what the demo exposes -------------------------------------------------------
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  fail "python3 with PyYAML is needed (Debian's docker-compose, in scripts/deps, brings it)"
+elif ! python3 "$src/tests/deploy/compose_exposure.py" "$src"; then
+  fail "docker-compose.yml exposes a port or a secret (above)"
+fi
 
 if [[ $failures -gt 0 ]]; then
   echo "check_compose: $failures problem(s)" >&2

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -55,13 +56,22 @@ bool MakeAddress(const std::string& ip, int port, sockaddr_storage* out, socklen
 
 }  // namespace
 
-RawClient RawClient::Connect(const std::string& ip, int port, absl::Time deadline) {
+RawClient RawClient::Connect(const std::string& ip, int port, absl::Time deadline,
+                             const std::string& from) {
   sockaddr_storage addr;
   socklen_t len = 0;
   if (!MakeAddress(ip, port, &addr, &len)) return RawClient(-1);
   RawClient client(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!client.connected()) return client;
   int fd = client.fd_;
+  if (!from.empty()) {
+    sockaddr_storage local;
+    socklen_t local_len = 0;
+    if (!MakeAddress(from, 0, &local, &local_len) ||
+        bind(fd, reinterpret_cast<sockaddr*>(&local), local_len) != 0) {
+      return RawClient(-1);
+    }
+  }
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     int error = 0;
     socklen_t error_len = sizeof(error);
@@ -125,11 +135,14 @@ std::string HttpReply::Header(std::string_view name) const {
   return "";
 }
 
-HttpReply Exchange(const std::string& ip, int port, const std::string& request_line,
-                   absl::Duration timeout, const std::string& extra_headers) {
+namespace {
+
+HttpReply ExchangeOver(const std::string& from, const std::string& ip, int port,
+                       const std::string& request_line, absl::Duration timeout,
+                       const std::string& extra_headers) {
   absl::Time deadline = absl::Now() + timeout;
   HttpReply reply;
-  RawClient client = RawClient::Connect(ip, port, deadline);
+  RawClient client = RawClient::Connect(ip, port, deadline, from);
   if (!client.connected()) return reply;
   if (!client.Send(absl::StrCat(request_line, " HTTP/1.1\r\nHost: test\r\n", extra_headers,
                                 "Connection: close\r\n\r\n"))) {
@@ -144,6 +157,18 @@ HttpReply Exchange(const std::string& ip, int port, const std::string& request_l
   size_t space = reply.head.find(' ');
   reply.status = space == std::string::npos ? -1 : std::atoi(reply.head.c_str() + space + 1);
   return reply;
+}
+
+}  // namespace
+
+HttpReply Exchange(const std::string& ip, int port, const std::string& request_line,
+                   absl::Duration timeout, const std::string& extra_headers) {
+  return ExchangeOver("", ip, port, request_line, timeout, extra_headers);
+}
+
+HttpReply ExchangeFrom(const std::string& from, const std::string& ip, int port,
+                       const std::string& request_line, absl::Duration timeout) {
+  return ExchangeOver(from, ip, port, request_line, timeout, "");
 }
 
 SlowLoris::SlowLoris(const std::string& ip, int port, absl::Duration interval)
@@ -177,8 +202,8 @@ void SlowLoris::Run(std::string ip, int port, absl::Duration interval) {
   }
 }
 
-IdleCrowd::IdleCrowd(const std::string& ip, int port, int n)
-    : target_(n), thread_([this, ip, port, n] { Run(ip, port, n); }) {}
+IdleCrowd::IdleCrowd(const std::string& ip, int port, int n, std::vector<std::string> from)
+    : target_(n), thread_([this, ip, port, n, from = std::move(from)] { Run(ip, port, n, from); }) {}
 
 IdleCrowd::~IdleCrowd() {
   stop_ = true;
@@ -194,14 +219,18 @@ bool IdleCrowd::WaitUntilAllOpen(absl::Duration timeout) const {
   return true;
 }
 
-void IdleCrowd::Run(std::string ip, int port, int n) {
+void IdleCrowd::Run(std::string ip, int port, int n, std::vector<std::string> from) {
   std::vector<RawClient> clients(n);
+  const std::string kernels_choice;
+  auto local = [&](size_t i) -> const std::string& {
+    return from.empty() ? kernels_choice : from[i % from.size()];
+  };
   while (!stop_) {
     std::vector<pollfd> fds;
     std::vector<size_t> which;
     for (size_t i = 0; i < clients.size() && !stop_; ++i) {
       if (!clients[i].connected()) {
-        clients[i] = RawClient::Connect(ip, port, absl::Now() + absl::Seconds(1));
+        clients[i] = RawClient::Connect(ip, port, absl::Now() + absl::Seconds(1), local(i));
       }
       if (clients[i].connected()) {
         fds.push_back({.fd = clients[i].fd(), .events = POLLIN});

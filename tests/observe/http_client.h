@@ -23,8 +23,11 @@ class RawClient {
  public:
   // A non-blocking connect that waits for the handshake until `deadline`; check
   // connected(). The deadline matters against a server whose accept queue is full:
-  // there a blocking connect() would hang in SYN retries for minutes.
-  static RawClient Connect(const std::string& ip, int port, absl::Time deadline);
+  // there a blocking connect() would hang in SYN retries for minutes. `from`: the
+  // local address to connect from (e.g. "127.0.0.2", any of 127/8 on Linux), so one
+  // test can play clients at several addresses; empty: the kernel's choice.
+  static RawClient Connect(const std::string& ip, int port, absl::Time deadline,
+                           const std::string& from = "");
   RawClient() = default;  // not connected
   RawClient(RawClient&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   RawClient& operator=(RawClient&& other) noexcept;
@@ -54,6 +57,9 @@ struct HttpReply {
 // `extra_headers`, each ending in \r\n) and reads the reply, all within `timeout`.
 HttpReply Exchange(const std::string& ip, int port, const std::string& request_line,
                    absl::Duration timeout, const std::string& extra_headers = "");
+// The same, connecting from the local address `from` (see RawClient::Connect).
+HttpReply ExchangeFrom(const std::string& from, const std::string& ip, int port,
+                       const std::string& request_line, absl::Duration timeout);
 
 // A slow-loris client: starts a request line and sends one more byte of it every
 // `interval`, never the line's end, so only a deadline on the whole request can end
@@ -82,9 +88,11 @@ class SlowLoris {
 
 // `n` connections that send nothing. Whenever the server closes one, it is opened
 // again at once, so the server keeps facing `n` idle clients, whatever its deadline.
+// `from`: local addresses the connections are spread over, in turn (empty: the
+// kernel's choice), e.g. {"127.0.0.2"} for a flood from one client.
 class IdleCrowd {
  public:
-  IdleCrowd(const std::string& ip, int port, int n);
+  IdleCrowd(const std::string& ip, int port, int n, std::vector<std::string> from = {});
   ~IdleCrowd();
   IdleCrowd(const IdleCrowd&) = delete;
   IdleCrowd& operator=(const IdleCrowd&) = delete;
@@ -94,7 +102,7 @@ class IdleCrowd {
   int open() const { return open_; }
 
  private:
-  void Run(std::string ip, int port, int n);
+  void Run(std::string ip, int port, int n, std::vector<std::string> from);
 
   const int target_;
   std::atomic<bool> stop_{false};

@@ -1,6 +1,6 @@
 // `outboxd run` as a child process while 200 idle connections and a slow-loris client
-// hang on its metrics port: /healthz keeps answering and the relay keeps relaying
-// (issue 13, point 3).
+// hang on its metrics port (issue 13, point 3), or 1,500 from one address (issue 27,
+// point 10): /healthz and /readyz keep answering and the relay keeps relaying.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
 #include "observe/http_client.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -44,8 +45,9 @@ TEST(HttpSlowClients, RelayKeepsRelayingAndHealthzAnswers) {
   ASSERT_GT(port, 0) << h.relay().Log();
   ASSERT_TRUE(h.collector().WaitUntilAssigned(absl::Seconds(30)));
 
-  // Both reconnect whenever the server cuts them off: 201 connections held throughout.
-  IdleCrowd crowd("127.0.0.1", port, 200);
+  // Both reconnect whenever the server cuts them off: 201 connections held throughout,
+  // the crowd's from four addresses (one may hold only 64).
+  IdleCrowd crowd("127.0.0.1", port, 200, {"127.0.0.10", "127.0.0.11", "127.0.0.12", "127.0.0.13"});
   SlowLoris loris("127.0.0.1", port, absl::Seconds(1));
   EXPECT_TRUE(crowd.WaitUntilAllOpen(absl::Seconds(30))) << crowd.open() << " of 200 connected";
 
@@ -59,6 +61,32 @@ TEST(HttpSlowClients, RelayKeepsRelayingAndHealthzAnswers) {
     EXPECT_EQ(reply.status, 200) << "round " << round << ": no answer within " << kProbeDeadline
                                  << " (" << crowd.open() << " idle connections open)";
   }
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Issue 27, point 10, as reported: 1,500 slow connections from one client made 4 of 5
+// /readyz probes of `outboxd run` time out at 3 s. The flood comes from 127.0.0.2 and
+// reconnects whenever it is cut off; the probes come from 127.0.0.3 and must each
+// answer within 1 s, while the relay keeps relaying.
+TEST(HttpSlowClients, AFloodFromOneAddressLeavesReadyzAnsweringAnother) {
+  RelayHarness h(kTopics);
+  h.StartRelay();
+  int port = MetricsPort(h.relay());
+  ASSERT_GT(port, 0) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilAssigned(absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {
+    return Exchange("127.0.0.1", port, "GET /readyz", kProbeDeadline).status == 200;
+  })) << h.relay().Log();
+
+  IdleCrowd flood("127.0.0.1", port, 1500, {"127.0.0.2"});
+  EXPECT_TRUE(flood.WaitUntilAllOpen(absl::Seconds(30))) << flood.open() << " of 1500 connected";
+  for (int i = 0; i < 5; ++i) {
+    HttpReply reply = ExchangeFrom("127.0.0.3", "127.0.0.1", port, "GET /readyz", kProbeDeadline);
+    EXPECT_EQ(reply.status, 200) << "probe " << i << ": no answer within " << kProbeDeadline;
+  }
+  InsertEvents(h, 1, 100);
+  EXPECT_TRUE(h.collector().WaitForCount(100, absl::Seconds(30)))
+      << h.collector().Count() << " events arrived";
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <optional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,6 +57,34 @@ TEST(Metrics, CountsAcknowledgementsPerTopicAndObservesTheirLatency) {
   EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="2.5"})"), 4);
   EXPECT_EQ(MetricValue(text, R"(outboxd_commit_to_ack_seconds_bucket{le="+Inf"})"), 4);
   EXPECT_NEAR(*MetricValue(text, "outboxd_commit_to_ack_seconds_sum"), 2.012, 1e-9);
+}
+
+// Issue 27, point 8: 3,000 event types under --topic "{type}" grew /metrics from 6.9 kB
+// to 694 kB, a series per type kept forever. The first 100 topics keep their series;
+// every later one counts in topic="(other)", and nothing is lost from the total.
+TEST(Metrics, ThousandsOfTopicsKeepMetricsBounded) {
+  Metrics metrics(RelayMode::kCdc);
+  metrics.Acknowledged("pedido.confirmado", 0.001);
+  const size_t one_topic = metrics.Render().size();
+  for (int i = 0; i < 3000; ++i) {
+    metrics.Acknowledged(absl::StrCat("cliente.evento-de-tipo-gerado-", i), 0.001);
+  }
+  metrics.Acknowledged("pedido.confirmado", 0.001);
+  const std::string text = metrics.Render();
+  EXPECT_LT(text.size(), one_topic + 100 * 120)
+      << "from " << one_topic << " to " << text.size() << " bytes";
+  EXPECT_EQ(MetricValue(text, R"(outboxd_events_published_total{topic="pedido.confirmado"})"), 2);
+  EXPECT_EQ(
+      MetricValue(text,
+                  R"(outboxd_events_published_total{topic="cliente.evento-de-tipo-gerado-98"})"),
+      1);
+  EXPECT_EQ(
+      MetricValue(text,
+                  R"(outboxd_events_published_total{topic="cliente.evento-de-tipo-gerado-99"})"),
+      std::nullopt);
+  EXPECT_EQ(MetricValue(text, R"m(outboxd_events_published_total{topic="(other)"})m"), 2901);
+  EXPECT_EQ(metrics.ReadTotals().published, 3002);
+  EXPECT_TRUE(absl::StrContains(text, R"m(any later one counts in topic="(other)")m"));
 }
 
 TEST(Metrics, GaugesAndCountersShowWhatTheRelaySet) {

@@ -111,6 +111,20 @@ function tomlEntries(text) {
   return out;
 }
 
+// The mode of the mounted Secret's files, as outboxd judges a secret file
+// (src/cli/secrets.cc): the kubelet writes them owned by root, so the group may read
+// (0440, how a pod running as non-root reads them under fsGroup) but nothing more, and
+// others nothing. An absent defaultMode is Kubernetes' 0644: every start would warn.
+function checkSecretMode(mode, podSecurity, fail) {
+  const octal = (m) => `0${(m ?? 0o644).toString(8)}`;
+  if (mode === undefined || !(mode <= 0o777) || (mode & 0o037) !== 0) {
+    fail(`secret defaultMode ${octal(mode)} opens the secret files to others or lets the group write; use 288 (0440)`);
+  }
+  if (podSecurity?.runAsUser !== 0 && podSecurity?.fsGroup === undefined) {
+    fail("the pod runs as non-root without fsGroup: it cannot read the root-owned secret files");
+  }
+}
+
 function checkPair(name, objects, options, problems) {
   const fail = (msg) => problems.push(`${name}: ${msg}`);
   const of = (kind) => objects.filter((o) => o.kind === kind);
@@ -161,7 +175,7 @@ function checkPair(name, objects, options, problems) {
     const v = volumes.get(m.name);
     if (!v) { fail(`volumeMount ${m.name} has no volume`); continue; }
     mountAt.set(m.mountPath, v);
-    if (v.secret && !(v.secret.defaultMode <= 0o777)) fail(`secret defaultMode ${v.secret.defaultMode} > 0777`);
+    if (v.secret) checkSecretMode(v.secret.defaultMode, pod.securityContext, fail);
   }
   const env = new Map((c.env ?? []).map((e) => [e.name, e.value]));
   for (const e of env.keys()) {
@@ -272,6 +286,10 @@ const BROKEN = [
     expect: /PodDisruptionBudget's selector misses/ },
   { what: "a PrometheusRule drifted from deploy/prometheus", file: "monitoring/prometheusrule.yaml",
     from: "> 300", to: "> 600", expect: /groups differ from deploy\/prometheus\/outboxd-alerts.yml/ },
+  { what: "secret files others may read (outboxd warns at every start)", file: "base/deployment.yaml",
+    from: "defaultMode: 288", to: "defaultMode: 292", expect: /secret defaultMode 0444 opens the secret files to others/ },
+  { what: "the secret's default mode (0644)", file: "base/deployment.yaml",
+    from: "defaultMode: 288", to: "items: []", expect: /secret defaultMode 0644 opens/ },
   { what: "a password file outside the mounted Secret", file: "base/deployment.yaml",
     from: "value: /run/secrets/outboxd/pg-password", to: "value: /etc/outboxd/pg-password",
     expect: /pg-password is not on a mounted secret/ },
