@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kTopics = {"pedido.confirmado"};
-constexpr char kDoc[] = "README.md";
+constexpr char kDoc[] = "docs/deploy.md";
 constexpr char kRecipe[] = "cp -r deploy/kubernetes/overlays/orders";
 
 // What a user edits in the copied outboxd.toml ("pg / brokers / slot"): those keys

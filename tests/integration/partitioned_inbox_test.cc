@@ -105,11 +105,11 @@ TEST(PartitionedInbox, SetupInboxPartitionByDayCreatesItWithPartitionsAheadAndDe
 TEST(PartitionedInbox, MovingAPlainInboxAsTheReadmeSaysGivesAPartitionedOne) {
   RelayHarness h(kTopics);
   h.db().Exec("INSERT INTO inbox (message_id) VALUES (gen_random_uuid())");
-  for (const std::string& sql : DocBlocks("README.md", "sql", "-- consumers stopped")) {
+  for (const std::string& sql : DocBlocks("docs/operations.md", "sql", "-- consumers stopped")) {
     h.db().Exec(sql);
   }
   const auto commands =
-      DocCommands("README.md", "outboxd setup --pg \"$PG\" --inbox-partition-by day",
+      DocCommands("docs/operations.md", "outboxd setup --pg \"$PG\" --inbox-partition-by day",
                   h.db().conninfo(), h.cluster().bootstraps());
   ASSERT_EQ(commands.size(), 1u);
   std::vector<std::string> args = commands[0];

@@ -35,10 +35,11 @@ void MustExec(pg::Connection& conn, const std::string& sql) {
 std::vector<std::string> SetupFromReadme(RelayHarness& h, const std::string& marker,
                                          const std::string& setup_says) {
   const auto commands =
-      DocCommands("README.md", marker, h.db().conninfo(), h.cluster().bootstraps());
+      DocCommands("docs/operations.md", marker, h.db().conninfo(), h.cluster().bootstraps());
   EXPECT_EQ(commands.size(), 2u);
   if (commands.size() != 2 || commands[0][0] != "setup" || commands[1][0] != "run") {
-    ADD_FAILURE() << "README.md's " << marker << " block is not `outboxd setup` then `outboxd run`";
+    ADD_FAILURE() << "docs/operations.md's " << marker
+                  << " block is not `outboxd setup` then `outboxd run`";
     return {};
   }
   std::vector<std::string> setup = commands[0];

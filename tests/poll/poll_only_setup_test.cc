@@ -63,7 +63,8 @@ class PollOnlySetup : public ::testing::Test {
 
   // README's procedure: {setup --poll-only, poll}, placeholders filled in.
   std::vector<std::vector<std::string>> ReadmeCommands() {
-    return test::DocCommands("README.md", kReadmeProcedure, db_->conninfo(), broker_->bootstraps());
+    return test::DocCommands("docs/usage.md", kReadmeProcedure, db_->conninfo(),
+                             broker_->bootstraps());
   }
 
   // Starts README's `outboxd poll` line (its metrics on a free port, so the test can
@@ -136,8 +137,8 @@ TEST_F(PollOnlySetup, SetsUpAndPollsAReplicaLevelDatabaseEndToEndAsTheReadmeSays
 // README's "CREATE TABLE outbox (" block, run as written instead of setup: poll
 // serves the table it makes, with nothing else created.
 TEST_F(PollOnlySetup, TheReadmeOutboxDdlIsATablePollServesOnAReplicaLevelDatabase) {
-  const std::vector<std::string> ddl = test::DocBlocks("README.md", "sql", kReadmeOutboxDdl);
-  ASSERT_EQ(ddl.size(), 1u) << "README.md's outbox DDL for the polling relay";
+  const std::vector<std::string> ddl = test::DocBlocks("docs/usage.md", "sql", kReadmeOutboxDdl);
+  ASSERT_EQ(ddl.size(), 1u) << "docs/usage.md's outbox DDL for the polling relay";
   auto conn = db_->Connect();
   auto created = conn.Exec(ddl.front());
   ASSERT_TRUE(created.ok()) << created.status() << "\n" << ddl.front();
