@@ -8,7 +8,7 @@
 //   http.Handle("/metrics", [&] { return HttpResponse{200, kMetricsContentType,
 //                                                     metrics.Render()}; });
 //
-// Names (README "Metrics and alerts" lists them with their meaning):
+// Names (docs/operations.md, "Metrics and alerts", lists them with their meaning):
 //   outboxd_events_published_total{topic}   counter   both
 //   outboxd_publish_errors_total            counter   both
 //   outboxd_commit_to_ack_seconds           histogram both (poll: created_at -> ack)

@@ -1,4 +1,4 @@
-// The Kubernetes fleet recipe ("Kubernetes: one pair per database" in README.md), run
+// The Kubernetes fleet recipe ("Kubernetes: one pair per database" in docs/deploy.md), run
 // as written: the overlay copied, its outboxd.toml edited as the recipe says (pg,
 // brokers, slot), the recipe's `outboxd setup` line run, then the relay started the
 // way deploy/kubernetes/base/deployment.yaml starts it (`run` with OUTBOXD_CONFIG

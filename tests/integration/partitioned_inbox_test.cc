@@ -100,7 +100,7 @@ TEST(PartitionedInbox, SetupInboxPartitionByDayCreatesItWithPartitionsAheadAndDe
   EXPECT_EQ(InboxLeaves(h.db()), 5);
 }
 
-// README, Operations, "Moving to a partitioned inbox", run as written: the plain
+// docs/operations.md, "Moving to a partitioned inbox", run as written: the plain
 // inbox out of the way, then setup makes the partitioned one.
 TEST(PartitionedInbox, MovingAPlainInboxAsTheReadmeSaysGivesAPartitionedOne) {
   RelayHarness h(kTopics);
@@ -280,7 +280,7 @@ TEST(PartitionedInbox, TheConsumerDeduplicatesRelayedEventsOnAPartitionedInbox) 
 }
 
 // The consumer looks the inbox's key up once; an inbox moved to a partitioned one
-// under it (not the README's way) costs one failed attempt, then the key is looked up
+// under it (not the documented way) costs one failed attempt, then the key is looked up
 // again and the retry marks the message in the partitioned inbox.
 TEST(PartitionedInbox, AnInboxMovedUnderARunningConsumerCostsOneRetry) {
   RelayHarness h(kTopics);

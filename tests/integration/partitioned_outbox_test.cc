@@ -292,7 +292,7 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
       << h.relay().Log();
 }
 
-// Issue 19 point 4: README's "Moving to a partitioned outbox", run as written there
+// Issue 19 point 4: docs/operations.md's "Moving to a partitioned outbox", run as written there
 // with a writer and the relay running through the swap: every row of both tables
 // delivered, first deliveries in seq order per aggregate.
 TEST(PartitionedOutbox, MovingAPlainOutboxWithWritersAndTheRelayRunningLosesNothing) {
