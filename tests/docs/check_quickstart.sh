@@ -10,6 +10,16 @@
 set -euo pipefail
 src=$1 build=$2
 work=$(mktemp -d /tmp/outboxd-check-quickstart.XXXXXX)
+cleanup() {
+  # The block's background jobs (broker, run, kcat) are this shell's own jobs.
+  local pids
+  pids=$(jobs -p)
+  [[ -z $pids ]] || kill $pids 2>/dev/null || true
+  wait 2>/dev/null || true
+  "$src/scripts/pg-cluster" stop "$work/try" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 chmod 755 "$work"
 out=$work/out
 
@@ -20,17 +30,6 @@ block=$(awk '/^```sh$/ { getline; if ($0 ~ /^# your own relay/) { on = 1 } }
 block=${block//\/tmp\/outboxd-try/$work/try}
 block=${block//build\/bin\//$build/bin/}
 grep -q 'kcat' <<<"$block" || { echo "check_quickstart: the block watches no events with kcat" >&2; exit 1; }
-
-cleanup() {
-  # The block's background jobs (broker, run, kcat) are this shell's own jobs.
-  local pids
-  pids=$(jobs -p)
-  [[ -z $pids ]] || kill $pids 2>/dev/null || true
-  wait 2>/dev/null || true
-  scripts/pg-cluster stop "$work/try" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 mkdir "$work/bin"
 printf '#!/bin/sh\nexec %s -u "$@"\n' "$(command -v kcat)" >"$work/bin/kcat"
