@@ -51,7 +51,7 @@ USER outboxd
 ENV OUTBOXD_METRICS=0.0.0.0:9187
 EXPOSE 9187
 # /healthz answers 200 while the relay streams and the broker acknowledges, 503 with
-# the reason otherwise (outboxd run/poll; README "Metrics and alerts").
+# the reason otherwise (outboxd run/poll; docs/operations.md, "Metrics and alerts").
 # The port follows OUTBOXD_METRICS.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD curl -fsS "http://127.0.0.1:${OUTBOXD_METRICS##*:}/healthz" >/dev/null || exit 1

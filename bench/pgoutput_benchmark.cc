@@ -1,5 +1,5 @@
 // Micro-benchmarks of the pgoutput decoder on messages captured from a real server.
-// the README's Performance target: one Insert decoded in <= 100 ns.
+// docs/performance.md's target: one Insert decoded in <= 100 ns.
 //
 //   build/bench/pgoutput_benchmark --benchmark_filter=BM_DecodeInsert
 #include <cstdint>

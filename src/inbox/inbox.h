@@ -12,7 +12,7 @@
 // Two consumers racing on one id (e.g. around a rebalance) are safe: the second INSERT
 // into the inbox waits for the first transaction and then finds the mark.
 //
-// A partitioned inbox (`outboxd setup --inbox-partition-by day`, README, Operations)
+// A partitioned inbox (`outboxd setup --inbox-partition-by day`, docs/operations.md)
 // is keyed by (message id, the event's created-at): PostgreSQL enforces a unique key
 // per partition only, so the partition key must be in it. Every delivery of one event
 // carries the same `created_at` header (the outbox row's, src/outbox/message_format.cc),
@@ -74,7 +74,7 @@ struct InboxOptions {
 };
 
 // The created-at a message without the header is marked with (a backfilled row of an
-// outbox table without a created-at column: README, "A Debezium-style outbox table").
+// outbox table without a created-at column: docs/usage.md, "A Debezium-style outbox table").
 // A fixed value, so that its redeliveries still conflict; -infinity lies outside
 // every range, so these marks sit in the DEFAULT partition and cleanup deletes them
 // row by row by processado_em, as on a plain inbox. Such a message is also a

@@ -8,7 +8,7 @@
 //   http.Handle("/metrics", [&] { return HttpResponse{200, kMetricsContentType,
 //                                                     metrics.Render()}; });
 //
-// Names (README "Metrics and alerts" lists them with their meaning):
+// Names (docs/operations.md, "Metrics and alerts", lists them with their meaning):
 //   outboxd_events_published_total{topic}   counter   both (100 topics, then "(other)")
 //   outboxd_publish_errors_total            counter   both
 //   outboxd_commit_to_ack_seconds           histogram both (poll: created_at -> ack)
@@ -69,8 +69,7 @@ class Metrics {
   // The broker acknowledged one event of `topic`, `latency_seconds` after its commit
   // (poll: after its created_at; nullopt: unknown, counted but not observed). The
   // counter of a topic is created once; later calls find it in a small cache, no
-  // allocation. The first 100 topics get a series each, later ones share
-  // topic="(other)": an outbox with thousands of types cannot grow /metrics without end.
+  // allocation.
   void Acknowledged(std::string_view topic, std::optional<double> latency_seconds);
   void PublishFailed();
   void DeadLettered();
@@ -130,11 +129,9 @@ class Metrics {
   RelayMode mode_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Families> families_;
-  // Topic -> its counter in the by-topic family, the first 100 topics only. Counters
-  // live as long as the family.
+  // Topic -> its counter in the by-topic family. Counters live as long as the family.
   absl::flat_hash_map<std::string, prometheus::Counter*> published_by_topic_;
-  prometheus::Counter* other_topics_ = nullptr;  // topic="(other)", once past the cap
-  std::atomic<int64_t> oldest_unacked_us_{0};    // Unix µs; 0: nothing unacknowledged
+  std::atomic<int64_t> oldest_unacked_us_{0};  // Unix µs; 0: nothing unacknowledged
 };
 
 }  // namespace outboxd::observe

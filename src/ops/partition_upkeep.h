@@ -1,5 +1,5 @@
-// Upkeep of an outbox range-partitioned by its created-at column (README,
-// Operations, "A partitioned outbox"): partitions created ahead of the writers, and
+// Upkeep of an outbox range-partitioned by its created-at column (docs/operations.md,
+// "A partitioned outbox"): partitions created ahead of the writers, and
 // old partitions dropped whole once every row in them is acknowledged. The same for
 // an inbox partitioned by the event's created-at, where a row counts as acknowledged
 // once processed before the inbox's cut-off (ops/cleanup.cc). Dropping a

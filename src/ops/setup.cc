@@ -52,7 +52,7 @@ absl::Status EnsurePartitions(pg::Connection& conn, const SetupOptions& options,
   if (!partitioned) {
     return absl::FailedPreconditionError(
         absl::StrCat("table ", table.Display(), " exists and is not partitioned: setup ", flag,
-                     " creates a new one only; README, Operations, \"", how_to_move,
+                     " creates a new one only; docs/operations.md, \"", how_to_move,
                      "\" says how to move a running one"));
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::vector<std::string> created,

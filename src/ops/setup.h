@@ -43,14 +43,14 @@ struct SetupOptions {
   // ahead: ops/partition_upkeep.h). The primary key becomes (seq, created-at) and the
   // id's UNIQUE (id, created-at): PostgreSQL enforces uniqueness per partition only.
   // An existing partitioned outbox gets its missing partitions; an existing plain
-  // one is refused (README, Operations: moving to a partitioned outbox).
+  // one is refused (docs/operations.md: moving to a partitioned outbox).
   PartitionInterval partition_by = PartitionInterval::kNone;
   // The same for a new inbox, by the event's created-at (evento_criado_em, which
   // joins message_id in the primary key: inbox/inbox.h says why a redelivery still
   // conflicts); cleanup drops its partitions whole after --inbox-retention. A flag of
   // its own: the inbox grows with what this database consumes, the outbox with what
-  // it produces. An existing plain inbox is refused (README, Operations: moving to a
-  // partitioned inbox).
+  // it produces. An existing plain inbox is refused (docs/operations.md:
+  // moving to a partitioned inbox).
   PartitionInterval inbox_partition_by = PartitionInterval::kNone;
   int partitions_ahead = 3;  // both tables
 };

@@ -50,7 +50,7 @@ absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
 // or both): writes the event as a transactional logical decoding message through the
 // outboxd_emit function `outboxd setup` installs in the schema of options.table,
 // instead of a row. About half an INSERT's cost to the writer, but no table keeps the
-// event: nothing can backfill it after a lost slot (README, "WAL-only outbox").
+// event: nothing can backfill it after a lost slot (docs/usage.md, "A WAL-only outbox").
 // Returns the new event's id; the same checks and errors as Enqueue, NotFound naming
 // `outboxd setup` when the function is missing. Only options.table's schema is used.
 //

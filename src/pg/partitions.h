@@ -1,7 +1,7 @@
 // A range-partitioned table as the catalog describes it: whether a table is
 // partitioned, its leaf partitions with their bounds, and whether a publication
 // publishes its changes as the root's (publish_via_partition_root) or as the leaves'.
-// The outbox may be partitioned by its created-at column (README, Operations); the
+// The outbox may be partitioned by its created-at column (docs/operations.md); the
 // commands that read or delete its rows go through here.
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(bool partitioned, pg::IsPartitioned(conn, outbox));

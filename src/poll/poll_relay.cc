@@ -287,7 +287,7 @@ void PollRelay::CountAndLog(size_t published) {
     stats_->events_failed++;
     stats_->metrics.PublishFailed();
     // Every cause counts, a poison payload too: nothing else acknowledged since means
-    // nothing is getting through, whatever the reason (README "Metrics and alerts").
+    // nothing is getting through, whatever the reason (docs/operations.md, "Metrics and alerts").
     failures_since_ack_++;
     // The id and the reason (a bad topic name, say) come from the row: escaped.
     spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", LogSafe(pending.id),

@@ -35,7 +35,7 @@ absl::StatusOr<pg::Lsn> Backfill(const RelayOptions& options, Session& session, 
   spdlog::info("created slot {} at {}; publishing the outbox rows committed before it first",
                options.slot, pg::FormatLsn(created.consistent_point));
   if (options.source != Source::kTable) {
-    // The WAL-only outbox's trade-off (README, "A WAL-only outbox"): said where it bites.
+    // The WAL-only outbox's trade-off (docs/usage.md, "A WAL-only outbox"): said where it bites.
     spdlog::warn(
         "events emitted with outboxd_emit before {} and not yet acknowledged are not "
         "republished: no table holds them (--source {})",

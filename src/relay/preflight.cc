@@ -304,7 +304,7 @@ absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
   OUTBOXD_RETURN_IF_ERROR(pg::CheckWalLevel(conn));
   OUTBOXD_RETURN_IF_ERROR(pg::CheckReplicationPrivilege(conn));
   // With --source messages too: the run's cleanup job and a requested backfill read the
-  // table and its mapped columns (README, "A WAL-only outbox").
+  // table and its mapped columns (docs/usage.md, "A WAL-only outbox").
   OUTBOXD_ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(conn, options));
   OUTBOXD_ASSIGN_OR_RETURN(bool created_at_missing, CreatedAtMissing(conn, options, table));
   outbox::ColumnMapping present = options.columns;

@@ -4,10 +4,10 @@
   amqp_peer.py bind URL EXCHANGE QUEUE BINDING_KEY   durable topic exchange, queue, binding
   amqp_peer.py delete URL EXCHANGE QUEUE             removes both
   amqp_peer.py hash URL EXCHANGE HASH_EXCHANGE QUEUE N
-      the competing-consumers topology of README "RabbitMQ": EXCHANGE (outboxd's
-      durable topic exchange) bound with "#" to HASH_EXCHANGE, an x-consistent-hash
-      exchange hashing the aggregate_id header, and queues QUEUE0..QUEUE<N-1> bound
-      to it with weight 1 each
+      the competing-consumers topology of docs/usage.md "RabbitMQ instead of
+      Kafka": EXCHANGE (outboxd's durable topic exchange) bound with "#" to
+      HASH_EXCHANGE, an x-consistent-hash exchange hashing the aggregate_id header,
+      and queues QUEUE0..QUEUE<N-1> bound to it with weight 1 each
   amqp_peer.py drain URL QUEUE                       every message, oldest first, one line each:
       routing_key \t message_id \t type \t content_type \t timestamp \t delivery_mode \t
       headers (name=value;... sorted) \t body

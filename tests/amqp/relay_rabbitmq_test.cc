@@ -516,8 +516,8 @@ TEST(RelayOnRabbitMq, KillNineOfTheRelayUnderLoadLosesNothing) {
               h.messages().size(), duplicates);
 }
 
-// Competing consumers with per-aggregate order (README "RabbitMQ"): outboxd's
-// exchange feeds an x-consistent-hash exchange hashing the aggregate_id header into
+// Competing consumers with per-aggregate order (docs/usage.md, "RabbitMQ instead of
+// Kafka"): outboxd's exchange feeds an x-consistent-hash exchange hashing the aggregate_id header into
 // four queues, one consumer each. Every aggregate's events land in one queue only,
 // in commit order.
 TEST(RelayOnRabbitMq, AConsistentHashExchangeKeepsEachAggregateInOneQueueInOrder) {

@@ -57,7 +57,8 @@ TEST(Help, EachCommandListsItsFlagsWithTheirVariables) {
       EXPECT_THAT(out.text, HasSubstr(flag)) << command[0] << "\n" << out.text;
     }
   }
-  // The README tells users to set it (issue 28 point 12): listed, with its variable.
+  // docs/high-availability.md tells users to set it (issue 28 point 12): listed, with its
+  // variable.
   EXPECT_THAT(Outboxd({"run", "--help"}).text, HasSubstr("--healthz-stall"));
   EXPECT_THAT(Outboxd({"poll", "--help"}).text, HasSubstr("--healthz-stall"));
   EXPECT_THAT(Outboxd({"--help"}).text, HasSubstr("to Kafka or RabbitMQ"));

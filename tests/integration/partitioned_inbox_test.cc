@@ -100,16 +100,16 @@ TEST(PartitionedInbox, SetupInboxPartitionByDayCreatesItWithPartitionsAheadAndDe
   EXPECT_EQ(InboxLeaves(h.db()), 5);
 }
 
-// README, Operations, "Moving to a partitioned inbox", run as written: the plain
+// docs/operations.md, "Moving to a partitioned inbox", run as written: the plain
 // inbox out of the way, then setup makes the partitioned one.
 TEST(PartitionedInbox, MovingAPlainInboxAsTheReadmeSaysGivesAPartitionedOne) {
   RelayHarness h(kTopics);
   h.db().Exec("INSERT INTO inbox (message_id) VALUES (gen_random_uuid())");
-  for (const std::string& sql : DocBlocks("README.md", "sql", "-- consumers stopped")) {
+  for (const std::string& sql : DocBlocks("docs/operations.md", "sql", "-- consumers stopped")) {
     h.db().Exec(sql);
   }
   const auto commands =
-      DocCommands("README.md", "outboxd setup --pg \"$PG\" --inbox-partition-by day",
+      DocCommands("docs/operations.md", "outboxd setup --pg \"$PG\" --inbox-partition-by day",
                   h.db().conninfo(), h.cluster().bootstraps());
   ASSERT_EQ(commands.size(), 1u);
   std::vector<std::string> args = commands[0];
@@ -280,7 +280,7 @@ TEST(PartitionedInbox, TheConsumerDeduplicatesRelayedEventsOnAPartitionedInbox) 
 }
 
 // The consumer looks the inbox's key up once; an inbox moved to a partitioned one
-// under it (not the README's way) costs one failed attempt, then the key is looked up
+// under it (not the documented way) costs one failed attempt, then the key is looked up
 // again and the retry marks the message in the partitioned inbox.
 TEST(PartitionedInbox, AnInboxMovedUnderARunningConsumerCostsOneRetry) {
   RelayHarness h(kTopics);

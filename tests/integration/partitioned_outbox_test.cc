@@ -292,7 +292,7 @@ TEST(PartitionedOutbox, KillDuringAPartitionDropLosesNothing) {
       << h.relay().Log();
 }
 
-// Issue 19 point 4: README's "Moving to a partitioned outbox", run as written there
+// Issue 19 point 4: docs/operations.md's "Moving to a partitioned outbox", run as written there
 // with a writer and the relay running through the swap: every row of both tables
 // delivered, first deliveries in seq order per aggregate.
 TEST(PartitionedOutbox, MovingAPlainOutboxWithWritersAndTheRelayRunningLosesNothing) {
@@ -300,17 +300,18 @@ TEST(PartitionedOutbox, MovingAPlainOutboxWithWritersAndTheRelayRunningLosesNoth
   h.StartRelay({"--cleanup-interval", "0s"});
   Load load(h.db().conninfo());
   ASSERT_TRUE(load.WaitForMore(50)) << h.relay().Log();
-  for (const std::string& sql : DocBlocks("README.md", "sql", "-- 1. the partitioned table")) {
+  for (const std::string& sql :
+       DocBlocks("docs/operations.md", "sql", "-- 1. the partitioned table")) {
     h.db().Exec(sql);
   }
   ASSERT_TRUE(load.WaitForMore(20)) << h.relay().Log();
-  const std::vector<std::string> swap = DocBlocks("README.md", "sql", "-- 2. the swap");
+  const std::vector<std::string> swap = DocBlocks("docs/operations.md", "sql", "-- 2. the swap");
   ASSERT_EQ(swap.size(), 1u);
   h.db().Exec(swap[0]);
   EXPECT_EQ(h.db().Scalar("SELECT relkind FROM pg_class WHERE oid = 'outbox'::regclass"), "p");
   ASSERT_TRUE(load.WaitForMore(50)) << h.relay().Log();
   for (std::vector<std::string> args :
-       DocCommands("README.md", "# 3. the partitions", h.db().conninfo(), "")) {
+       DocCommands("docs/operations.md", "# 3. the partitions", h.db().conninfo(), "")) {
     args.insert(args.end(), {"--slot", h.slot()});
     std::string out;
     ASSERT_EQ(h.RunOutboxd(args, &out), 0) << out;

@@ -498,7 +498,8 @@ TEST_F(Promote, StandbyListedFirstIsPassedOverForThePrimary) {
 // A steady load of ~1,000 events/s (10-row transactions every 10 ms) goes through a
 // relay without the flag, then through one holding each transaction for a standby
 // that keeps up: every event arrives both times. The latency the flag adds (the mean
-// of outboxd_commit_to_ack_seconds of each) is printed for the README, not asserted.
+// of outboxd_commit_to_ack_seconds of each) is printed for docs/high-availability.md, not
+// asserted.
 TEST_F(Promote, StandbySlotRelaysASteadyLoadWhileTheStandbyKeepsUp) {
   RelayHarness h(kTopics, 1, ha().conninfo());
   const std::string standby = PgHa::Other(ha().Primary());

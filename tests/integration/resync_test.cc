@@ -3,7 +3,7 @@
 // pending go out first, already-published ones never, rows inserted during the
 // switch exactly once) and the recovery of a lost slot (setup --recreate-slot
 // republishes what came after the last acknowledged position). Both procedures are
-// run from README.md's own command blocks, so the README cannot drift from the binary.
+// run from docs/operations.md's own command blocks, so the page cannot drift from the binary.
 #include <atomic>
 #include <csignal>
 #include <map>
@@ -29,16 +29,17 @@ void MustExec(pg::Connection& conn, const std::string& sql) {
   ASSERT_TRUE(r.ok()) << sql << ": " << r.status();
 }
 
-// README.md's ```sh block starting with `marker` is a two-step procedure, `outboxd
+// docs/operations.md's ```sh block starting with `marker` is a two-step procedure, `outboxd
 // setup` then `outboxd run`: runs the setup as written (on the test's slot), expects
 // `setup_says` in its output, and returns the run line for StartReadmeRelay.
 std::vector<std::string> SetupFromReadme(RelayHarness& h, const std::string& marker,
                                          const std::string& setup_says) {
   const auto commands =
-      DocCommands("README.md", marker, h.db().conninfo(), h.cluster().bootstraps());
+      DocCommands("docs/operations.md", marker, h.db().conninfo(), h.cluster().bootstraps());
   EXPECT_EQ(commands.size(), 2u);
   if (commands.size() != 2 || commands[0][0] != "setup" || commands[1][0] != "run") {
-    ADD_FAILURE() << "README.md's " << marker << " block is not `outboxd setup` then `outboxd run`";
+    ADD_FAILURE() << "docs/operations.md's " << marker
+                  << " block is not `outboxd setup` then `outboxd run`";
     return {};
   }
   std::vector<std::string> setup = commands[0];
@@ -49,7 +50,7 @@ std::vector<std::string> SetupFromReadme(RelayHarness& h, const std::string& mar
   return commands[1];
 }
 
-// Starts README's `outboxd run ...` line as the harness's relay, on the test's slot.
+// Starts the page's `outboxd run ...` line as the harness's relay, on the test's slot.
 void StartReadmeRelay(RelayHarness& h, std::vector<std::string> run) {
   ASSERT_FALSE(run.empty());
   run.insert(run.begin(), BinPath("outboxd"));
@@ -155,7 +156,7 @@ TEST(Resync, MigrationFromPollingPublishesPendingRowsThenStreamsWithNoGapOrOverl
   InsertRows(conn, "published", 40, /*published=*/true);
   InsertRows(conn, "pending", 300);
 
-  // README "Migrating from a polling relay", as written.
+  // docs/operations.md "Migrating from a polling relay", as written.
   std::vector<std::string> run =
       SetupFromReadme(h, "# migrating from a polling relay", "backfill of the 300 pending rows");
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
@@ -255,7 +256,7 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   auto refused = h.SpawnRelay();
   ASSERT_EQ(refused->Wait(absl::Seconds(30)), 2) << refused->Log();
 
-  // README "Slot trouble", as written.
+  // docs/operations.md "Slot trouble", as written.
   const std::vector<std::string> run =
       SetupFromReadme(h, "# stop every outboxd run on that slot", "dropped replication slot");
   std::string status;  // issue 28 point 7: the slot setup dropped is the relay's to create

@@ -1,7 +1,7 @@
 // The polling relay "for databases without logical replication", set up and run on
-// one: a private cluster with wal_level = replica, then README's "Polling without
+// one: a private cluster with wal_level = replica, then docs/usage.md's "Polling without
 // logical replication" procedure as written (`outboxd setup --poll-only`, `outboxd
-// poll`, the real binary) relaying an event to the mock broker; and README's outbox
+// poll`, the real binary) relaying an event to the mock broker; and docs/usage.md's outbox
 // DDL, for those who create the table themselves, served by `outboxd poll` as is.
 #include <csignal>
 #include <cstdio>
@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kTopic[] = "pedido.confirmado";
-// README.md, "Polling without logical replication".
+// docs/usage.md, "Polling without logical replication".
 constexpr char kReadmeProcedure[] = "outboxd setup --pg \"$PG\" --poll-only";
 constexpr char kReadmeOutboxDdl[] = "CREATE TABLE outbox (";
 
@@ -61,12 +61,13 @@ class PollOnlySetup : public ::testing::Test {
     ASSERT_TRUE(collector_->WaitUntilAssigned(absl::Seconds(30)));
   }
 
-  // README's procedure: {setup --poll-only, poll}, placeholders filled in.
+  // The page's procedure: {setup --poll-only, poll}, placeholders filled in.
   std::vector<std::vector<std::string>> ReadmeCommands() {
-    return test::DocCommands("README.md", kReadmeProcedure, db_->conninfo(), broker_->bootstraps());
+    return test::DocCommands("docs/usage.md", kReadmeProcedure, db_->conninfo(),
+                             broker_->bootstraps());
   }
 
-  // Starts README's `outboxd poll` line (its metrics on a free port, so the test can
+  // Starts the page's `outboxd poll` line (its metrics on a free port, so the test can
   // see its first batch), inserts an event and expects it on the broker, marked
   // published in the table by the same relay.
   void ExpectPollServesTheTable(std::vector<std::string> poll_line) {
@@ -119,7 +120,7 @@ TEST_F(PollOnlySetup, SetsUpAndPollsAReplicaLevelDatabaseEndToEndAsTheReadmeSays
   EXPECT_THAT(log, HasSubstr("setup: table outbox_dead_letter"));
   EXPECT_THAT(log, HasSubstr("ready for outboxd poll: table outbox (no publication, no slot)"));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM pg_publication"), "0");
-  // The README's comment: its environment variable and config key work like every
+  // The page's comment: its environment variable and config key work like every
   // flag's; idempotent.
   auto [by_env, env_log] = Outboxd({"setup", "--pg", db_->conninfo()}, {"OUTBOXD_POLL_ONLY=true"});
   EXPECT_EQ(by_env, 0) << env_log;
@@ -133,11 +134,11 @@ TEST_F(PollOnlySetup, SetsUpAndPollsAReplicaLevelDatabaseEndToEndAsTheReadmeSays
   ExpectPollServesTheTable(commands[1]);
 }
 
-// README's "CREATE TABLE outbox (" block, run as written instead of setup: poll
+// docs/usage.md's "CREATE TABLE outbox (" block, run as written instead of setup: poll
 // serves the table it makes, with nothing else created.
 TEST_F(PollOnlySetup, TheReadmeOutboxDdlIsATablePollServesOnAReplicaLevelDatabase) {
-  const std::vector<std::string> ddl = test::DocBlocks("README.md", "sql", kReadmeOutboxDdl);
-  ASSERT_EQ(ddl.size(), 1u) << "README.md's outbox DDL for the polling relay";
+  const std::vector<std::string> ddl = test::DocBlocks("docs/usage.md", "sql", kReadmeOutboxDdl);
+  ASSERT_EQ(ddl.size(), 1u) << "docs/usage.md's outbox DDL for the polling relay";
   auto conn = db_->Connect();
   auto created = conn.Exec(ddl.front());
   ASSERT_TRUE(created.ok()) << created.status() << "\n" << ddl.front();

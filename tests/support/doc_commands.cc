@@ -71,8 +71,8 @@ std::vector<std::vector<std::string>> DocCommands(const std::string& doc, const 
 
 std::string DebeziumTableDdl() {
   const std::vector<std::string> blocks =
-      DocBlocks("README.md", "sql", "CREATE TABLE dbz_outbox (");
-  EXPECT_EQ(blocks.size(), 1u) << "README.md's Debezium-style outbox table";
+      DocBlocks("docs/usage.md", "sql", "CREATE TABLE dbz_outbox (");
+  EXPECT_EQ(blocks.size(), 1u) << "docs/usage.md's Debezium-style outbox table";
   return blocks.empty() ? "" : blocks.front();
 }
 

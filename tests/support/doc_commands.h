@@ -2,9 +2,9 @@
 // README.md and docs/*.md cannot drift from the binary: a fenced ```sql block is
 // executed as it stands, a ```sh block's `outboxd` lines become argument lists.
 //
-//   for (const std::string& sql : DocBlocks("README.md", "sql", "CREATE TABLE outbox ("))
+//   for (const std::string& sql : DocBlocks("docs/usage.md", "sql", "CREATE TABLE outbox ("))
 //     db.Exec(sql);
-//   auto commands = DocCommands("README.md", "outboxd setup --pg \"$PG\" --poll-only",
+//   auto commands = DocCommands("docs/usage.md", "outboxd setup --pg \"$PG\" --poll-only",
 //                               db.conninfo(), cluster.bootstraps());
 //   // {{"setup", "--pg", "<conninfo>", "--poll-only"}, {"poll", "--pg", ...}}
 #ifndef OUTBOXD_TESTS_SUPPORT_DOC_COMMANDS_H_
@@ -30,7 +30,7 @@ std::vector<std::vector<std::string>> DocCommands(const std::string& doc, const 
                                                   const std::string& brokers);
 
 // Debezium's outbox table (its outbox event router's documented layout: no timestamp,
-// no polling columns), as README.md's "A Debezium-style outbox table" gives it.
+// no polling columns), as docs/usage.md's "A Debezium-style outbox table" gives it.
 std::string DebeziumTableDdl();
 
 }  // namespace outboxd::test

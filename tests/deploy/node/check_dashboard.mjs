@@ -1,9 +1,9 @@
 // Checks deploy/grafana/ offline: outboxd.json is a dashboard Grafana can provision
 // (provisioning/dashboards.yaml), with one datasource variable that every panel and
 // query variable uses, one row per concern in a fixed order, and on every panel at
-// least one PromQL query whose metric names are documented relay metrics (README
-// "Metrics and alerts"). tests/deploy/check_alerts_fire.sh checks the same queries
-// against a running relay and a real Prometheus.
+// least one PromQL query whose metric names are documented relay metrics
+// (docs/operations.md, "Metrics and alerts"). tests/deploy/check_alerts_fire.sh checks
+// the same queries against a running relay and a real Prometheus.
 //
 //   node check_dashboard.mjs SOURCE_DIR
 import { readFileSync, realpathSync } from "node:fs";
@@ -58,7 +58,7 @@ export function dashboardProblems(dashboard, readme, provisioning) {
     for (const name of q.metrics) {
       const family = name.replace(/_(bucket|sum|count)$/, "");
       if (name !== "up" && !documented.has(name) && !documented.has(family)) {
-        fail(`${q.panel}: ${name} is not a metric README "Metrics and alerts" lists`);
+        fail(`${q.panel}: ${name} is not a metric docs/operations.md "Metrics and alerts" lists`);
       }
     }
   }
@@ -74,7 +74,7 @@ export function dashboardProblems(dashboard, readme, provisioning) {
 if (realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const src = process.argv[2];
   const dashboard = JSON.parse(readFileSync(join(src, "deploy/grafana/outboxd.json"), "utf8"));
-  const readme = readFileSync(join(src, "README.md"), "utf8");
+  const readme = readFileSync(join(src, "docs/operations.md"), "utf8");
   const [provisioning] = readYamlDocuments(join(src, "deploy/grafana/provisioning/dashboards.yaml"));
   const problems = dashboardProblems(dashboard, readme, provisioning);
   // A broken copy must fail: a misspelt metric, a panel on another data source.
