@@ -69,7 +69,8 @@ class Metrics {
   // The broker acknowledged one event of `topic`, `latency_seconds` after its commit
   // (poll: after its created_at; nullopt: unknown, counted but not observed). The
   // counter of a topic is created once; later calls find it in a small cache, no
-  // allocation.
+  // allocation. The first 100 topics get a series each, later ones share
+  // topic="(other)": an outbox with thousands of types cannot grow /metrics without end.
   void Acknowledged(std::string_view topic, std::optional<double> latency_seconds);
   void PublishFailed();
   void DeadLettered();
@@ -129,9 +130,11 @@ class Metrics {
   RelayMode mode_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Families> families_;
-  // Topic -> its counter in the by-topic family. Counters live as long as the family.
+  // Topic -> its counter in the by-topic family, the first 100 topics only. Counters
+  // live as long as the family.
   absl::flat_hash_map<std::string, prometheus::Counter*> published_by_topic_;
-  std::atomic<int64_t> oldest_unacked_us_{0};  // Unix µs; 0: nothing unacknowledged
+  prometheus::Counter* other_topics_ = nullptr;  // topic="(other)", once past the cap
+  std::atomic<int64_t> oldest_unacked_us_{0};    // Unix µs; 0: nothing unacknowledged
 };
 
 }  // namespace outboxd::observe
