@@ -34,6 +34,10 @@ struct DeadLetter {
   std::string topic;
   std::string error;
   std::string dead_at;  // when it was written (read back only)
+  // Read back only: a field still holds its stand-in (outbox/stored_letter.h) and the
+  // row kept no original bytes for it (a table from before the `original` column):
+  // what it held cannot be published again.
+  bool original_lost = false;
 };
 
 // A dead letter that holds a whole outboxd message whose content could not be read
@@ -57,17 +61,28 @@ class DeadLetterStore {
 
   // CREATE TABLE IF NOT EXISTS ... (for outboxd setup).
   std::string CreateSql(pg::Connection& conn) const;
+  // For outboxd setup on a table an older setup made: adds the `original` column and
+  // the unique index on (id, aggregate_id), and drops the old unique constraint on id
+  // alone. Returns what it changed ("" when nothing).
+  absl::StatusOr<std::string> Migrate(pg::Connection& conn) const;
   const std::string& table() const { return name_.name; }
 
-  // Idempotent on the event id: a poison event streamed again after a restart is
-  // stored once.
+  // Stores any letter, whatever bytes its fields hold (outbox/stored_letter.h).
+  // Idempotent on the event id and aggregate: a poison event streamed again after a
+  // restart is stored once, two events that share an id but not an aggregate are both
+  // stored. FailedPrecondition naming `outboxd setup` when the table (made by an older
+  // setup, not migrated) keeps ids unique across aggregates and refused the second.
   absl::Status Insert(pg::Connection& conn, const DeadLetter& letter) const;
+  // The table's shape is read once, at the first use after this (a session's start).
+  void ForgetShape() const { has_original_.reset(); }
   // Each aggregate that has dead letters, with its first one (arrival order): the
   // relay sends that aggregate's later events after it, and publishes its earlier
-  // ones (replayed after a restart) normally.
+  // ones (replayed after a restart) normally. Keyed by the stored key and id
+  // (outbox::StoredKey), which are unique to the event's own.
   absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> Aggregates(
       pg::Connection& conn) const;
-  // In arrival order; one aggregate's, or all.
+  // In arrival order; one aggregate's (its original bytes), or all. Each with its
+  // original bytes where the row kept them (outbox::FromStored).
   absl::StatusOr<std::vector<DeadLetter>> List(pg::Connection& conn,
                                                const std::optional<std::string>& aggregate) const;
   absl::StatusOr<int64_t> Count(pg::Connection& conn) const;
@@ -81,7 +96,10 @@ class DeadLetterStore {
 
  private:
   std::string Quoted(pg::Connection&) const { return name_.quoted; }
+  // Whether the table has the `original` column (a table from an older setup may not).
+  absl::StatusOr<bool> HasOriginal(pg::Connection& conn) const;
   pg::TableName name_;
+  mutable std::optional<bool> has_original_;
 };
 
 }  // namespace outboxd::outbox

@@ -107,6 +107,7 @@ class Session {
     absl::Status Insert(const outbox::DeadLetter& letter) override;
     absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override;
     std::string_view name() const override { return store_.table(); }
+    void ForgetShape() { store_.ForgetShape(); }
 
    private:
     outbox::DeadLetterStore store_;

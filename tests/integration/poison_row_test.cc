@@ -1,0 +1,114 @@
+// Issue 27, the poison-row test: no single row stalls the relay, and the relay never
+// says ok while something is stuck. Each kind of row the dead-letter table could not
+// take (points 3 and 7) is a dead letter now while every other aggregate flows within
+// seconds, and replay republishes its original bytes.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "integration/relay_harness.h"
+#include "support/metrics_text.h"
+#include "support/wait_until.h"
+
+namespace outboxd::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+
+void Exec(pg::Connection& conn, const std::string& sql,
+          const std::vector<std::optional<std::string>>& params = {}) {
+  absl::StatusOr<pg::Result> r = conn.ExecParams(sql, params);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
+}
+
+void InsertRow(pg::Connection& conn, const std::optional<std::string>& aggregate,
+               const std::string& payload, const std::string& id = "") {
+  Exec(conn,
+       id.empty() ? "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ($1, "
+                    "'pedido.confirmado', $2::jsonb)"
+                  : "INSERT INTO outbox (aggregate_id, tipo, payload, id) VALUES ($1, "
+                    "'pedido.confirmado', $2::jsonb, $3::uuid)",
+       id.empty() ? std::vector<std::optional<std::string>>{aggregate, payload}
+                  : std::vector<std::optional<std::string>>{aggregate, payload, id});
+}
+
+// Keys of the delivered messages, in arrival order.
+std::vector<std::string> Keys(RelayHarness& h) {
+  std::vector<std::string> keys;
+  for (const CollectedMessage& m : h.collector().Messages()) keys.push_back(m.key);
+  return keys;
+}
+
+bool Delivered(RelayHarness& h, const std::string& key) {
+  for (const std::string& k : Keys(h)) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+// Waits until every key is delivered (partitions arrive in no common order).
+bool AllDelivered(RelayHarness& h, const std::vector<std::string>& keys, absl::Duration timeout) {
+  return WaitUntil(timeout, [&] {
+    for (const std::string& key : keys) {
+      if (!Delivered(h, key)) return false;
+    }
+    return true;
+  });
+}
+
+TEST(PoisonRow, EveryKindIsADeadLetterWhileOtherAggregatesFlowAndReplayKeepsItsBytes) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  // An adopted table: ids not unique.
+  Exec(conn, "ALTER TABLE outbox DROP CONSTRAINT outbox_id_key");
+  h.StartRelay({"--source", "both"});
+  const std::string huge =
+      h.db().Scalar("SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) i");
+  // Bytes that are not UTF-8, in a message's aggregate (only a message can hold them in
+  // a UTF-8 database), with a payload the relay refuses (a JSON scalar).
+  Exec(conn,
+       "SELECT pg_logical_emit_message(true, 'outboxd', 'outboxd-v1'::bytea || '\\x00'::bytea || "
+       "'0b6f7e4c-0000-4000-8000-0000000000ff'::bytea || '\\x00'::bytea || "
+       "'\\x6167672dfffe'::bytea || '\\x00'::bytea || 'pedido.confirmado'::bytea || "
+       "'\\x00'::bytea || '2026-12-03 15:40:00.5+00'::bytea || '\\x00'::bytea || '42'::bytea)");
+  InsertRow(conn, "ok-1", R"({"n": 1})");
+  InsertRow(conn, huge, "42");  // 6.4 kB: more than a btree entry holds
+  InsertRow(conn, "ok-2", R"({"n": 2})");
+  InsertRow(conn, "ok-3", R"({"n": 4})");
+  const std::string same = "0b6f7e4c-0000-4000-8000-000000000007";
+  InsertRow(conn, "dup-a", "42", same);  // one id, two aggregates, both poison
+  InsertRow(conn, "dup-b", "42", same);
+  InsertRow(conn, "ok-4", R"({"n": 5})");
+
+  ASSERT_TRUE(AllDelivered(h, {"ok-1", "ok-2", "ok-3", "ok-4"}, absl::Seconds(20)))
+      << "later aggregates must flow past every poison row\n"
+      << h.relay().Log();
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 4, absl::Seconds(10)))
+      << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "4");
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(aggregate_id, ',' ORDER BY aggregate_id) FROM "
+                          "outbox_dead_letter WHERE id = '" +
+                          same + "'"),
+            "dup-a,dup-b");
+  EXPECT_EQ(HttpGetFromLog(h.relay(), "/healthz").first, 200) << "nothing is stuck";
+  EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(-1), 0.0);
+
+  // Fixed payloads are replayed with the original keys, bytes and all.
+  h.db().Exec("UPDATE outbox_dead_letter SET payload = '{\"fixed\": true}' WHERE payload = '42'");
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
+                          h.cluster().bootstraps()},
+                         &out),
+            0)
+      << out;
+  EXPECT_TRUE(AllDelivered(h, {huge, "agg-\xff\xfe", "dup-a", "dup-b"}, absl::Seconds(20))) << out;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+}
+
+}  // namespace
+}  // namespace outboxd::test
