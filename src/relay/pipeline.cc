@@ -669,7 +669,9 @@ void Pipeline::PublishStats() {
   std::optional<int64_t> oldest = tracker_.oldest_unacked_commit_time();
   // A transaction held for the standbys waits too: the stall alert and /healthz see it.
   if (!oldest && holding()) oldest = held_commit_us_;
-  const uint64_t waiting = tracker_.events_in_flight() + (holding() ? 1 : 0);
+  if (stuck_commit_us_) oldest = std::min(oldest.value_or(*stuck_commit_us_), *stuck_commit_us_);
+  const uint64_t waiting = std::max<uint64_t>(tracker_.events_in_flight() + (holding() ? 1 : 0),
+                                              stuck_commit_us_ ? 1 : 0);
   observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);

@@ -41,6 +41,7 @@
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/relay_options.h"
+#include "relay/repeated_failure.h"
 #include "sink/sink.h"
 
 namespace outboxd::relay {
@@ -123,6 +124,18 @@ class Pipeline {
   bool holding() const { return held_end_ != 0; }
   // The end of the committed transaction held for the standbys (0: none).
   pg::Lsn held_end() const { return held_end_; }
+
+  // Where the session is, for RepeatedFailure when it fails: call before EndSession.
+  FailurePoint failure_point() const {
+    return {.position = tracker_.watermark(), .commit_us = tracker_.unconfirmed_commit_time()};
+  }
+  // RepeatedFailure found the relay stuck on a transaction committed at `commit_us`
+  // (nullopt: not stuck): /metrics counts one event in flight since then, so the age
+  // and stall alerts see what no session gets past.
+  void SetStuck(std::optional<int64_t> commit_us) {
+    stuck_commit_us_ = commit_us;
+    PublishStats();
+  }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
@@ -242,6 +255,8 @@ class Pipeline {
   pg::Lsn held_end_ = 0;
   int64_t held_commit_us_ = 0;
   pg::Lsn standby_flush_ = 0;
+
+  std::optional<int64_t> stuck_commit_us_;  // SetStuck
 };
 
 }  // namespace outboxd::relay

@@ -1,7 +1,10 @@
 // Issue 27, the poison-row test: no single row stalls the relay, and the relay never
 // says ok while something is stuck. Each kind of row the dead-letter table could not
 // take (points 3 and 7) is a dead letter now while every other aggregate flows within
-// seconds, and replay republishes its original bytes.
+// seconds, and replay republishes its original bytes; a letter the table still refuses
+// (a trigger raising what the 6.4 kB key's index raised: SQLSTATE 54000) makes /healthz,
+// /readyz, the age metric and the in-flight gauge show the stuck transaction until the
+// cause is gone.
 #include <string>
 #include <vector>
 
@@ -108,6 +111,51 @@ TEST(PoisonRow, EveryKindIsADeadLetterWhileOtherAggregatesFlowAndReplayKeepsItsB
       << out;
   EXPECT_TRUE(AllDelivered(h, {huge, "agg-\xff\xfe", "dup-a", "dup-b"}, absl::Seconds(20))) << out;
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+}
+
+TEST(PoisonRow, ALetterTheTableRefusesMakesTheRelayStuckAndUnhealthyUntilFixed) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  h.db().Exec(
+      "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
+      "'index row size 6424 exceeds btree version 4 maximum 2704' USING ERRCODE = '54000'; "
+      "END $$; CREATE TRIGGER refuse BEFORE INSERT ON outbox_dead_letter FOR EACH ROW EXECUTE "
+      "FUNCTION refuse()");
+  h.StartRelay();
+  InsertRow(conn, "stuck", "42");
+  InsertRow(conn, "ok-1", R"({"n": 1})");
+
+  // Between two sessions it also answers 503 "not streaming": wait for the reason.
+  std::pair<int, std::string> answer;
+  ASSERT_TRUE(WaitUntil(absl::Seconds(20),
+                        [&] {
+                          answer = HttpGetFromLog(h.relay(), "/healthz");
+                          return absl::StrContains(answer.second, "stuck:");
+                        }))
+      << answer.second << "\n"
+      << h.relay().Log();
+  const auto& [status, body] = answer;
+  EXPECT_EQ(status, 503);
+  EXPECT_THAT(body, HasSubstr("stuck: 3 sessions in a row failed at"));
+  EXPECT_THAT(body, HasSubstr("exceeds btree version 4 maximum 2704"));
+  const auto [ready, not_ready] = HttpGetFromLog(h.relay(), "/readyz");
+  EXPECT_EQ(ready, 503);
+  EXPECT_THAT(not_ready, HasSubstr("stuck:")) << "not ready either";
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_oldest_unacked_age_seconds", 1, absl::Seconds(10)))
+      << h.relay().Log();
+  EXPECT_GE(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(0), 1);
+  EXPECT_FALSE(Delivered(h, "ok-1"));
+
+  // Dealt with: the letter is stored, what follows flows, and the signals clear.
+  Exec(conn, "DROP TRIGGER refuse ON outbox_dead_letter");
+  ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] { return Delivered(h, "ok-1"); }))
+      << h.relay().Log();
+  auto [healthy, why] = WaitForHttpStatus(h.relay(), "/healthz", 200, absl::Seconds(10));
+  EXPECT_EQ(healthy, 200) << why;
+  EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(-1), 0.0);
+  EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_oldest_unacked_age_seconds").value_or(-1), 0.0);
+  EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "stuck");
+  EXPECT_THAT(h.relay().Log(), HasSubstr("no longer stuck"));
 }
 
 }  // namespace

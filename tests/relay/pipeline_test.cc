@@ -276,6 +276,31 @@ TEST_F(RelayPipelineTest, DeadLetterParksItsAggregatesFollowersInOrderWhileOther
   EXPECT_EQ(stream_->last_confirmed(), last);
 }
 
+// What RepeatedFailure records when a session fails: the confirmed position and the
+// commit time of the oldest transaction not confirmed; stuck, the metrics count one
+// event in flight since then.
+TEST_F(RelayPipelineTest, AStuckRelayShowsTheStuckTransactionsAgeAndAnEventInFlight) {
+  fake_.set_answer([](const test::ProducedMessage&) -> std::optional<absl::Status> {
+    return std::nullopt;  // no report yet
+  });
+  wal_.Commit({{.id = "a1", .aggregate_id = "A"}});
+  Start();
+  wal_.Send();
+  Step();
+  const FailurePoint at = pipeline_->failure_point();
+  ASSERT_TRUE(at.commit_us.has_value());
+  EXPECT_EQ(at.position, pipeline_->watermark());
+  pipeline_->EndSession();
+  std::string metrics = stats_.metrics.Render();
+  EXPECT_THAT(metrics, HasSubstr("outboxd_events_in_flight 0\n"));
+  pipeline_->SetStuck(at.commit_us);
+  metrics = stats_.metrics.Render();
+  EXPECT_THAT(metrics, HasSubstr("outboxd_events_in_flight 1\n"));
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("outboxd_oldest_unacked_age_seconds 0\n")));
+  pipeline_->SetStuck(std::nullopt);
+  EXPECT_THAT(stats_.metrics.Render(), HasSubstr("outboxd_events_in_flight 0\n"));
+}
+
 // A refused key dead-letters every event of its aggregate (a RabbitMQ exchange without
 // a queue for it refuses them all): one error per parked aggregate, and the events that
 // follow it summed up at most every 10 s, not an error line for each.
