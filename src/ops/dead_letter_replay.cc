@@ -51,10 +51,15 @@ absl::Status UnreadableMessage(const outbox::DeadLetter& l, const outbox::DeadLe
                    store.DeleteSql(l.id)));
 }
 
-// A letter replay must not publish as it stands: its content is no event, or a
-// field's original bytes were not kept (OkStatus: publish it).
+// A letter replay must not publish as it stands: its content is no event, a NULL key
+// is not set yet, or a field's original bytes were not kept (OkStatus: publish it).
 absl::Status Unpublishable(const outbox::DeadLetter& l, const outbox::DeadLetterStore& store) {
   if (outbox::IsUnreadableMessage(l)) return UnreadableMessage(l, store);
+  if (outbox::HasNullKey(l)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the row's id or aggregate_id was NULL: set the real value in ", store.table(),
+                     " (UPDATE ... WHERE seq = ", l.seq, "), then replay"));
+  }
   if (l.original_lost) {
     return absl::FailedPreconditionError(absl::StrCat(
         "a field holds a stand-in (~sha256:) whose original bytes the table did not keep "

@@ -30,6 +30,12 @@ bool IsUnreadableMessage(const DeadLetter& letter) {
   return absl::StartsWith(letter.id, kUnreadableMessagePrefix);
 }
 
+bool HasNullKey(const DeadLetter& letter) {
+  return absl::StartsWith(letter.error, kNullKeyError) &&
+         (absl::StartsWith(letter.id, kNullKeyPrefix) ||
+          absl::StartsWith(letter.aggregate_id, kNullKeyPrefix));
+}
+
 DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
     : name_(pg::TableName::SiblingOf(outbox_table, "_dead_letter")) {}
 

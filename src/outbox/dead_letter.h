@@ -48,6 +48,15 @@ struct DeadLetter {
 inline constexpr char kUnreadableMessagePrefix[] = "message@";
 bool IsUnreadableMessage(const DeadLetter& letter);
 
+// A dead letter for an outbox row with NULL in a mapped column (a table that allows
+// it): a NULL id or aggregate_id is stored as "null@<commit LSN>#<n>" (n: the row's
+// place among such rows in its transaction), so a NULL aggregate parks no other event.
+// Its error starts with kNullKeyError; replay leaves it, naming the fix, until a person
+// has set the real values (HasNullKey).
+inline constexpr char kNullKeyPrefix[] = "null@";
+inline constexpr char kNullKeyError[] = "a mapped column is NULL";
+bool HasNullKey(const DeadLetter& letter);
+
 struct FirstDeadLetter {
   std::string lsn;  // its commit LSN "X/Y"
   std::string id;

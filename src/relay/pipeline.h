@@ -157,6 +157,9 @@ class Pipeline {
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
+  // A row with NULL in a mapped column (a table that allows it): a dead letter that
+  // parks its aggregate, or none when the aggregate itself is NULL.
+  absl::Status DeadLetterNullRow(const pgoutput::Tuple& tuple, const absl::Status& error);
   // --source messages|both: an outboxd_emit message is an event like a row.
   absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
   // An outboxd message whose content cannot be read: dead-lettered whole, since it
@@ -257,6 +260,7 @@ class Pipeline {
   pg::Lsn standby_flush_ = 0;
 
   std::optional<int64_t> stuck_commit_us_;  // SetStuck
+  uint64_t null_rows_ = 0;                  // in this transaction, for their letters' ids
 };
 
 }  // namespace outboxd::relay

@@ -1,6 +1,6 @@
 // Issue 27, the poison-row test: no single row stalls the relay, and the relay never
 // says ok while something is stuck. Each kind of row the dead-letter table could not
-// take (points 3 and 7) is a dead letter now while every other aggregate flows within
+// take (points 3, 6, 7) is a dead letter now while every other aggregate flows within
 // seconds, and replay republishes its original bytes; a letter the table still refuses
 // (a trigger raising what the 6.4 kB key's index raised: SQLSTATE 54000) makes /healthz,
 // /readyz, the age metric and the in-flight gauge show the stuck transaction until the
@@ -67,8 +67,10 @@ bool AllDelivered(RelayHarness& h, const std::vector<std::string>& keys, absl::D
 TEST(PoisonRow, EveryKindIsADeadLetterWhileOtherAggregatesFlowAndReplayKeepsItsBytes) {
   RelayHarness h(kTopics);
   auto conn = h.db().Connect();
-  // An adopted table: ids not unique.
-  Exec(conn, "ALTER TABLE outbox DROP CONSTRAINT outbox_id_key");
+  // An adopted table: NULL allowed in the aggregate and payload, ids not unique.
+  Exec(conn,
+       "ALTER TABLE outbox ALTER COLUMN aggregate_id DROP NOT NULL, ALTER COLUMN payload DROP "
+       "NOT NULL, DROP CONSTRAINT outbox_id_key");
   h.StartRelay({"--source", "both"});
   const std::string huge =
       h.db().Scalar("SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) i");
@@ -82,6 +84,7 @@ TEST(PoisonRow, EveryKindIsADeadLetterWhileOtherAggregatesFlowAndReplayKeepsItsB
   InsertRow(conn, "ok-1", R"({"n": 1})");
   InsertRow(conn, huge, "42");  // 6.4 kB: more than a btree entry holds
   InsertRow(conn, "ok-2", R"({"n": 2})");
+  InsertRow(conn, std::nullopt, R"({"n": 3})");  // NULL aggregate
   InsertRow(conn, "ok-3", R"({"n": 4})");
   const std::string same = "0b6f7e4c-0000-4000-8000-000000000007";
   InsertRow(conn, "dup-a", "42", same);  // one id, two aggregates, both poison
@@ -91,26 +94,31 @@ TEST(PoisonRow, EveryKindIsADeadLetterWhileOtherAggregatesFlowAndReplayKeepsItsB
   ASSERT_TRUE(AllDelivered(h, {"ok-1", "ok-2", "ok-3", "ok-4"}, absl::Seconds(20)))
       << "later aggregates must flow past every poison row\n"
       << h.relay().Log();
-  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 4, absl::Seconds(10)))
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 5, absl::Seconds(10)))
       << h.relay().Log();
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "4");
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "5");
   EXPECT_EQ(h.db().Scalar("SELECT string_agg(aggregate_id, ',' ORDER BY aggregate_id) FROM "
                           "outbox_dead_letter WHERE id = '" +
                           same + "'"),
             "dup-a,dup-b");
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter WHERE aggregate_id LIKE "
+                          "'null@%' AND error LIKE 'a mapped column is NULL%'"),
+            "1");
   EXPECT_EQ(HttpGetFromLog(h.relay(), "/healthz").first, 200) << "nothing is stuck";
   EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(-1), 0.0);
 
-  // Fixed payloads are replayed with the original keys, bytes and all.
+  // Fixed payloads are replayed with the original keys, bytes and all; the NULL
+  // aggregate's letter stays until a person sets it.
   h.db().Exec("UPDATE outbox_dead_letter SET payload = '{\"fixed\": true}' WHERE payload = '42'");
   std::string out;
   EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
                           h.cluster().bootstraps()},
                          &out),
-            0)
+            1)
       << out;
+  EXPECT_THAT(out, HasSubstr("id or aggregate_id was NULL"));
   EXPECT_TRUE(AllDelivered(h, {huge, "agg-\xff\xfe", "dup-a", "dup-b"}, absl::Seconds(20))) << out;
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "1");
 }
 
 TEST(PoisonRow, ALetterTheTableRefusesMakesTheRelayStuckAndUnhealthyUntilFixed) {

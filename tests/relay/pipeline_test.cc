@@ -276,6 +276,41 @@ TEST_F(RelayPipelineTest, DeadLetterParksItsAggregatesFollowersInOrderWhileOther
   EXPECT_EQ(stream_->last_confirmed(), last);
 }
 
+// Issue 27 point 6: a NULL in a mapped column (an adopted table allowing it) made the
+// relay exit, and meet the row again on every restart. Now it is a dead letter with
+// the reason: a NULL aggregate parks no other event, a NULL payload parks its own
+// aggregate's followers, and every other aggregate flows.
+TEST_F(RelayPipelineTest, ARowWithANullInAMappedColumnIsADeadLetterAndOthersFlow) {
+  fake_.set_answer(
+      [](const test::ProducedMessage&) -> std::optional<absl::Status> { return absl::OkStatus(); });
+  const pg::Lsn last = wal_.Commit({{.id = "n1", .aggregate_id = test::kNullValue},
+                                    {.id = "a1", .aggregate_id = "A", .payload = test::kNullValue},
+                                    {.id = "b1", .aggregate_id = "B"},
+                                    {.id = test::kNullValue, .aggregate_id = test::kNullValue},
+                                    {.id = "a2", .aggregate_id = "A"},
+                                    {.id = "e1", .aggregate_id = ""}});
+  Start();
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+  ASSERT_EQ(dead_letters_.letters.size(), 4u);
+  const outbox::DeadLetter& null_aggregate = dead_letters_.letters[0];
+  EXPECT_EQ(null_aggregate.id, "n1");
+  EXPECT_THAT(null_aggregate.aggregate_id, ::testing::StartsWith("null@"));
+  EXPECT_THAT(null_aggregate.error, HasSubstr("column aggregate_id is NULL"));
+  EXPECT_THAT(null_aggregate.error, ::testing::StartsWith(outbox::kNullKeyError));
+  EXPECT_TRUE(outbox::HasNullKey(null_aggregate));
+  EXPECT_EQ(dead_letters_.letters[1].id, "a1");
+  EXPECT_THAT(dead_letters_.letters[1].error, HasSubstr("column payload is NULL"));
+  EXPECT_FALSE(outbox::HasNullKey(dead_letters_.letters[1]));
+  EXPECT_THAT(dead_letters_.letters[2].id, ::testing::StartsWith("null@"));
+  EXPECT_NE(dead_letters_.letters[0].aggregate_id, dead_letters_.letters[2].aggregate_id);
+  EXPECT_EQ(dead_letters_.letters[3].id, "a2") << "follows a1";
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("b1", "e1"))
+      << "the aggregate '' is not parked by a NULL one";
+  EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
 // What RepeatedFailure records when a session fails: the confirmed position and the
 // commit time of the oldest transaction not confirmed; stuck, the metrics count one
 // event in flight since then.
