@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "observe/health.h"
 #include "outbox/emitted_event.h"
+#include "outbox/stored_letter.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
 #include "support/captured_log.h"
@@ -39,10 +40,12 @@ class MemoryDeadLetters final : public DeadLetterTable {
     letters.push_back(letter);
     return absl::OkStatus();
   }
+  // By stored key and id, as PostgreSQL's table answers (outbox/stored_letter.h).
   absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override {
     absl::flat_hash_map<std::string, outbox::FirstDeadLetter> first;
     for (const outbox::DeadLetter& l : letters) {
-      first.try_emplace(l.aggregate_id, outbox::FirstDeadLetter{.lsn = l.lsn, .id = l.id});
+      first.try_emplace(outbox::StoredKey(l.aggregate_id),
+                        outbox::FirstDeadLetter{.lsn = l.lsn, .id = outbox::StoredKey(l.id)});
     }
     return first;
   }
@@ -408,6 +411,35 @@ TEST_F(RelayPipelineTest, AReplayedAggregateFlowsAgainOnceTheGateRefreshes) {
 
   EXPECT_TRUE(dead_letters_.letters.empty());
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("a1", "a3"));
+  EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
+// Issue 27 point 3: the table keeps a 6.4 kB or non-UTF-8 aggregate as a stand-in, and
+// the gate parks and looks it up by that stored key, across a refresh too; its own
+// first letter's transaction is told apart by the stored id.
+TEST_F(RelayPipelineTest, AnAggregateStoredAsAStandInStaysParkedAcrossARefresh) {
+  const std::string huge(outbox::kMaxStoredKeyBytes + 1, 'k');  // past what is kept as is
+  const std::string bytes = "agg-\xff\xfe";
+  fake_.set_answer([&](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (m.key == huge) return absl::InvalidArgumentError("message too large");
+    return absl::OkStatus();
+  });
+  wal_.Commit({{.id = "h1", .aggregate_id = huge}, {.id = "x1", .aggregate_id = bytes}});
+  Start();
+  wal_.Send();
+  Step();
+  wal_.Commit({{.id = "h2", .aggregate_id = huge}});
+  wal_.Send();
+  Step();
+  ASSERT_THAT(dead_letters_.ids(), ElementsAre("h1", "h2"));
+  Step(absl::Seconds(3));  // the gate re-reads the table: its keys are stand-ins
+  const pg::Lsn last =
+      wal_.Commit({{.id = "h3", .aggregate_id = huge}, {.id = "x2", .aggregate_id = bytes}});
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+  EXPECT_THAT(dead_letters_.ids(), ElementsAre("h1", "h2", "h3"));
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("h1", "x1", "x2"));
   EXPECT_EQ(stream_->last_confirmed(), last);
 }
 
