@@ -14,6 +14,7 @@
 #include "ops/dead_letter_replay.h"
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
+#include "outbox/stored_letter.h"
 #include "pg/connection.h"
 
 namespace outboxd::cli {
@@ -79,7 +80,10 @@ struct DeadLetterCommand {
     if (!letters.ok()) return Fail(letters.status(), Phase::kStarting);
     std::printf("%-6s %-20s %-16s %-20s %-36s %s\n", "seq", "dead_at", "aggregate", "type", "id",
                 "error");
-    for (const outbox::DeadLetter& l : *letters) {
+    for (const outbox::DeadLetter& original : *letters) {
+      // As the table holds it: a value text cannot hold, or a key of kilobytes, shows
+      // as its stand-in (outbox/stored_letter.h), as a WHERE clause must name it.
+      const outbox::DeadLetter l = outbox::ToStored(original).text;
       std::printf("%-6lld %-20s %-16s %-20s %-36s %s\n", static_cast<long long>(l.seq),
                   l.dead_at.c_str(), l.aggregate_id.c_str(), l.type.c_str(), l.id.c_str(),
                   l.error.c_str());

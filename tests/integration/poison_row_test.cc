@@ -112,6 +112,12 @@ TEST(PoisonRow, EveryKindOfRowIsADeadLetterWhileOtherAggregatesFlowAndReplayKeep
   EXPECT_EQ(HttpGetFromLog(h.relay(), "/healthz").first, 200) << "nothing is stuck";
   EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(-1), 0.0);
 
+  // list shows what the table holds: the 6.4 kB key as its stand-in, on one line.
+  std::string listed;
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "list", "--pg", h.db().conninfo()}, &listed), 0);
+  EXPECT_THAT(listed, HasSubstr(huge.substr(0, 200) + "~sha256:"));
+  EXPECT_THAT(listed, ::testing::Not(HasSubstr(huge)));
+
   // Replayed with the original keys; the NULL aggregate's letter stays until a person
   // sets it.
   const std::string out = FixPayloadsAndReplay(h, 1);
