@@ -18,6 +18,7 @@
 #include "ops/dead_letter_replay.h"
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
+#include "outbox/stored_letter.h"
 #include "pg/connection.h"
 
 namespace outboxd::cli {
@@ -114,8 +115,11 @@ struct DeadLetterCommand {
     }
     std::printf("%-6s %-20s %-16s %-20s %-36s %s\n", "seq", "dead_at", "aggregate", "type", "id",
                 "error");
-    for (const outbox::DeadLetter& l : *letters) {
-      // Any writer of the outbox chose these: escaped, a letter is one line of plain text.
+    for (const outbox::DeadLetter& original : *letters) {
+      // As the table holds it: a value text cannot hold, or a key of kilobytes, shows
+      // as its stand-in (outbox/stored_letter.h), as a WHERE clause must name it; and
+      // escaped, since any writer of the outbox chose it: one line of plain text.
+      const outbox::DeadLetter l = outbox::ToStored(original).text;
       std::printf("%-6lld %-20s %-16s %-20s %-36s %s\n", static_cast<long long>(l.seq),
                   EscapeForTerminal(l.dead_at).c_str(), EscapeForTerminal(l.aggregate_id).c_str(),
                   EscapeForTerminal(l.type).c_str(), EscapeForTerminal(l.id).c_str(),

@@ -40,6 +40,9 @@ struct SetupCommand {
          "or month (UTC), with a DEFAULT partition; cleanup drops partitions older than "
          "--inbox-retention whole")
         ->check(CLI::IsMember({"day", "week", "month"}));
+    Switch(cmd, "require-not-null", options.require_not_null,
+           "Refuse an existing outbox table whose mapped columns allow NULL (without it, a "
+           "warning: run dead-letters a row with a NULL there)");
     Flag(cmd, "partitions-ahead", options.partitions_ahead,
          "With --partition-by or --inbox-partition-by: partitions created after the current one")
         ->capture_default_str();

@@ -32,6 +32,11 @@ void HealthState::SetHeldBy(std::string slots) {
   held_by_ = std::move(slots);
 }
 
+void HealthState::SetStuck(std::string reason) {
+  absl::MutexLock lock(&slot_mutex_);
+  stuck_ = std::move(reason);
+}
+
 HealthInputs HealthState::Snapshot() const {
   int64_t progress = last_progress_us_.load(std::memory_order_relaxed);
   HealthInputs inputs{
@@ -43,11 +48,15 @@ HealthInputs HealthState::Snapshot() const {
   absl::MutexLock lock(&slot_mutex_);
   inputs.slot_problem = slot_problem_;
   inputs.held_by = held_by_;
+  inputs.stuck = stuck_;
   return inputs;
 }
 
 HealthVerdict CheckHealth(const HealthInputs& inputs, absl::Duration stall_threshold,
                           absl::Time now, const std::string& disconnected_reason) {
+  // First: between its failing sessions the relay is briefly connected, briefly not,
+  // and has nothing in flight, so no other input shows it.
+  if (!inputs.stuck.empty()) return {false, inputs.stuck};
   if (!inputs.connected) return {false, disconnected_reason};
   // Before the stall: a slot about to lose WAL needs a person sooner than a slow broker.
   if (!inputs.slot_problem.empty()) return {false, inputs.slot_problem};

@@ -45,6 +45,9 @@ struct HealthInputs {
   // --standby-slot: the named standbys a committed transaction waits for ("" when
   // none): a stall then names them instead of the broker.
   std::string held_by;
+  // Sessions fail again and again at one position (relay/repeated_failure.h), with
+  // the reason ("" when not): unhealthy whatever else holds, connected or not.
+  std::string stuck;
 };
 
 // Written by the relay thread, read by the HTTP thread.
@@ -66,12 +69,15 @@ class HealthState {
   void SetSlotProblem(std::string problem);
   // The standby slots publishing waits for, comma-separated ("" when none).
   void SetHeldBy(std::string slots);
+  // Why the relay is stuck on one position ("" when it is not).
+  void SetStuck(std::string reason);
   HealthInputs Snapshot() const;
 
  private:
   mutable absl::Mutex slot_mutex_;
   std::string slot_problem_ ABSL_GUARDED_BY(slot_mutex_);
   std::string held_by_ ABSL_GUARDED_BY(slot_mutex_);
+  std::string stuck_ ABSL_GUARDED_BY(slot_mutex_);
   std::atomic<bool> connected_{false};
   std::atomic<bool> standing_by_{false};
   std::atomic<uint64_t> in_flight_{0};

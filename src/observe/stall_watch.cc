@@ -20,9 +20,15 @@ bool StallWatch::Check(absl::Time now) {
   const HealthVerdict verdict = CheckHealth(inputs, threshold_, now);
   if (!verdict.healthy && !stalled_) {
     stalled_ = true;
-    stalled_since_ = inputs.last_progress == absl::InfinitePast() ? now : inputs.last_progress;
-    spdlog::warn("stalled: {}; the slot is not confirmed past them (check the {})", verdict.reason,
-                 inputs.held_by.empty() ? "brokers" : "standbys");
+    stalled_since_ = inputs.last_progress == absl::InfinitePast() || !inputs.stuck.empty()
+                         ? now
+                         : inputs.last_progress;
+    if (!inputs.stuck.empty()) {
+      spdlog::warn("stalled: {}", verdict.reason);  // the reason names the error
+    } else {
+      spdlog::warn("stalled: {}; the slot is not confirmed past them (check the {})",
+                   verdict.reason, inputs.held_by.empty() ? "brokers" : "standbys");
+    }
   } else if (verdict.healthy && stalled_) {
     stalled_ = false;
     spdlog::info(

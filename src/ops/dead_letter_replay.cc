@@ -51,6 +51,24 @@ absl::Status UnreadableMessage(const outbox::DeadLetter& l, const outbox::DeadLe
                    store.DeleteSql(l.id)));
 }
 
+// A letter replay must not publish as it stands: its content is no event, a NULL key
+// is not set yet, or a field's original bytes were not kept (OkStatus: publish it).
+absl::Status Unpublishable(const outbox::DeadLetter& l, const outbox::DeadLetterStore& store) {
+  if (outbox::IsUnreadableMessage(l)) return UnreadableMessage(l, store);
+  if (outbox::HasNullKey(l)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the row's id or aggregate_id was NULL: set the real value in ", store.table(),
+                     " (UPDATE ... WHERE seq = ", l.seq, "), then replay"));
+  }
+  if (l.original_lost) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a field holds a stand-in (~sha256:) whose original bytes the table did not keep "
+        "(made by an older outboxd setup): set the value in ",
+        store.table(), " (UPDATE ... WHERE seq = ", l.seq, "), then replay"));
+  }
+  return absl::OkStatus();
+}
+
 // Encodes each letter as the relay does and hands it to the producer. A letter that
 // fails the relay's checks (a payload that is not a JSON object or array, a missing
 // --key-pointer field, a topic name Kafka refuses) gets its outcome at once and is
@@ -60,8 +78,8 @@ void ProduceRound(std::vector<Attempt>& round, outbox::MessageEncoder& encoder,
   for (size_t i = 0; i < round.size(); ++i) {
     Attempt& a = round[i];
     const outbox::DeadLetter& l = a.letter;
-    if (outbox::IsUnreadableMessage(l)) {
-      a.outcome = UnreadableMessage(l, store);
+    if (absl::Status refused = Unpublishable(l, store); !refused.ok()) {
+      a.outcome = refused;
       continue;
     }
     // The letter holds the payload, not the value: encoded again in --format.

@@ -80,6 +80,26 @@ std::string CreateInboxSql(const TableName& inbox, PartitionInterval interval) {
 ) PARTITION BY RANGE (evento_criado_em))sql");
 }
 
+// The dead-letter table: created, or one an older setup made migrated (the one table
+// setup alters: outbox/dead_letter.h, DeadLetterStore::Migrate).
+absl::Status EnsureDeadLetterTable(pg::Connection& conn, const TableName& outbox,
+                                   const SetupOptions& options, SetupReport& report) {
+  const outbox::DeadLetterStore dead_letters(options.table);
+  const TableName table = outbox.Sibling(dead_letters.table());
+  OUTBOXD_ASSIGN_OR_RETURN(const bool exists, table.Exists(conn));
+  if (!exists) {
+    return CreateIfMissing(conn, table, "table " + dead_letters.table(),
+                           dead_letters.CreateSql(conn), report);
+  }
+  absl::StatusOr<std::string> migrated = dead_letters.Migrate(conn);
+  if (!migrated.ok()) {
+    return Annotate(migrated.status(), absl::StrCat("cannot migrate table ", dead_letters.table(),
+                                                    " (run setup as its owner): "));
+  }
+  if (!migrated->empty()) report.created.push_back(*migrated);
+  return absl::OkStatus();
+}
+
 absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
   OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
   const TableName index = outbox.Sibling(outbox.name + "_pendentes");
@@ -106,10 +126,7 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                      " (seq) WHERE publicado_em IS NULL"),
                         report));
   }
-  const outbox::DeadLetterStore dead_letters(options.table);
-  const TableName dead_letter_table = outbox.Sibling(dead_letters.table());
-  OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, dead_letter_table, "table " + dead_letters.table(),
-                                          dead_letters.CreateSql(conn), report));
+  OUTBOXD_RETURN_IF_ERROR(EnsureDeadLetterTable(conn, outbox, options, report));
   const outbox::RelayStateStore state(options.table);
   OUTBOXD_RETURN_IF_ERROR(CreateIfMissing(conn, outbox.Sibling(state.table()),
                                           "table " + state.table(), state.CreateSql(conn), report));

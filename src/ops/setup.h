@@ -53,6 +53,10 @@ struct SetupOptions {
   // moving to a partitioned inbox).
   PartitionInterval inbox_partition_by = PartitionInterval::kNone;
   int partitions_ahead = 3;  // both tables
+  // An existing outbox whose mapped columns allow NULL is refused (FailedPrecondition
+  // naming the ALTER TABLE) instead of noted: the relay dead-letters a row with a NULL
+  // there, and a NULL aggregate keeps no order.
+  bool require_not_null = false;
 };
 
 // What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}, and

@@ -1,16 +1,39 @@
 #include "outbox/dead_letter.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
+#include "outbox/stored_letter.h"
 #include "pg/identifier.h"
 
 namespace outboxd::outbox {
+namespace {
+
+// A bytea column in text form ("\\x0a1b..."); "" for anything else, which FromStored
+// then finds unreadable.
+std::string BytesFromHex(std::string_view text) {
+  if (text.substr(0, 2) != "\\x" || text.size() % 2 != 0) return "";
+  for (char c : text.substr(2)) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return "";
+  }
+  return absl::HexStringToBytes(absl::string_view(text.data() + 2, text.size() - 2));
+}
+
+}  // namespace
 
 bool IsUnreadableMessage(const DeadLetter& letter) {
   return absl::StartsWith(letter.id, kUnreadableMessagePrefix);
+}
+
+bool HasNullKey(const DeadLetter& letter) {
+  return absl::StartsWith(letter.error, kNullKeyError) &&
+         (absl::StartsWith(letter.id, kNullKeyPrefix) ||
+          absl::StartsWith(letter.aggregate_id, kNullKeyPrefix));
 }
 
 DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
@@ -18,9 +41,11 @@ DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
 
 std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   // Text columns: a poison event may be exactly what does not fit the outbox's types.
+  // What does not fit text either is stored as a stand-in, its bytes in `original`
+  // (outbox/stored_letter.h).
   return absl::StrCat("CREATE TABLE IF NOT EXISTS ", Quoted(conn), R"sql( (
   seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id           text        NOT NULL UNIQUE,
+  id           text        NOT NULL,
   aggregate_id text        NOT NULL,
   type         text        NOT NULL,
   payload      text        NOT NULL,
@@ -28,20 +53,84 @@ std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   lsn          text        NOT NULL,
   topic        text        NOT NULL,
   error        text        NOT NULL,
-  dead_at      timestamptz NOT NULL DEFAULT now()
+  dead_at      timestamptz NOT NULL DEFAULT now(),
+  original     bytea
 ); CREATE INDEX IF NOT EXISTS )sql",
                       pg::QuoteCheckedIdentifier(name_.name + "_aggregate"), " ON ", Quoted(conn),
-                      " (aggregate_id, seq)");
+                      " (aggregate_id, seq); CREATE UNIQUE INDEX IF NOT EXISTS ",
+                      pg::QuoteCheckedIdentifier(name_.name + "_event"), " ON ", Quoted(conn),
+                      " (id, aggregate_id)");
 }
 
-absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& l) const {
-  return conn
-      .ExecParams(absl::StrCat("INSERT INTO ", Quoted(conn),
-                               " (id, aggregate_id, type, payload, created_at, lsn, topic, error)"
-                               " VALUES ($1, $2, $3, $4, $5, $6, $7, left($8, 2000))"
-                               " ON CONFLICT (id) DO NOTHING"),
-                  {l.id, l.aggregate_id, l.type, l.payload, l.created_at, l.lsn, l.topic, l.error})
-      .status();
+absl::StatusOr<std::string> DeadLetterStore::Migrate(pg::Connection& conn) const {
+  // The unique constraint an older setup made: on id alone.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result old,
+      conn.ExecParams("SELECT c.conname FROM pg_constraint c JOIN pg_attribute a ON "
+                      "a.attrelid = c.conrelid AND a.attname = 'id' WHERE c.conrelid = "
+                      "$1::regclass AND c.contype = 'u' AND c.conkey = ARRAY[a.attnum]",
+                      {name_.quoted}));
+  OUTBOXD_ASSIGN_OR_RETURN(const bool has_original, HasOriginal(conn));
+  has_original_.reset();
+  if (has_original && old.rows() == 0) return std::string();
+  std::string sql = absl::StrCat(
+      "ALTER TABLE ", name_.quoted, " ADD COLUMN IF NOT EXISTS original bytea; ",
+      "CREATE UNIQUE INDEX IF NOT EXISTS ", pg::QuoteCheckedIdentifier(name_.name + "_event"),
+      " ON ", name_.quoted, " (id, aggregate_id)");
+  for (int i = 0; i < old.rows(); ++i) {
+    absl::StrAppend(&sql, "; ALTER TABLE ", name_.quoted, " DROP CONSTRAINT ",
+                    pg::SqlIdentifier(std::string(old.Get(i, 0))));
+  }
+  OUTBOXD_RETURN_IF_ERROR(conn.Exec(sql).status());
+  return absl::StrCat("table ", name_.name,
+                      " migrated: column original (the bytes of a letter's fields that text "
+                      "cannot hold) and ids unique per aggregate");
+}
+
+absl::StatusOr<bool> DeadLetterStore::HasOriginal(pg::Connection& conn) const {
+  if (has_original_) return *has_original_;
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.ExecParams("SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass "
+                                    "AND attname = 'original' AND NOT attisdropped",
+                                    {name_.quoted}));
+  has_original_ = r.rows() > 0;
+  return *has_original_;
+}
+
+absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& letter) const {
+  OUTBOXD_ASSIGN_OR_RETURN(const bool has_original, HasOriginal(conn));
+  const StoredLetter row = ToStored(letter);
+  const DeadLetter& l = row.text;
+  std::vector<std::optional<std::string>> params = {
+      l.id, l.aggregate_id, l.type, l.payload, l.created_at, l.lsn, l.topic, l.error};
+  if (has_original) {
+    params.emplace_back(
+        row.original ? std::optional(absl::StrCat("\\x", absl::BytesToHexString(*row.original)))
+                     : std::nullopt);
+  }
+  // No conflict target: the table may still have an older setup's unique id, and the
+  // check below tells such a refusal from a letter stored before.
+  const std::string table = Quoted(conn);
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams(
+          absl::StrCat("WITH stored AS (INSERT INTO ", table,
+                       " (id, aggregate_id, type, payload, created_at, lsn, topic, error",
+                       has_original ? ", original" : "",
+                       ") SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, "
+                       "$7::text, left($8::text, 2000)",
+                       has_original ? ", $9::bytea" : "", " WHERE NOT EXISTS (SELECT 1 FROM ",
+                       table,
+                       " WHERE id = $1 AND aggregate_id = $2) ON CONFLICT DO NOTHING RETURNING 1) "
+                       "SELECT (SELECT count(*) FROM stored), EXISTS (SELECT 1 FROM ",
+                       table, " WHERE id = $1 AND aggregate_id = $2)"),
+          params));
+  if (r.Get(0, 0) != "0" || r.Get(0, 1) == "t") return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "dead letter for event ", EscapeForLog(letter.id), " of aggregate ",
+      EscapeForLog(letter.aggregate_id), " not stored: table ", name_.name,
+      " keeps event ids unique across aggregates (made by an older outboxd setup); run outboxd "
+      "setup to migrate it"));
 }
 
 absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> DeadLetterStore::Aggregates(
@@ -59,22 +148,27 @@ absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> DeadLetterStor
 
 absl::StatusOr<std::vector<DeadLetter>> DeadLetterStore::List(
     pg::Connection& conn, const std::optional<std::string>& aggregate) const {
+  OUTBOXD_ASSIGN_OR_RETURN(const bool has_original, HasOriginal(conn));
   std::string sql = absl::StrCat(
       "SELECT seq, id, aggregate_id, type, payload, created_at, lsn, topic, error, "
-      "to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM ",
-      Quoted(conn), aggregate ? " WHERE aggregate_id = $1" : "", " ORDER BY seq");
+      "to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ",
+      has_original ? "original" : "NULL::bytea", " FROM ", Quoted(conn),
+      aggregate ? " WHERE aggregate_id = $1" : "", " ORDER BY seq");
   std::vector<std::optional<std::string>> params;
-  if (aggregate) params.push_back(*aggregate);
+  if (aggregate) params.push_back(StoredKey(*aggregate));
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.ExecParams(sql, params));
   std::vector<DeadLetter> letters(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
-    DeadLetter& l = letters[i];
+    StoredLetter row;
+    DeadLetter& l = row.text;
     if (!absl::SimpleAtoi(std::string(r.Get(i, 0)), &l.seq)) {
       return absl::InternalError("dead letter with a non-numeric seq");
     }
     std::string* fields[] = {&l.id,  &l.aggregate_id, &l.type,  &l.payload, &l.created_at,
                              &l.lsn, &l.topic,        &l.error, &l.dead_at};
     for (int f = 0; f < 9; ++f) *fields[f] = r.Get(i, f + 1);
+    if (!r.IsNull(i, 10)) row.original = BytesFromHex(r.Get(i, 10));
+    letters[i] = FromStored(row);
   }
   return letters;
 }

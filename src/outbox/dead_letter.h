@@ -34,6 +34,10 @@ struct DeadLetter {
   std::string topic;
   std::string error;
   std::string dead_at;  // when it was written (read back only)
+  // Read back only: a field still holds its stand-in (outbox/stored_letter.h) and the
+  // row kept no original bytes for it (a table from before the `original` column):
+  // what it held cannot be published again.
+  bool original_lost = false;
 };
 
 // A dead letter that holds a whole outboxd message whose content could not be read
@@ -43,6 +47,15 @@ struct DeadLetter {
 // it: a person reads it and deletes it (DeadLetterStore::DeleteSql).
 inline constexpr char kUnreadableMessagePrefix[] = "message@";
 bool IsUnreadableMessage(const DeadLetter& letter);
+
+// A dead letter for an outbox row with NULL in a mapped column (a table that allows
+// it): a NULL id or aggregate_id is stored as "null@<commit LSN>#<n>" (n: the row's
+// place among such rows in its transaction), so a NULL aggregate parks no other event.
+// Its error starts with kNullKeyError; replay leaves it, naming the fix, until a person
+// has set the real values (HasNullKey).
+inline constexpr char kNullKeyPrefix[] = "null@";
+inline constexpr char kNullKeyError[] = "a mapped column is NULL";
+bool HasNullKey(const DeadLetter& letter);
 
 struct FirstDeadLetter {
   std::string lsn;  // its commit LSN "X/Y"
@@ -57,17 +70,28 @@ class DeadLetterStore {
 
   // CREATE TABLE IF NOT EXISTS ... (for outboxd setup).
   std::string CreateSql(pg::Connection& conn) const;
+  // For outboxd setup on a table an older setup made: adds the `original` column and
+  // the unique index on (id, aggregate_id), and drops the old unique constraint on id
+  // alone. Returns what it changed ("" when nothing).
+  absl::StatusOr<std::string> Migrate(pg::Connection& conn) const;
   const std::string& table() const { return name_.name; }
 
-  // Idempotent on the event id: a poison event streamed again after a restart is
-  // stored once.
+  // Stores any letter, whatever bytes its fields hold (outbox/stored_letter.h).
+  // Idempotent on the event id and aggregate: a poison event streamed again after a
+  // restart is stored once, two events that share an id but not an aggregate are both
+  // stored. FailedPrecondition naming `outboxd setup` when the table (made by an older
+  // setup, not migrated) keeps ids unique across aggregates and refused the second.
   absl::Status Insert(pg::Connection& conn, const DeadLetter& letter) const;
+  // The table's shape is read once, at the first use after this (a session's start).
+  void ForgetShape() const { has_original_.reset(); }
   // Each aggregate that has dead letters, with its first one (arrival order): the
   // relay sends that aggregate's later events after it, and publishes its earlier
-  // ones (replayed after a restart) normally.
+  // ones (replayed after a restart) normally. Keyed by the stored key and id
+  // (outbox::StoredKey), which are unique to the event's own.
   absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> Aggregates(
       pg::Connection& conn) const;
-  // In arrival order; one aggregate's, or all.
+  // In arrival order; one aggregate's (its original bytes), or all. Each with its
+  // original bytes where the row kept them (outbox::FromStored).
   absl::StatusOr<std::vector<DeadLetter>> List(pg::Connection& conn,
                                                const std::optional<std::string>& aggregate) const;
   absl::StatusOr<int64_t> Count(pg::Connection& conn) const;
@@ -81,7 +105,10 @@ class DeadLetterStore {
 
  private:
   std::string Quoted(pg::Connection&) const { return name_.quoted; }
+  // Whether the table has the `original` column (a table from an older setup may not).
+  absl::StatusOr<bool> HasOriginal(pg::Connection& conn) const;
   pg::TableName name_;
+  mutable std::optional<bool> has_original_;
 };
 
 }  // namespace outboxd::outbox

@@ -78,6 +78,20 @@ absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const
   return event;
 }
 
+OutboxEvent EventMapper::MapPresent(const pgoutput::Tuple& tuple) const {
+  OutboxEvent event;
+  const std::pair<int, std::string_view*> fields[] = {{id_, &event.id},
+                                                      {aggregate_id_, &event.aggregate_id},
+                                                      {type_, &event.type},
+                                                      {payload_, &event.payload},
+                                                      {created_at_, &event.created_at}};
+  for (const auto& [index, out] : fields) {
+    if (index < 0 || static_cast<size_t>(index) >= tuple.size()) continue;
+    if (tuple[index].kind == pgoutput::ValueKind::kText) *out = tuple[index].data;
+  }
+  return event;
+}
+
 std::string MissingCreatedAtNote(std::string_view table, std::string_view column) {
   return absl::StrCat("table ", absl::string_view(table.data(), table.size()), " has no column \"",
                       absl::string_view(column.data(), column.size()),

@@ -56,6 +56,10 @@ class EventMapper {
   // A row of the outbox table as an event. InvalidArgument when a needed value is
   // NULL, or not sent in text form.
   absl::StatusOr<OutboxEvent> Map(const pgoutput::Tuple& tuple) const;
+  // The fields of a row Map refused for a NULL (or a value not in text form): those
+  // that hold text, the others empty. The tuple must have column_count() columns.
+  OutboxEvent MapPresent(const pgoutput::Tuple& tuple) const;
+  size_t column_count() const { return column_count_; }
 
  private:
   ColumnMapping mapping_;

@@ -66,6 +66,12 @@ class AckTracker {
   // Commit time (µs since the Unix epoch) of the oldest transaction not fully
   // acknowledged, if any: the "age of the oldest unpublished event" alert.
   std::optional<int64_t> oldest_unacked_commit_time() const;
+  // Commit time (µs since the Unix epoch) of the oldest transaction not confirmed yet,
+  // open or acknowledged or not: where a session that fails is stuck.
+  std::optional<int64_t> unconfirmed_commit_time() const {
+    if (txs_.empty()) return std::nullopt;
+    return txs_.front().commit_time_us;
+  }
   // Commit time (µs since the Unix epoch) of `tx` while it has events outstanding
   // (none for a stale report of a reset session): the commit-to-ack latency metric.
   std::optional<int64_t> commit_time(TxId tx) const;

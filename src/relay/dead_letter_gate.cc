@@ -5,8 +5,30 @@
 #include <utility>
 
 #include "base/status_macros.h"
+#include "outbox/stored_letter.h"
 
 namespace outboxd::relay {
+namespace {
+
+// The table keys letters by their stored key and id (outbox/stored_letter.h): unique
+// to the value, and the value itself for all but the odd poison key, which alone pays
+// for the copy.
+struct StoredKeyOf {
+  explicit StoredKeyOf(std::string_view key) : plain(outbox::IsPlainKey(key)) {
+    if (plain) {
+      view = absl::string_view(key.data(), key.size());
+    } else {
+      copy = outbox::StoredKey(key);
+      view = copy;
+    }
+  }
+  StoredKeyOf(const StoredKeyOf&) = delete;  // `view` may point into `copy`
+  bool plain;
+  std::string copy;
+  absl::string_view view;
+};
+
+}  // namespace
 
 absl::Status DeadLetterGate::Refresh() {
   OUTBOXD_ASSIGN_OR_RETURN(const absl::Time as_of, table_->Now());
@@ -29,8 +51,7 @@ absl::Status DeadLetterGate::Refresh() {
 }
 
 DeadLetterGate::Parked* DeadLetterGate::Find(std::string_view aggregate_id) {
-  // This abseil's string_view is its own type: the heterogeneous lookup needs one.
-  auto found = parked_.find(absl::string_view(aggregate_id.data(), aggregate_id.size()));
+  auto found = parked_.find(StoredKeyOf(aggregate_id).view);
   return found == parked_.end() ? nullptr : &found->second;
 }
 
@@ -47,20 +68,21 @@ absl::StatusOr<bool> DeadLetterGate::Follows(std::string_view aggregate_id,
   }
   if (at.commit_lsn != parked->lsn) return at.commit_lsn > parked->lsn;
   // The first dead letter's own transaction: the events before it there precede it.
-  if (event_id == parked->first_id) parked->passed_in = at.tx;
+  if (StoredKeyOf(event_id).view == parked->first_id) parked->passed_in = at.tx;
   return parked->passed_in == at.tx;
 }
 
 bool DeadLetterGate::IsParked(std::string_view aggregate_id) const {
-  return parked_.contains(absl::string_view(aggregate_id.data(), aggregate_id.size()));
+  return parked_.contains(StoredKeyOf(aggregate_id).view);
 }
 
 absl::Status DeadLetterGate::Store(const outbox::DeadLetter& letter, AckTracker::TxId tx) {
   OUTBOXD_RETURN_IF_ERROR(table_->Insert(letter));
+  const std::string first_id = outbox::StoredKey(letter.id);
   auto [parked, added] = parked_.try_emplace(
-      letter.aggregate_id,
-      Parked{.lsn = pg::ParseLsn(letter.lsn).value_or(0), .first_id = letter.id});
-  if (parked->second.first_id == letter.id) parked->second.passed_in = tx;
+      outbox::StoredKey(letter.aggregate_id),
+      Parked{.lsn = pg::ParseLsn(letter.lsn).value_or(0), .first_id = first_id});
+  if (parked->second.first_id == first_id) parked->second.passed_in = tx;
   return absl::OkStatus();
 }
 

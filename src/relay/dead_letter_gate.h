@@ -40,7 +40,8 @@ class DeadLetterTable {
   virtual ~DeadLetterTable() = default;
   // Stores one letter; idempotent on the event id.
   virtual absl::Status Insert(const outbox::DeadLetter& letter) = 0;
-  // Each aggregate with dead letters, and its first one (arrival order).
+  // Each aggregate with dead letters, and its first one (arrival order), by their
+  // stored key and id (outbox::StoredKey: the value itself unless it needed a stand-in).
   virtual absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>>
   Aggregates() = 0;
   // The server's time, read before Aggregates(): whatever committed before it is in

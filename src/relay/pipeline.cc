@@ -234,6 +234,7 @@ absl::Status Pipeline::HandleData(std::string_view data) {
     tx_lsn_text_ = pg::FormatLsn(begin->final_lsn);
     tx_commit_us_ = begin->commit_time + kPgEpochOffsetUs;
     tx_commit_text_.clear();
+    null_rows_ = 0;
     tx_sent_us_ = sent_us_;
     tx_picked_up_ = false;
   } else if (auto* commit = std::get_if<pgoutput::Commit>(&message_)) {
@@ -285,14 +286,41 @@ absl::Status Pipeline::HandleInsert(const pgoutput::Insert& insert) {
     return absl::OkStatus();
   }
   absl::StatusOr<outbox::OutboxEvent> event = mapper_.Map(insert.tuple);
-  if (!event.ok()) {
-    // Only a row that contradicts its own Relation gets here (NULL in a mapped
-    // column): stop with the reason rather than guess at an event.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "outbox row in transaction ", tx_lsn_text_, " cannot be read: ", event.status().message()));
-  }
+  if (!event.ok()) return DeadLetterNullRow(insert.tuple, event.status());
   if (options_.columns.created_at.empty()) event->created_at = CommitTimeText();
   return Publish(*event);
+}
+
+absl::Status Pipeline::DeadLetterNullRow(const pgoutput::Tuple& tuple, const absl::Status& error) {
+  // A row that does not match its Relation is no event at all: stop with the reason.
+  if (tuple.size() != mapper_.column_count()) {
+    return absl::FailedPreconditionError(absl::StrCat("outbox row in transaction ", tx_lsn_text_,
+                                                      " cannot be read: ", error.message()));
+  }
+  // A NULL (or a value not in text form) in a mapped column, which an adopted table
+  // may allow: stopping met the row again on every restart and held every aggregate.
+  tracker_.AddEvent(tx_);
+  outbox::OutboxEvent event = mapper_.MapPresent(tuple);
+  // Stand-ins for a missing id or aggregate, unique to the row: a NULL aggregate
+  // parks no other event (as an unreadable message's does not); replay leaves the
+  // letter until a person has set the real value (outbox::HasNullKey).
+  const std::string row = absl::StrCat(tx_lsn_text_, "#", ++null_rows_);
+  const std::string id =
+      event.id.empty() ? absl::StrCat(outbox::kNullKeyPrefix, row) : std::string(event.id);
+  const std::string aggregate = event.aggregate_id.empty()
+                                    ? absl::StrCat(outbox::kNullKeyPrefix, row)
+                                    : std::string(event.aggregate_id);
+  const sink::Header headers[] = {{.name = "id", .value = id},
+                                  {.name = "aggregate_id", .value = aggregate},
+                                  {.name = "type", .value = event.type},
+                                  {.name = "created_at", .value = event.created_at},
+                                  {.name = "lsn", .value = tx_lsn_text_}};
+  const sink::OutgoingMessage letter{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
+                                     .headers = headers,
+                                     .tag = tx_};
+  return DeadLetter(
+      letter, event.payload,
+      absl::InvalidArgumentError(absl::StrCat(outbox::kNullKeyError, " (", error.message(), ")")));
 }
 
 absl::Status Pipeline::HandleLogicalMessage(const pgoutput::LogicalMessage& message) {
@@ -674,7 +702,9 @@ void Pipeline::PublishStats() {
   if (!oldest && hold_.commit_time_pg_us() != 0) {
     oldest = hold_.commit_time_pg_us() + kPgEpochOffsetUs;
   }
-  const uint64_t waiting = tracker_.events_in_flight() + hold_.events();
+  if (stuck_commit_us_) oldest = std::min(oldest.value_or(*stuck_commit_us_), *stuck_commit_us_);
+  const uint64_t waiting = std::max<uint64_t>(tracker_.events_in_flight() + hold_.events(),
+                                              stuck_commit_us_ ? 1 : 0);
   observe::Metrics& m = stats_->metrics;
   m.SetConnected(stats_->streaming);
   m.SetReceivedLsn(received_);

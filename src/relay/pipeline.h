@@ -41,6 +41,7 @@
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/relay_options.h"
+#include "relay/repeated_failure.h"
 #include "relay/standby_hold.h"
 #include "sink/sink.h"
 
@@ -125,6 +126,18 @@ class Pipeline {
   // The end of the committed transaction held for the standbys (0: none).
   pg::Lsn held_end() const { return hold_.end(); }
 
+  // Where the session is, for RepeatedFailure when it fails: call before EndSession.
+  FailurePoint failure_point() const {
+    return {.position = tracker_.watermark(), .commit_us = tracker_.unconfirmed_commit_time()};
+  }
+  // RepeatedFailure found the relay stuck on a transaction committed at `commit_us`
+  // (nullopt: not stuck): /metrics counts one event in flight since then, so the age
+  // and stall alerts see what no session gets past.
+  void SetStuck(std::optional<int64_t> commit_us) {
+    stuck_commit_us_ = commit_us;
+    PublishStats();
+  }
+
   pg::Lsn watermark() const { return tracker_.watermark(); }
   AckTracker::Acknowledged acknowledged() const { return tracker_.acknowledged(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
@@ -141,6 +154,9 @@ class Pipeline {
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
+  // A row with NULL in a mapped column (a table that allows it): a dead letter that
+  // parks its aggregate, or none when the aggregate itself is NULL.
+  absl::Status DeadLetterNullRow(const pgoutput::Tuple& tuple, const absl::Status& error);
   // --source messages|both: an outboxd_emit message is an event like a row.
   absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
   // An outboxd message whose content cannot be read: dead-lettered whole, since it
@@ -238,6 +254,9 @@ class Pipeline {
   // takes its messages out once they do), and their flush position.
   StandbyHold hold_{options_.max_in_flight_bytes};
   pg::Lsn standby_flush_ = 0;
+
+  std::optional<int64_t> stuck_commit_us_;  // SetStuck
+  uint64_t null_rows_ = 0;                  // in this transaction, for their letters' ids
 };
 
 }  // namespace outboxd::relay

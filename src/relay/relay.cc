@@ -59,6 +59,7 @@ absl::Status Relay::Run() {
         pipeline_.CloseSink();
         return status;
       }
+      SessionFailed(status);
     }
     EndSession();
     if (stop_->requested()) break;
@@ -153,6 +154,11 @@ bool Relay::UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const {
 absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
+    if (repeated_.Confirmed(pipeline_.watermark())) {
+      spdlog::info("no longer stuck: confirmed {}", pg::FormatLsn(pipeline_.watermark()));
+      stats_->health.SetStuck("");
+      pipeline_.SetStuck(std::nullopt);
+    }
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.acknowledged()));
     catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
@@ -160,6 +166,16 @@ absl::Status Relay::Loop() {
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
   return absl::OkStatus();
+}
+
+void Relay::SessionFailed(const absl::Status& status) {
+  if (stop_->requested()) return;
+  const bool was_stuck = repeated_.stuck();
+  repeated_.SessionFailed(pipeline_.failure_point(), status);
+  if (!repeated_.stuck()) return;
+  if (!was_stuck) spdlog::error("{}", repeated_.reason());
+  stats_->health.SetStuck(repeated_.reason());
+  pipeline_.SetStuck(repeated_.stuck_commit_us());
 }
 
 void Relay::ReportStandbyWait() {

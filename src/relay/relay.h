@@ -35,6 +35,7 @@
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
+#include "relay/repeated_failure.h"
 #include "relay/session.h"
 
 namespace outboxd::relay {
@@ -66,6 +67,9 @@ class Relay {
   // Streams until the stop signal (OK) or an error.
   absl::Status Loop();
   void EndSession();
+  // A session that streamed ended with `status`: RepeatedFailure's count, and when it
+  // says stuck, /healthz and the metrics.
+  void SessionFailed(const absl::Status& status);
   // --standby-slot: which named standbys the held transaction waits for, in the
   // metrics (outboxd_standby_waiting) and /healthz, when that changes.
   void ReportStandbyWait();
@@ -79,6 +83,7 @@ class Relay {
   DeadLetterGate gate_;
   Pipeline pipeline_;
   CatchUp catch_up_;
+  RepeatedFailure repeated_;
   std::string history_;  // the previous session's server history (Session::history)
   std::string held_by_;  // as last reported by ReportStandbyWait
   // A bulk catch-up failed in a way retrying will not fix: stream from then on.

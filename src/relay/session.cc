@@ -36,6 +36,7 @@ Session::Session(const RelayOptions& options, RelayStats* stats)
       slot_watch_(options.slot, options.slot_check_interval) {}
 
 absl::Status Session::Open() {
+  dead_letter_table_.ForgetShape();  // setup may have migrated it meanwhile
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Connection conn,
       pg::Connection::Open(options_.conninfo, pg::ConnectionKind::kReplication));

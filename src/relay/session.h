@@ -114,6 +114,7 @@ class Session {
     absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override;
     absl::StatusOr<absl::Time> Now() override;
     std::string_view name() const override { return store_.table(); }
+    void ForgetShape() { store_.ForgetShape(); }
 
    private:
     outbox::DeadLetterStore store_;

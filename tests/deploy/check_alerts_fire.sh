@@ -12,7 +12,10 @@
 #     comes back: both resolve (leave the list);
 #  3. an event the relay cannot produce (no --key-pointer field) becomes a dead letter:
 #     OutboxdDeadLettersIncreasing fires, and resolves once its window has passed;
-#     no other alert fires meanwhile;
+#     no other alert fires meanwhile; then one the dead-letter table refuses (a trigger
+#     raising what a too-long index key raised): the relay fails again and again at
+#     it, and OutboxdStalled and OutboxdOldestUnacknowledgedEventTooOld fire until the
+#     trigger is gone;
 #  4. the Grafana dashboard (deploy/grafana/outboxd.json): every panel's query parses
 #     on this Prometheus (/api/v1/query) and every metric name in it is one the relay
 #     exports on /metrics (or `up`, which Prometheus adds per target).
@@ -202,6 +205,24 @@ expect_only_firing OutboxdDeadLettersIncreasing
 wait_for "OutboxdDeadLettersIncreasing resolved (its 30 s window passed)" state_is OutboxdDeadLettersIncreasing inactive
 note "OutboxdDeadLettersIncreasing resolved $((SECONDS - t0))s after the poison event"
 expect_only_firing
+
+# A letter the table refuses: each session fails at it (issue 27 point 3); the relay
+# counts one event in flight since its commit, so the stall and age alerts fire.
+sql "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RAISE EXCEPTION 'index row size 6424 exceeds btree version 4 maximum 2704' USING ERRCODE = '54000'; END \$\$; CREATE TRIGGER refuse BEFORE INSERT ON outbox_dead_letter FOR EACH ROW EXECUTE FUNCTION refuse()"
+t0=$SECONDS
+sql "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('stuck', 'pedido.confirmado', '{\"no_customer\":true}')"
+wait_for "OutboxdStalled firing (stuck)" state_is OutboxdStalled firing
+wait_for "OutboxdOldestUnacknowledgedEventTooOld firing (stuck)" state_is OutboxdOldestUnacknowledgedEventTooOld firing
+note "stuck on a letter the table refuses: stall and age alerts firing $((SECONDS - t0))s after the event"
+# Between its sessions the relay is not streaming: that alert may fire too.
+expect_only_firing OutboxdStalled OutboxdOldestUnacknowledgedEventTooOld OutboxdNotStreaming
+sql "DROP TRIGGER refuse ON outbox_dead_letter"
+t0=$SECONDS
+wait_for "OutboxdStalled resolved (unstuck)" state_is OutboxdStalled inactive
+wait_for "OutboxdOldestUnacknowledgedEventTooOld resolved (unstuck)" state_is OutboxdOldestUnacknowledgedEventTooOld inactive
+note "both resolved $((SECONDS - t0))s after the trigger was dropped"
+[[ $(sql "SELECT count(*) FROM outbox_dead_letter WHERE aggregate_id = 'stuck'") -eq 1 ]] ||
+  die "the refused event is not in outbox_dead_letter once the trigger is gone"
 
 # ---- 4. the dashboard's queries against this Prometheus and the relay's /metrics --------
 if [[ -f $dashboard ]]; then

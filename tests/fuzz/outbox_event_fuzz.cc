@@ -8,7 +8,8 @@
 // a kind (NULL, unchanged TOAST, text, binary) and bytes, the last one running to the
 // end of the input (the payload, usually). Checks: SetRelation fails only for a missing
 // column, as FailedPrecondition; Map fails only as InvalidArgument; each field of an
-// event is the row's own value (a view into the input); the payload check answers OK
+// event is the row's own value (a view into the input), and so is each field
+// MapPresent keeps of a row Map refused; the payload check answers OK
 // only for a JSON object or array, InvalidArgument otherwise, and a reused checker
 // (the relay's hot path) agrees with a fresh one; IsoTimestamp keeps the length or
 // grows it by the ":00" of the offset.
@@ -114,6 +115,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<outbox::OutboxEvent> event = mapper.Map(tuple);
   if (!event.ok()) {
     Check(event.status().code() == absl::StatusCode::kInvalidArgument);
+    // A NULL in a mapped column: the relay dead-letters what the row holds.
+    if (tuple.size() == mapper.column_count()) {
+      const outbox::OutboxEvent present = mapper.MapPresent(tuple);
+      for (std::string_view field :
+           {present.id, present.aggregate_id, present.type, present.payload, present.created_at}) {
+        Check(Inside(field, input));
+      }
+    }
     // The payload check still sees whatever a text value holds.
     for (const pgoutput::TupleValue& v : tuple) CheckPayload(v.data, *reused);
     return 0;

@@ -60,6 +60,24 @@ TEST(Health, NamesTheStandbySlotAHeldTransactionWaitsFor) {
 
 // Issue 20 point 1: a slot about to lose WAL is a 503 with its reason, before a stall,
 // until the relay clears it.
+// Issue 27 point 3: between the sessions of a relay stuck on one position nothing is
+// in flight and it is connected most of the time, so only the stuck reason shows it.
+TEST(HealthState, AStuckRelayIsUnhealthyAndNotReadyUntilCleared) {
+  HealthState state;
+  state.SetConnected(true);
+  state.SetStuck("stuck: 3 sessions in a row failed at 0/16B3748; last error: x");
+  for (const HealthVerdict& v : {CheckHealth(state.Snapshot(), kStall, kNow),
+                                 CheckReadiness(state.Snapshot(), kStall, kNow)}) {
+    EXPECT_FALSE(v.healthy);
+    EXPECT_EQ(v.reason, "stuck: 3 sessions in a row failed at 0/16B3748; last error: x");
+  }
+  state.SetConnected(false);  // between two sessions: still the reason that matters
+  EXPECT_EQ(CheckHealth(state.Snapshot(), kStall, kNow).reason.substr(0, 6), "stuck:");
+  state.SetConnected(true);
+  state.SetStuck("");
+  EXPECT_TRUE(CheckHealth(state.Snapshot(), kStall, kNow).healthy);
+}
+
 TEST(HealthState, AnUnreservedSlotIsUnhealthyUntilCleared) {
   HealthState state;
   state.SetConnected(true);

@@ -52,13 +52,17 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
                           "table inbox", "publication outboxd", "function outboxd_emit",
                           "replication slot " + db->name()));
   EXPECT_EQ(TableFingerprint(*db, "dbz_outbox"), before);
-  // Said once each: what goes without the timestamp, and that polling cannot serve it.
-  ASSERT_EQ(report.notes.size(), 2u);
+  // Said once each: what goes without the timestamp, what a NULL payload becomes, and
+  // that polling cannot serve it.
+  ASSERT_EQ(report.notes.size(), 3u);
   EXPECT_EQ(report.notes[0],
             "table dbz_outbox has no column \"criado_em\" (--created-at-column): outboxd run "
             "sends the transaction's commit time as the created_at header, and status and "
             "cleanup cannot tell its rows' age (status shows it unknown, cleanup keeps the rows)");
   EXPECT_EQ(report.notes[1],
+            "table dbz_outbox allows NULL in mapped column(s) payload: outboxd run dead-letters "
+            "such a row; to forbid them: ALTER TABLE dbz_outbox ALTER COLUMN payload SET NOT NULL");
+  EXPECT_EQ(report.notes[2],
             "table dbz_outbox has no polling columns (seq, publicado_em, tentativas, "
             "ultimo_erro, proxima_tentativa_em): outboxd poll cannot serve it, outboxd run can; "
             "setup never alters an existing table");
@@ -73,6 +77,25 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
                   .ok());
   EXPECT_THAT(again.created, IsEmpty());
   EXPECT_EQ(TableFingerprint(*db, "dbz_outbox"), before);
+}
+
+// Issue 27 point 6: with --require-not-null a mapped column that allows NULL is refused
+// with the ALTER TABLE that fixes it, before anything is created.
+TEST(SetupColumns, RequireNotNullRefusesANullableMappedColumnAndCreatesNothing) {
+  auto db = test::TestDatabase::Create();
+  db->Exec(test::DebeziumTableDdl());
+  db->Exec("ALTER TABLE dbz_outbox ALTER COLUMN aggregateid DROP NOT NULL");
+  pg::Connection conn = db->Connect();
+  absl::Status status = ops::Setup(conn, {.table = "dbz_outbox",
+                                          .slot = db->name(),
+                                          .columns = kDebeziumColumns,
+                                          .require_not_null = true});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(),
+            "table dbz_outbox allows NULL in mapped column(s) aggregateid, payload: outboxd run "
+            "dead-letters such a row (--require-not-null); fix: ALTER TABLE dbz_outbox ALTER "
+            "COLUMN aggregateid SET NOT NULL, ALTER COLUMN payload SET NOT NULL");
+  EXPECT_EQ(db->Scalar("SELECT to_regclass('dbz_outbox_dead_letter') IS NULL"), "t");
 }
 
 // The issue's first failure: without the column flags setup went on to the index on

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "observe/health.h"
 #include "outbox/emitted_event.h"
+#include "outbox/stored_letter.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
 #include "support/captured_log.h"
@@ -39,11 +40,13 @@ class MemoryDeadLetters final : public DeadLetterTable {
     letters.push_back(letter);
     return absl::OkStatus();
   }
+  // By stored key and id, as PostgreSQL's table answers (outbox/stored_letter.h).
   absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override {
     ++reads;
     absl::flat_hash_map<std::string, outbox::FirstDeadLetter> first;
     for (const outbox::DeadLetter& l : letters) {
-      first.try_emplace(l.aggregate_id, outbox::FirstDeadLetter{.lsn = l.lsn, .id = l.id});
+      first.try_emplace(outbox::StoredKey(l.aggregate_id),
+                        outbox::FirstDeadLetter{.lsn = l.lsn, .id = outbox::StoredKey(l.id)});
     }
     return first;
   }
@@ -281,6 +284,66 @@ TEST_F(RelayPipelineTest, DeadLetterParksItsAggregatesFollowersInOrderWhileOther
   EXPECT_EQ(stream_->last_confirmed(), last);
 }
 
+// Issue 27 point 6: a NULL in a mapped column (an adopted table allowing it) made the
+// relay exit, and meet the row again on every restart. Now it is a dead letter with
+// the reason: a NULL aggregate parks no other event, a NULL payload parks its own
+// aggregate's followers, and every other aggregate flows.
+TEST_F(RelayPipelineTest, ARowWithANullInAMappedColumnIsADeadLetterAndOthersFlow) {
+  fake_.set_answer(
+      [](const test::ProducedMessage&) -> std::optional<absl::Status> { return absl::OkStatus(); });
+  const pg::Lsn last = wal_.Commit({{.id = "n1", .aggregate_id = test::kNullValue},
+                                    {.id = "a1", .aggregate_id = "A", .payload = test::kNullValue},
+                                    {.id = "b1", .aggregate_id = "B"},
+                                    {.id = test::kNullValue, .aggregate_id = test::kNullValue},
+                                    {.id = "a2", .aggregate_id = "A"},
+                                    {.id = "e1", .aggregate_id = ""}});
+  Start();
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+  ASSERT_EQ(dead_letters_.letters.size(), 4u);
+  const outbox::DeadLetter& null_aggregate = dead_letters_.letters[0];
+  EXPECT_EQ(null_aggregate.id, "n1");
+  EXPECT_THAT(null_aggregate.aggregate_id, ::testing::StartsWith("null@"));
+  EXPECT_THAT(null_aggregate.error, HasSubstr("column aggregate_id is NULL"));
+  EXPECT_THAT(null_aggregate.error, ::testing::StartsWith(outbox::kNullKeyError));
+  EXPECT_TRUE(outbox::HasNullKey(null_aggregate));
+  EXPECT_EQ(dead_letters_.letters[1].id, "a1");
+  EXPECT_THAT(dead_letters_.letters[1].error, HasSubstr("column payload is NULL"));
+  EXPECT_FALSE(outbox::HasNullKey(dead_letters_.letters[1]));
+  EXPECT_THAT(dead_letters_.letters[2].id, ::testing::StartsWith("null@"));
+  EXPECT_NE(dead_letters_.letters[0].aggregate_id, dead_letters_.letters[2].aggregate_id);
+  EXPECT_EQ(dead_letters_.letters[3].id, "a2") << "follows a1";
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("b1", "e1"))
+      << "the aggregate '' is not parked by a NULL one";
+  EXPECT_EQ(stream_->last_confirmed(), last);
+}
+
+// What RepeatedFailure records when a session fails: the confirmed position and the
+// commit time of the oldest transaction not confirmed; stuck, the metrics count one
+// event in flight since then.
+TEST_F(RelayPipelineTest, AStuckRelayShowsTheStuckTransactionsAgeAndAnEventInFlight) {
+  fake_.set_answer([](const test::ProducedMessage&) -> std::optional<absl::Status> {
+    return std::nullopt;  // no report yet
+  });
+  wal_.Commit({{.id = "a1", .aggregate_id = "A"}});
+  Start();
+  wal_.Send();
+  Step();
+  const FailurePoint at = pipeline_->failure_point();
+  ASSERT_TRUE(at.commit_us.has_value());
+  EXPECT_EQ(at.position, pipeline_->watermark());
+  pipeline_->EndSession();
+  std::string metrics = stats_.metrics.Render();
+  EXPECT_THAT(metrics, HasSubstr("outboxd_events_in_flight 0\n"));
+  pipeline_->SetStuck(at.commit_us);
+  metrics = stats_.metrics.Render();
+  EXPECT_THAT(metrics, HasSubstr("outboxd_events_in_flight 1\n"));
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("outboxd_oldest_unacked_age_seconds 0\n")));
+  pipeline_->SetStuck(std::nullopt);
+  EXPECT_THAT(stats_.metrics.Render(), HasSubstr("outboxd_events_in_flight 0\n"));
+}
+
 // A refused key dead-letters every event of its aggregate (a RabbitMQ exchange without
 // a queue for it refuses them all): one error per parked aggregate, and the events that
 // follow it summed up at most every 10 s, not an error line for each.
@@ -374,6 +437,39 @@ TEST_F(RelayPipelineTest, ABacklogOfAParkedAggregateIsDecidedOnOneRead) {
 
   EXPECT_EQ(dead_letters_.letters.size(), 100u);
   EXPECT_LE(dead_letters_.reads - reads_before, 1);
+}
+
+// Issue 27 point 3: the table keeps a 6.4 kB or non-UTF-8 aggregate as a stand-in, and
+// the gate parks and looks it up by that stored key, across a refresh too; its own
+// first letter's transaction is told apart by the stored id.
+TEST_F(RelayPipelineTest, AnAggregateStoredAsAStandInStaysParkedAcrossARefresh) {
+  const std::string huge(outbox::kMaxStoredKeyBytes + 1, 'k');  // past what is kept as is
+  const std::string bytes = "agg-\xff\xfe";
+  fake_.set_answer([&](const test::ProducedMessage& m) -> std::optional<absl::Status> {
+    if (m.key == huge) return absl::InvalidArgumentError("message too large");
+    return absl::OkStatus();
+  });
+  wal_.Commit({{.id = "h1", .aggregate_id = huge}, {.id = "x1", .aggregate_id = bytes}});
+  Start();
+  wal_.Send();
+  Step();
+  wal_.Commit({{.id = "h2", .aggregate_id = huge}});
+  wal_.Send();
+  Step();
+  ASSERT_THAT(dead_letters_.ids(), ElementsAre("h1", "h2"));
+  // Committed after the gate's last read: it reads the table again, whose keys are
+  // stand-ins.
+  Advance(absl::Seconds(3));
+  const int reads = dead_letters_.reads;
+  const pg::Lsn last = wal_.Commit(
+      {{.id = "h3", .aggregate_id = huge}, {.id = "x2", .aggregate_id = bytes}}, now_);
+  wal_.Send();
+  Step();
+  Step(kCoalesce);
+  EXPECT_THAT(dead_letters_.ids(), ElementsAre("h1", "h2", "h3"));
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("h1", "x1", "x2"));
+  EXPECT_EQ(stream_->last_confirmed(), last);
+  EXPECT_GT(dead_letters_.reads, reads);
 }
 
 // Reading pauses while the events in flight reach --max-in-flight, and resumes as

@@ -76,6 +76,10 @@ std::string Insert(uint32_t relation_id, const std::vector<std::string>& text_va
   PutU8(out, 'N');
   PutU16(out, static_cast<uint16_t>(text_values.size()));
   for (const std::string& v : text_values) {
+    if (v == kNullValue) {
+      PutU8(out, 'n');
+      continue;
+    }
     PutU8(out, 't');
     PutU32(out, static_cast<uint32_t>(v.size()));
     out.append(v);

@@ -88,6 +88,9 @@ class ScriptedStream final : public relay::ChangeStream {
 };
 
 // One outbox row as the test writes it; the other columns get plausible values.
+// A field of an OutboxRow sent as NULL (an adopted table may allow one).
+inline const std::string kNullValue("\0NULL", 5);
+
 struct OutboxRow {
   std::string id;
   std::string aggregate_id;

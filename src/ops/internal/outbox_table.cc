@@ -82,6 +82,40 @@ absl::Status CheckPollingColumns(const absl::flat_hash_set<std::string>& present
   return absl::OkStatus();
 }
 
+// Mapped columns that allow NULL: the relay dead-letters a row with a NULL in one (an
+// aggregate's NULL keeps no order), so a note, or with --require-not-null the error.
+absl::Status CheckNotNull(pg::Connection& conn, const pg::TableName& outbox,
+                          const SetupOptions& options, OutboxTable& table) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r, conn.ExecParams("SELECT attname FROM pg_attribute WHERE attrelid = "
+                                    "to_regclass($1) AND attnum > 0 AND NOT attisdropped AND "
+                                    "NOT attnotnull ORDER BY attnum",
+                                    {outbox.quoted}));
+  const outbox::ColumnMapping& c = options.columns;
+  std::vector<std::string> nullable;
+  for (int i = 0; i < r.rows(); ++i) {
+    const std::string name(r.Get(i, 0));
+    if (name == c.id || name == c.aggregate_id || name == c.type || name == c.payload ||
+        (!c.created_at.empty() && name == c.created_at)) {
+      nullable.push_back(name);
+    }
+  }
+  if (nullable.empty()) return absl::OkStatus();
+  std::string alter = absl::StrCat("ALTER TABLE ", outbox.Display());
+  for (size_t i = 0; i < nullable.size(); ++i) {
+    absl::StrAppend(&alter, i ? "," : "", " ALTER COLUMN ", pg::SqlIdentifier(nullable[i]),
+                    " SET NOT NULL");
+  }
+  const std::string what =
+      absl::StrCat("table ", outbox.Display(), " allows NULL in mapped column(s) ",
+                   absl::StrJoin(nullable, ", "), ": outboxd run dead-letters such a row");
+  if (options.require_not_null) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " (--require-not-null); fix: ", alter));
+  }
+  table.notes.push_back(absl::StrCat(what, "; to forbid them: ", alter));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::TableName& outbox,
@@ -95,6 +129,7 @@ absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::T
   if (!created_at.empty() && !present.contains(created_at)) {
     table.notes.push_back(outbox::MissingCreatedAtNote(outbox.Display(), created_at));
   }
+  OUTBOXD_RETURN_IF_ERROR(CheckNotNull(conn, outbox, options, table));
   OUTBOXD_RETURN_IF_ERROR(CheckPollingColumns(present, outbox, options, table));
   return table;
 }
