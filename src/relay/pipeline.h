@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
+#include "outbox/emitted_event.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
 #include "outbox/topic_template.h"
@@ -124,6 +125,10 @@ class Pipeline {
   // The end of the committed transaction held for the standbys (0: none).
   pg::Lsn held_end() const { return held_end_; }
 
+  // --source messages|both: the key outboxd_emit signs with (outbox/emit_key.h), read
+  // by each session; a message it did not sign is rejected, never published.
+  void SetEmitKey(outbox::EmitKey key) { emit_key_ = std::move(key); }
+
   pg::Lsn watermark() const { return tracker_.watermark(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
@@ -146,10 +151,15 @@ class Pipeline {
   absl::Status HandleInsert(const pgoutput::Insert& insert);
   // --source messages|both: an outboxd_emit message is an event like a row.
   absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
-  // An outboxd message whose content cannot be read: dead-lettered whole, since it
-  // names no aggregate to park and stopping would stall every event behind it.
-  absl::Status DeadLetterUnreadable(const pgoutput::LogicalMessage& message,
-                                    const absl::Status& error);
+  // An outboxd message that is no event (forged, unsigned, invalid, too large):
+  // counted by reason, logged at most once per interval (LogRejections), skipped.
+  void Reject(pg::Lsn lsn, outbox::Rejection reason, std::string_view why);
+  // One line for the rejections not logged since the last one: every
+  // kRejectionsLogInterval, or `now`.
+  void LogRejections(bool now);
+  // --standby-slot: false for a logical message the relay would skip or refuse for its
+  // size (that one is counted here), so Hold keeps no copy of it.
+  bool WorthHolding(std::string_view data);
   bool IsOutboxTable(const pgoutput::Relation& relation) const;
   // The current transaction's commit time, rendered once per transaction: the
   // created_at of events from a table without a created-at column.
@@ -206,7 +216,9 @@ class Pipeline {
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
   bool warned_ignored_row_ = false;        // --source messages: a row arrived
-  bool warned_non_transactional_ = false;  // an outboxd message outside a transaction
+  outbox::EmitKey emit_key_;               // SetEmitKey
+  uint64_t rejections_unlogged_ = 0;       // LogRejections
+  absl::Time rejections_logged_at_ = absl::InfinitePast();
 
   absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
+#include "outbox/emit_key.h"
 #include "outbox/emitted_event.h"
 #include "pgoutput/decoder.h"
 #include "support/set_up_database.h"
@@ -160,8 +161,12 @@ TEST_F(WriterTest, EmitEventWritesOneTransactionalMessageOnlyWhenTheTransactionC
   const auto& message = std::get<pgoutput::LogicalMessage>(*decoded);
   EXPECT_EQ(message.flags, 1) << "transactional";
   EXPECT_EQ(message.prefix, kEmitPrefix);
-  absl::StatusOr<OutboxEvent> event = ParseEmittedEvent(message.content);
-  ASSERT_TRUE(event.ok()) << event.status();
+  // Signed with the key setup made, as the relay checks it.
+  absl::StatusOr<EmitKey> key = EmitKeyStore(*pg::TableName::Parse("outbox")).Read(app);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EmittedRead read = ReadEmittedEvent(message.content, *key, message.lsn);
+  ASSERT_TRUE(read.ok()) << read.why;
+  const OutboxEvent* event = &read.event;
   EXPECT_EQ(event->id, *id);
   EXPECT_EQ(event->aggregate_id, "pedido-77");
   EXPECT_EQ(event->type, "pedido.confirmado");
