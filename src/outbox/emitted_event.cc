@@ -168,6 +168,12 @@ EmittedRead ReadEmittedEvent(std::string_view content, const EmitKey& key, pg::L
     return Refuse(Rejection::kTooLarge, absl::StrCat("is ", content.size(), " bytes, over the ",
                                                      kMaxEmittedContent, " outboxd_emit writes"));
   }
+  if (content == kEmitCutByServer) {
+    return Refuse(
+        Rejection::kTooLarge,
+        absl::StrCat("was over the ", kMaxEmittedContent,
+                     " bytes outboxd_emit writes (left out by the bulk catch-up's query)"));
+  }
   std::string_view version;
   if (!NextField(content, version) ||
       (version != kEmitVersion && version != kEmitVersionUnsigned)) {

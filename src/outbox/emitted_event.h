@@ -58,6 +58,10 @@ inline constexpr char kEmitKeyTable[] = "outboxd_emit_key";
 // message.max.bytes is 1,000,000, so a larger event could not be produced anyway. The
 // relay never parses, hashes or copies a larger one.
 inline constexpr size_t kMaxEmittedContent = 1 << 20;
+// The content a bulk catch-up's query puts in place of a message over
+// kMaxEmittedContent (relay/bulk_stream.cc), so the relay counts it as too_large
+// without receiving it. Anyone may write it too: it is refused as too_large all the same.
+inline constexpr char kEmitCutByServer[] = "outboxd-too-large";
 // The longest aggregate_id and type, in bytes (a key and a topic, not documents).
 inline constexpr size_t kMaxEmittedField = 1024;
 
