@@ -215,10 +215,11 @@ absl::StatusOr<TableName> ResolveSchema(pg::Connection& conn, TableName outbox) 
 // The WAL-only outbox's writer function (outbox/emitted_event.h) and its signing key
 // (outbox/emit_key.h), beside the outbox table. The function is replaced on every run,
 // so an upgrade brings its new definition, and EXECUTE is taken from PUBLIC each time
-// (the owner grants it like INSERT on the outbox). `upgraded`: an unsigned function
-// got its first key (Setup then lets its version-1 backlog through).
+// (the owner grants it like INSERT on the outbox). `upgraded`: the outbox table, set
+// when an unsigned function got its first key (Setup then lets its version-1 backlog
+// through).
 absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& options,
-                                SetupReport& report, bool& upgraded) {
+                                SetupReport& report, std::optional<TableName>& upgraded) {
   OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(const TableName resolved, ResolveSchema(conn, outbox));
   const TableName function = resolved.Sibling(std::string(outbox::kEmitFunction));
@@ -228,7 +229,8 @@ absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& option
       conn.ExecParams("SELECT pg_catalog.to_regprocedure($1 || '(text,text,jsonb)') IS NULL, "
                       "pg_catalog.to_regclass($2) IS NULL",
                       {function.quoted, keys.table().quoted}));
-  OUTBOXD_ASSIGN_OR_RETURN(upgraded, keys.Ensure(conn, found.Get(0, 0) == "f"));
+  OUTBOXD_ASSIGN_OR_RETURN(const bool first_key, keys.Ensure(conn, found.Get(0, 0) == "f"));
+  if (first_key) upgraded = resolved;
   absl::StatusOr<pg::Result> created = conn.Exec(
       absl::StrCat(outbox::EmitFunctionSql(function, keys.table()), "; REVOKE ALL ON FUNCTION ",
                    function.quoted, "(text, text, jsonb) FROM PUBLIC"));
@@ -261,7 +263,7 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
       conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(hashtext('outboxd setup'))").status());
   absl::Status status = EnsureTables(conn, options, report);
   if (status.ok() && !options.poll_only) status = EnsurePublication(conn, options, report);
-  bool upgraded = false;
+  std::optional<TableName> upgraded;
   if (status.ok() && !options.poll_only) {
     status = EnsureEmitFunction(conn, options, report, upgraded);
   }
@@ -274,8 +276,7 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
   if (!upgraded) return absl::OkStatus();
   // Committed first: a call of the old function that began before has written its
   // message below the position read now.
-  OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
-  return outbox::EmitKeyStore(outbox).RecordUpgrade(conn);
+  return outbox::EmitKeyStore(*upgraded).RecordUpgrade(conn);
 }
 
 // An existing slot must be a pgoutput slot of this database.

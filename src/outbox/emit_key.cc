@@ -52,23 +52,61 @@ absl::Status EmitKeyStore::RecordUpgrade(pg::Connection& conn) const {
       .status();
 }
 
-absl::StatusOr<EmitKey> EmitKeyStore::Read(pg::Connection& conn) const {
+absl::StatusOr<pg::TableName> EmitKeyStore::Locate(pg::Connection& conn,
+                                                   const std::string& publication) const {
+  // The key table in the schema of the outbox the relay's publication covers, owned by
+  // that table's owner. Only a table's owner can add it to a publication, and the
+  // publication's name is unique in the database: a role that plants its own outbox
+  // and key earlier in the relay's search_path cannot get its key read.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams("SELECT n.nspname, k.oid IS NOT NULL, k.relowner = o.relowner "
+                      "FROM pg_catalog.pg_publication_tables t "
+                      "JOIN pg_catalog.pg_namespace n ON n.nspname = t.schemaname "
+                      "JOIN pg_catalog.pg_class o ON o.relnamespace = n.oid "
+                      "AND o.relname = t.tablename "
+                      "LEFT JOIN pg_catalog.pg_class k ON k.relnamespace = n.oid "
+                      "AND k.relname = $3 AND k.relkind = 'r' "
+                      "WHERE t.pubname = $1 AND t.tablename = $2 "
+                      "AND ($4 = '' OR t.schemaname = $4)",
+                      {publication, outbox_.name, std::string(kEmitKeyTable), outbox_.schema}));
+  if (r.rows() > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "publication ", publication, " covers a table ", outbox_.name,
+        " in more than one schema: name the outbox's with --table SCHEMA.", outbox_.name));
+  }
+  if (r.rows() == 0 || r.Get(0, 1) != "t") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no key for outboxd_emit's events beside ", outbox_.Display(), " (publication ",
+        publication, "): run outboxd setup (it creates the key and makes outboxd_emit sign)"));
+  }
+  const pg::TableName table =
+      pg::TableName{std::string(r.Get(0, 0)), "", ""}.Sibling(kEmitKeyTable);
+  if (r.Get(0, 2) != "t") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        table.Display(), " is not owned by the owner of ", outbox_.Display(),
+        ", so its key is not trusted: drop it and run outboxd setup as the outbox's owner"));
+  }
+  return table;
+}
+
+absl::StatusOr<EmitKey> EmitKeyStore::Read(pg::Connection& conn,
+                                           const std::string& publication) const {
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, Locate(conn, publication));
   absl::StatusOr<pg::Result> r = conn.Exec(absl::StrCat(
       "SELECT pg_catalog.encode(inner_pad, 'hex'), pg_catalog.encode(outer_pad, 'hex'), "
       "unsigned_before::text FROM ",
-      table_.quoted, " WHERE id = 1"));
-  const std::string state = r.ok() ? "" : pg::SqlStateOf(r.status());
-  if (state == "42501") {
+      table.quoted, " WHERE id = 1"));
+  if (pg::SqlStateOf(r.status()) == "42501") {
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read the key of outboxd_emit's events (permission denied for ", table_.Display(),
-        "): GRANT SELECT ON ", table_.quoted, " TO the relay's role (docs/security.md)"));
-  }
-  if (state == "42P01" || (r.ok() && r->rows() == 0)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no key for outboxd_emit's events in ", table_.Display(),
-        ": run outboxd setup (it creates the key and makes outboxd_emit sign its events)"));
+        "cannot read the key of outboxd_emit's events (permission denied for ", table.Display(),
+        "): GRANT SELECT ON ", table.quoted, " TO the relay's role (docs/security.md)"));
   }
   if (!r.ok()) return Annotate(r.status(), "cannot read the outboxd_emit key: ");
+  if (r->rows() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(table.Display(), " holds no key: run outboxd setup"));
+  }
   EmitKey key;
   for (auto [pad, col] : {std::pair{&key.inner_pad, 0}, std::pair{&key.outer_pad, 1}}) {
     const std::string_view hex = r->Get(0, col);

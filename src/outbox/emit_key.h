@@ -7,7 +7,7 @@
 //   EmitKeyStore keys("app.outbox");
 //   setup:  OUTBOXD_ASSIGN_OR_RETURN(bool upgraded, keys.Ensure(conn, had_function));
 //           ... COMMIT; if (upgraded) keys.RecordUpgrade(conn);
-//   relay:  OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key, keys.Read(conn));
+//   relay:  OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key, keys.Read(conn, "outboxd"));
 #ifndef OUTBOXD_OUTBOX_EMIT_KEY_H_
 #define OUTBOXD_OUTBOX_EMIT_KEY_H_
 
@@ -25,7 +25,7 @@ class EmitKeyStore {
  public:
   // `outbox_table` as given to --table, already checked; the key lives beside it.
   explicit EmitKeyStore(const pg::TableName& outbox_table)
-      : table_(outbox_table.Sibling(kEmitKeyTable)) {}
+      : outbox_(outbox_table), table_(outbox_table.Sibling(kEmitKeyTable)) {}
 
   // Creates the table (no rights for PUBLIC) and its key when missing. True when the
   // key is new and an unsigned outboxd_emit existed (`had_function`): an upgrade,
@@ -34,13 +34,19 @@ class EmitKeyStore {
   // After the upgrade committed: version-1 content below the WAL position now is
   // read (what the old function wrote, and nothing written from here on).
   [[nodiscard]] absl::Status RecordUpgrade(pg::Connection& conn) const;
-  // The key, for the relay. FailedPrecondition naming the fix (setup, or the GRANT)
-  // when the table is missing, unreadable or empty.
-  [[nodiscard]] absl::StatusOr<EmitKey> Read(pg::Connection& conn) const;
+  // The key, for the relay: from the table in the schema of the outbox `publication`
+  // covers, which must be owned by the outbox's owner. FailedPrecondition naming the
+  // fix (setup, or the GRANT) when it is missing, someone else's, unreadable or empty.
+  [[nodiscard]] absl::StatusOr<EmitKey> Read(pg::Connection& conn,
+                                             const std::string& publication) const;
 
   const pg::TableName& table() const { return table_; }
 
  private:
+  [[nodiscard]] absl::StatusOr<pg::TableName> Locate(pg::Connection& conn,
+                                                     const std::string& publication) const;
+
+  pg::TableName outbox_;
   pg::TableName table_;
 };
 

@@ -117,8 +117,8 @@ absl::Status Relay::Connect() {
   if (options_.source != Source::kTable) {
     // Each session: a key replaced by setup is in use from the next reconnect.
     OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
-    OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key,
-                             outbox::EmitKeyStore(table).Read(session_.control()));
+    OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key, outbox::EmitKeyStore(table).Read(
+                                                      session_.control(), options_.publication));
     pipeline_.SetEmitKey(std::move(key));
   }
   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session_.InspectSlot());

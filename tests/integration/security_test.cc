@@ -420,6 +420,20 @@ TEST_F(SecurityTest, OnlyTheGrantedRoleCanPublishThroughTheWalOnlySource) {
   EXPECT_EQ(relay->Wait(absl::Seconds(30)), 0);
   EXPECT_THAT(relay->Log(), Not(HasSubstr("permission denied")));
   EXPECT_THAT(relay->Log(), Not(HasSubstr("rejected")));
+
+  // Without step 3's SELECT on the key the relay cannot check a signature: exit 2
+  // naming the grant, before it streams.
+  ASSERT_TRUE(owner.Exec("REVOKE SELECT ON outboxd_emit_key FROM outboxd_relay").ok());
+  std::string output;
+  EXPECT_EQ(Outboxd({"run", "--pg", Tcp("outboxd_relay"), "--pg-password-file",
+                     SecretPath("outboxd_relay"), "--brokers", kafka_->bootstraps(), "--source",
+                     "messages", "--cleanup-interval", "0s", "--metrics", ""},
+                    &output),
+            2)
+      << output;
+  EXPECT_THAT(output,
+              HasSubstr("GRANT SELECT ON \"public\".\"outboxd_emit_key\" TO the relay's role"));
+  ASSERT_TRUE(owner.Exec("GRANT SELECT ON outboxd_emit_key TO outboxd_relay").ok());
 }
 
 }  // namespace

@@ -234,15 +234,16 @@ std::string UnsignedSql(const std::string& fields_sql) {
   return absl::StrCat("'outboxd-v1'::bytea || '\\x00'::bytea || ", fields_sql);
 }
 
-// Version 2 signed with the database's key (read as the superuser): what only
-// outboxd_emit can write, for contents it would never write itself.
-void EmitSigned(pg::Connection& conn, const std::string& fields_sql) {
+// Version 2 signed with the key in `key_table` (the database's, read as the
+// superuser): what only outboxd_emit can write, for contents it would never write.
+void EmitSigned(pg::Connection& conn, const std::string& fields_sql,
+                const std::string& key_table = "outboxd_emit_key") {
   absl::StatusOr<pg::Result> r = conn.Exec(absl::StrCat(
       "SELECT pg_logical_emit_message(true, 'outboxd', 'outboxd-v2'::bytea || '\\x00'::bytea || "
       "convert_to(encode(sha256(k.outer_pad || sha256(k.inner_pad || 'outboxd-v2'::bytea || "
       "'\\x00'::bytea || f.rest)), 'hex'), 'UTF8') || '\\x00'::bytea || f.rest) "
-      "FROM outboxd_emit_key k, (SELECT ",
-      fields_sql, " AS rest) f"));
+      "FROM ",
+      key_table, " k, (SELECT ", fields_sql, " AS rest) f"));
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
@@ -391,6 +392,44 @@ TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
   EXPECT_EQ(rejected, 7) << metrics;
   std::printf("relay peak RSS: %.1f MiB before the 8 and 64 MiB messages, %.1f after\n", rss_before,
               PeakRssMib(h.relay().pid()));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A role with CREATE on the database makes a schema named after the relay's role
+// ("$user" comes first in the default search_path) holding a key table of its own, and
+// signs forged events with that key. The relay reads the key beside the outbox its
+// publication covers, owned by that table's owner: the forgeries are rejected.
+TEST(WalOnly, AKeyPlantedEarlierInTheRelaysSearchPathIsNeverRead) {
+  RelayHarness h(kTopics);
+  const std::string intruder = h.db().CreateRole("");
+  h.db().Exec(absl::StrCat("GRANT CREATE ON DATABASE \"", h.db().name(), "\" TO ", intruder));
+  pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + intruder));
+  const std::string relay_role = h.db().Scalar("SELECT current_user");
+  ASSERT_TRUE(attacker
+                  .Exec(absl::StrCat(
+                      "CREATE SCHEMA ", relay_role, "; CREATE TABLE ", relay_role,
+                      ".outboxd_emit_key (id int PRIMARY KEY, inner_pad bytea NOT NULL, "
+                      "outer_pad bytea NOT NULL, unsigned_before pg_lsn NOT NULL); INSERT INTO ",
+                      relay_role,
+                      ".outboxd_emit_key VALUES (1, decode(repeat('36', 64), 'hex'), "
+                      "decode(repeat('5c', 64), 'hex'), 'FFFFFFFF/FFFFFFFF')"))
+                  .ok());
+  h.StartRelay({"--source", "messages"});
+  pg::Connection app = h.db().Connect();
+  Committed committed;
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"n":1})"));
+  EmitSigned(attacker, FieldsSql("0b6f0000-0000-4000-8000-0000000000ee", "pedido-1", "{}"),
+             relay_role + ".outboxd_emit_key");
+  EmitRaw(attacker,
+          UnsignedSql(FieldsSql("0b6f0000-0000-4000-8000-0000000000ef", "pedido-1", "{}")));
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"n":2})"));
+  EXPECT_EQ(ExpectDeliveredInOrder(h, committed, absl::Seconds(30)), 0u);
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
+  EXPECT_EQ(h.collector().Messages().size(), 2u) << "an event signed with the planted key";
+  const std::string metrics = h.Metrics(h.relay());
+  EXPECT_EQ(MetricValue(metrics, "outboxd_messages_rejected_total{reason=\"bad_signature\"}"), 1);
+  EXPECT_EQ(MetricValue(metrics, "outboxd_messages_rejected_total{reason=\"unsigned\"}"), 1);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 

@@ -162,7 +162,7 @@ TEST_F(WriterTest, EmitEventWritesOneTransactionalMessageOnlyWhenTheTransactionC
   EXPECT_EQ(message.flags, 1) << "transactional";
   EXPECT_EQ(message.prefix, kEmitPrefix);
   // Signed with the key setup made, as the relay checks it.
-  absl::StatusOr<EmitKey> key = EmitKeyStore(*pg::TableName::Parse("outbox")).Read(app);
+  absl::StatusOr<EmitKey> key = EmitKeyStore(*pg::TableName::Parse("outbox")).Read(app, "outboxd");
   ASSERT_TRUE(key.ok()) << key.status();
   EmittedRead read = ReadEmittedEvent(message.content, *key, message.lsn);
   ASSERT_TRUE(read.ok()) << read.why;
