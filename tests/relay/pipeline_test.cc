@@ -21,6 +21,7 @@
 #include "outbox/emitted_event.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
+#include "support/allocation_counter.h"
 #include "support/captured_log.h"
 #include "support/fake_sink.h"
 #include "support/scripted_stream.h"
@@ -649,6 +650,44 @@ TEST_F(RelayPipelineTest, StandbySlotHoldsEachTransactionUntilTheStandbysFlushed
   Step();
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
   EXPECT_FALSE(pipeline_->holding());
+}
+
+// --standby-slot keeps a copy of each message of a held transaction, but none of a
+// logical message it would skip (another prefix) or refuse for its size: a role that
+// writes a large one makes the relay hold no more memory for it.
+TEST_F(RelayPipelineTest, StandbySlotHoldsNoCopyOfAMessageItWillNotPublish) {
+  namespace bytes = test::pgoutput_bytes;
+  options_.standby_slots = {"node_b"};
+  options_.source = Source::kMessages;
+  Start();
+  pipeline_->SetEmitKey(kEmitKey);
+  const pg::Lsn commit = 0x4000000, end = 0x4000100;
+  const std::string id = "00000000-0000-4000-8000-000000000040";
+  stream_->PushData(commit, bytes::Begin(commit, 0, 900));
+  stream_->PushData(commit,
+                    bytes::LogicalMessage(commit - 0x90, true, "other", std::string(4 << 20, 'y')));
+  stream_->PushData(
+      commit, bytes::LogicalMessage(commit - 0x80, true, "outboxd", std::string(2 << 20, 'x')));
+  stream_->PushData(
+      commit, bytes::LogicalMessage(commit - 0x40, true, "outboxd",
+                                    outbox::SignedContent({.id = id,
+                                                           .aggregate_id = "A",
+                                                           .type = "pedido.confirmado",
+                                                           .payload = "{}",
+                                                           .created_at = "2026-12-03 15:40:00+00"},
+                                                          kEmitKey)));
+  stream_->PushData(end, bytes::Commit(commit, end, 0));
+  size_t largest = 0;
+  for (int turn = 0; turn < 4 && !pipeline_->holding(); ++turn) {
+    largest = std::max(largest, outboxd::testing::LargestAllocationDuring([&] { Step(); }));
+  }
+  ASSERT_TRUE(pipeline_->holding());
+  EXPECT_LT(largest, 64u << 10) << "a copy of the 4 or 2 MiB message was held";
+  pipeline_->SetStandbyFlush(end);
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre(id));
+  EXPECT_EQ(
+      Gauge(stats_.metrics.Render(), R"(outboxd_messages_rejected_total{reason="too_large"})"), 1);
 }
 
 // Issue 17 point 2: nothing in the loop holds a message that has arrived. Several
