@@ -197,5 +197,23 @@ TEST_F(WriterTest, EmitEventRefusesWhatEnqueueRefuses) {
       << missing.status();
 }
 
+// Setup takes EXECUTE from PUBLIC: a role the owner did not grant it is told the GRANT.
+TEST_F(WriterTest, EmitEventNamesTheGrantARoleWithoutExecuteNeeds) {
+  const std::string role = db_->CreateRole("");
+  pg::Connection app = *pg::Connection::Open(db_->ConninfoWith("user=" + role));
+  MustExec(app, "BEGIN");
+  absl::StatusOr<std::string> id = EmitEvent(app, kEvent);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  EXPECT_NE(id.status().message().find(
+                "GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO this role"),
+            absl::string_view::npos)
+      << id.status();
+  MustExec(app, "ROLLBACK");
+  db_->Exec("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO " + role);
+  MustExec(app, "BEGIN");
+  EXPECT_TRUE(EmitEvent(app, kEvent).ok());
+  MustExec(app, "ROLLBACK");
+}
+
 }  // namespace
 }  // namespace outboxd::outbox
