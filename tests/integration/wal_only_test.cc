@@ -392,6 +392,8 @@ TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
   EXPECT_EQ(rejected, 7) << metrics;
   std::printf("relay peak RSS: %.1f MiB before the 8 and 64 MiB messages, %.1f after\n", rss_before,
               PeakRssMib(h.relay().pid()));
+  // What bounds that memory is the REVOKE the relay names at start.
+  EXPECT_NE(h.relay().Log().find("every role may call pg_logical_emit_message"), std::string::npos);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
