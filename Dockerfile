@@ -32,8 +32,9 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 
 # ---- runtime ----------------------------------------------------------------------
 FROM debian:bookworm-slim
-# Runtime libraries only (Debian bookworm package names): libpq, librdkafka, rabbitmq-c
-# (--sink rabbitmq), simdjson, OpenSSL's libcrypto (the dead-letter table's SHA-256 stand-ins),
+# Runtime libraries only (Debian bookworm package names): libpq, libcrypto (libssl3: the
+# signature of outboxd_emit's events, the dead-letter table's SHA-256 stand-ins),
+# librdkafka, rabbitmq-c (--sink rabbitmq), simdjson,
 # abseil, spdlog/fmt, prometheus-cpp's core (/metrics), libmicrohttpd (the /metrics and
 # /healthz server), protobuf (--format protobuf); ca-certificates for TLS; curl for the
 # health check.

@@ -61,6 +61,7 @@ struct Metrics::Families {
   prometheus::Gauge* unsafe_kafka = nullptr;
   // run
   prometheus::Counter* dead_lettered = nullptr;
+  prometheus::Family<prometheus::Counter>* rejected = nullptr;
   prometheus::Gauge* confirmed_lsn = nullptr;
   prometheus::Gauge* received_lsn = nullptr;
   prometheus::Gauge* slot_lag = nullptr;
@@ -128,6 +129,14 @@ Metrics::Metrics(RelayMode mode)
   if (mode == RelayMode::kCdc) {
     f.dead_lettered = &NewCounter(r, "outboxd_events_dead_lettered_total",
                                   "Events written to the dead-letter table instead of Kafka.");
+    f.rejected = &prometheus::BuildCounter()
+                      .Name("outboxd_messages_rejected_total")
+                      .Help(
+                          "Messages with outboxd's prefix that are no event, by reason: "
+                          "unsigned or bad_signature (not written by outboxd_emit), "
+                          "invalid_field, too_large, non_transactional. Never published, "
+                          "never dead-lettered (docs/security.md).")
+                      .Register(r);
     f.confirmed_lsn =
         &NewGauge(r, "outboxd_confirmed_lsn",
                   "WAL position confirmed to the slot (every event before it is acknowledged).");
@@ -223,6 +232,17 @@ void Metrics::PublishFailed() { families_->publish_errors->Increment(); }
 
 void Metrics::DeadLettered() {
   if (families_->dead_lettered != nullptr) families_->dead_lettered->Increment();
+}
+
+void Metrics::MessagesRejected(std::string_view reason_view, uint64_t count) {
+  if (families_->rejected == nullptr) return;
+  const absl::string_view reason(reason_view.data(), reason_view.size());
+  auto it = rejected_by_reason_.find(reason);
+  if (it == rejected_by_reason_.end()) {
+    prometheus::Counter* counter = &families_->rejected->Add({{"reason", std::string(reason)}});
+    it = rejected_by_reason_.emplace(std::string(reason), counter).first;
+  }
+  it->second->Increment(static_cast<double>(count));
 }
 
 void Metrics::Reconnected() { families_->reconnects->Increment(); }

@@ -18,6 +18,7 @@
 //   outboxd_connected                       gauge     both
 //   outboxd_unsafe_kafka_config             gauge     both
 //   outboxd_events_dead_lettered_total      counter   run
+//   outboxd_messages_rejected_total{reason} counter   run (--source messages|both)
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll
@@ -74,6 +75,9 @@ class Metrics {
   void Acknowledged(std::string_view topic, std::optional<double> latency_seconds);
   void PublishFailed();
   void DeadLettered();
+  // `count` outboxd messages refused as no event (forged, unsigned, invalid, too large:
+  // outbox/emitted_event.h names the reasons); 0 makes the reason's series. Run only.
+  void MessagesRejected(std::string_view reason, uint64_t count = 1);
   void Reconnected();
   void BatchDone();  // poll only
   void SetInFlight(uint64_t events);
@@ -134,7 +138,9 @@ class Metrics {
   // live as long as the family.
   absl::flat_hash_map<std::string, prometheus::Counter*> published_by_topic_;
   prometheus::Counter* other_topics_ = nullptr;  // topic="(other)", once past the cap
-  std::atomic<int64_t> oldest_unacked_us_{0};    // Unix µs; 0: nothing unacknowledged
+  // Reason -> its counter in outboxd_messages_rejected_total (a handful, fixed in code).
+  absl::flat_hash_map<std::string, prometheus::Counter*> rejected_by_reason_;
+  std::atomic<int64_t> oldest_unacked_us_{0};  // Unix µs; 0: nothing unacknowledged
 };
 
 }  // namespace outboxd::observe

@@ -16,6 +16,7 @@
 #include "ops/internal/detach_ledger.h"
 #include "ops/internal/outbox_table.h"
 #include "outbox/dead_letter.h"
+#include "outbox/emit_key.h"
 #include "outbox/emitted_event.h"
 #include "outbox/names.h"
 #include "outbox/relay_state.h"
@@ -222,21 +223,63 @@ absl::Status EnsurePublication(pg::Connection& conn, const SetupOptions& options
   return absl::OkStatus();
 }
 
-// The WAL-only outbox's writer function (outbox/emitted_event.h), beside the outbox
-// table. Replaced on every run, so an upgrade brings its new definition; reported only
-// when it was missing.
+// The outbox table with the schema it lives in, named: the SECURITY DEFINER
+// function runs with search_path pg_catalog, so what it reads must be qualified.
+absl::StatusOr<TableName> ResolveSchema(pg::Connection& conn, TableName outbox) {
+  if (!outbox.schema.empty()) return outbox;
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.ExecParams("SELECT n.nspname FROM pg_catalog.pg_class c JOIN "
+                                           "pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                                           "WHERE c.oid = pg_catalog.to_regclass($1)",
+                                           {outbox.quoted}));
+  if (r.rows() != 1) {
+    return absl::NotFoundError(absl::StrCat("table ", outbox.Display(), " not found"));
+  }
+  outbox.schema = std::string(r.Get(0, 0));
+  return outbox.Sibling(outbox.name);
+}
+
+// The WAL-only outbox's writer function (outbox/emitted_event.h) and its signing key
+// (outbox/emit_key.h), beside the outbox table. The function is replaced on every run,
+// so an upgrade brings its new definition, and EXECUTE is taken from PUBLIC each time
+// (the owner grants it like INSERT on the outbox). `upgraded`: the outbox table, set
+// when an unsigned function got its first key (Setup then lets its version-1 backlog
+// through).
 absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& options,
-                                SetupReport& report) {
+                                SetupReport& report, std::optional<TableName>& upgraded) {
   OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
-  const TableName function = outbox.Sibling(std::string(outbox::kEmitFunction));
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName resolved, ResolveSchema(conn, outbox));
+  const TableName function = resolved.Sibling(std::string(outbox::kEmitFunction));
+  const outbox::EmitKeyStore keys(resolved);
   OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result found, conn.ExecParams("SELECT to_regprocedure($1 || '(text,text,jsonb)') IS NULL",
-                                        {function.quoted}));
-  absl::StatusOr<pg::Result> created = conn.Exec(outbox::EmitFunctionSql(function));
+      pg::Result found,
+      conn.ExecParams("SELECT pg_catalog.to_regprocedure($1 || '(text,text,jsonb)') IS NULL, "
+                      "pg_catalog.to_regclass($2) IS NULL",
+                      {function.quoted, keys.table().quoted}));
+  OUTBOXD_ASSIGN_OR_RETURN(const bool first_key, keys.Ensure(conn, found.Get(0, 0) == "f"));
+  if (first_key) upgraded = resolved;
+  absl::StatusOr<pg::Result> created = conn.Exec(
+      absl::StrCat(outbox::EmitFunctionSql(function, keys.table()), "; REVOKE ALL ON FUNCTION ",
+                   function.quoted, "(text, text, jsonb) FROM PUBLIC"));
   if (!created.ok()) {
     return Annotate(created.status(), absl::StrCat("cannot create function ", function.Display(), ": "));
   }
-  if (found.Get(0, 0) == "t") report.created.push_back("function " + function.Display());
+  if (found.Get(0, 0) == "t") {
+    report.created.push_back("function " +
+                             outbox.Sibling(std::string(outbox::kEmitFunction)).Display());
+  }
+  if (found.Get(0, 1) == "t") {
+    report.created.push_back("table " +
+                             outbox.Sibling(std::string(outbox::kEmitKeyTable)).Display());
+  }
+  if (upgraded) {
+    report.notes.push_back(
+        absl::StrCat(function.Display(),
+                     " now signs its events and only roles granted EXECUTE may call it: "
+                     "GRANT EXECUTE ON FUNCTION ", function.Display(),
+                     "(text, text, jsonb) TO the application's role, and SELECT ON ",
+                     keys.table().Display(), " to the relay's role"));
+  }
   return absl::OkStatus();
 }
 
@@ -247,13 +290,20 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
       conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(hashtext('outboxd setup'))").status());
   absl::Status status = EnsureTables(conn, options, report);
   if (status.ok() && !options.poll_only) status = EnsurePublication(conn, options, report);
-  if (status.ok() && !options.poll_only) status = EnsureEmitFunction(conn, options, report);
+  std::optional<TableName> upgraded;
+  if (status.ok() && !options.poll_only) {
+    status = EnsureEmitFunction(conn, options, report, upgraded);
+  }
   if (!status.ok()) {
     (void)conn.Exec("ROLLBACK");
     report.created.clear();
     return status;
   }
-  return conn.Exec("COMMIT").status();
+  OUTBOXD_RETURN_IF_ERROR(conn.Exec("COMMIT").status());
+  if (!upgraded) return absl::OkStatus();
+  // Committed first: a call of the old function that began before has written its
+  // message below the position read now.
+  return outbox::EmitKeyStore(*upgraded).RecordUpgrade(conn);
 }
 
 // An existing slot must be a pgoutput slot of this database.

@@ -75,6 +75,15 @@ absl::Status InsertError(const absl::Status& status, const WriterOptions& option
                       : "");
 }
 
+// How to fix what keeps a role from calling outboxd_emit.
+std::string EmitHint(const absl::Status& status, const pg::TableName& function) {
+  if (status.code() == absl::StatusCode::kNotFound)
+    return " (run `outboxd setup`, which installs it)";
+  if (status.code() != absl::StatusCode::kPermissionDenied) return "";
+  return absl::StrCat(" (the outbox's owner grants it: GRANT EXECUTE ON FUNCTION ",
+                      function.Display(), "(text, text, jsonb) TO this role)");
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
@@ -106,9 +115,7 @@ absl::StatusOr<std::string> EmitEvent(pg::Connection& conn, const NewEvent& even
   if (!emitted.ok()) {
     return Annotate(emitted.status(),
                     absl::StrCat("cannot emit the event through ", function.Display(), ": "),
-                    emitted.status().code() == absl::StatusCode::kNotFound
-                        ? " (run `outboxd setup`, which installs it)"
-                        : "");
+                    EmitHint(emitted.status(), function));
   }
   if (emitted->rows() != 1) {
     return absl::InternalError(

@@ -52,7 +52,9 @@ absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
 // instead of a row. About half an INSERT's cost to the writer, but no table keeps the
 // event: nothing can backfill it after a lost slot (docs/usage.md, "A WAL-only outbox").
 // Returns the new event's id; the same checks and errors as Enqueue, NotFound naming
-// `outboxd setup` when the function is missing. Only options.table's schema is used.
+// `outboxd setup` when the function is missing, PermissionDenied naming the GRANT
+// EXECUTE when the role may not call it (setup takes EXECUTE from PUBLIC; see
+// docs/security.md). Only options.table's schema is used.
 //
 //   absl::StatusOr<std::string> id = outbox::EmitEvent(
 //       conn, {.aggregate_id = "pedido-77", .type = "pedido.confirmado", .payload = "{}"});

@@ -8,17 +8,41 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "outbox/emitted_event.h"
 #include "pg/copy_data.h"
 #include "pg/replication_stream.h"
 
 namespace outboxd::relay {
 namespace {
+
+// pgoutput sends every logical message, of any prefix and size, and the walsender
+// puts each in one CopyData that libpq holds whole (twice: its input buffer, then
+// PQgetCopyData's copy). The peek is a query, so here the server leaves out what the
+// relay would skip anyway: a message under another prefix arrives without its content,
+// one of outboxd's over kMaxEmittedContent as kEmitCutByServer (counted as too_large).
+// Message layout: 'M', flags (1), LSN (8), prefix NUL, content length (4), content.
+std::string MessageFilterSql() {
+  const std::string prefix = absl::BytesToHexString(
+      absl::string_view(outbox::kEmitPrefix, sizeof(outbox::kEmitPrefix)));  // with its NUL
+  const std::string cut(outbox::kEmitCutByServer);
+  const size_t header = 1 + 1 + 8 + sizeof(outbox::kEmitPrefix) + 4;
+  return absl::StrCat(
+      "CASE WHEN pg_catalog.get_byte(data, 0) <> 77 THEN data "
+      "WHEN pg_catalog.substr(data, 11, ",
+      sizeof(outbox::kEmitPrefix), ") <> '\\x", prefix,
+      "'::bytea THEN pg_catalog.substr(data, 1, 10) || '\\x0000000000'::bytea "
+      "WHEN pg_catalog.octet_length(data) > ",
+      header + outbox::kMaxEmittedContent, " THEN pg_catalog.substr(data, 1, ", header - 4,
+      ") || '\\x", absl::BytesToHexString(std::string({0, 0, 0, static_cast<char>(cut.size())})),
+      "'::bytea || '", cut, "'::bytea ELSE data END");
+}
 
 // The cursor every chunk is read through (one at a time, inside its own transaction).
 constexpr char kCursor[] = "outboxd_bulk";
@@ -89,8 +113,8 @@ absl::StatusOr<std::unique_ptr<BulkChangeStream>> BulkChangeStream::Start(
   // runs whole at the first FETCH (a materialising function); the slot is free again
   // once it returns, which is why the lock is held.
   std::string peek_sql = absl::StrCat(
-      "BEGIN READ ONLY; DECLARE ", kCursor,
-      " BINARY NO SCROLL CURSOR FOR SELECT lsn, data FROM pg_logical_slot_peek_binary_changes(",
+      "BEGIN READ ONLY; DECLARE ", kCursor, " BINARY NO SCROLL CURSOR FOR SELECT lsn, ",
+      options.messages ? MessageFilterSql() : "data", " FROM pg_logical_slot_peek_binary_changes(",
       slot_literal, ", '", pg::FormatLsn(options.target), "'::pg_lsn, ", options.chunk_changes,
       ", 'proto_version', '1', 'publication_names', ", publication_names,
       options.messages ? ", 'messages', 'true'" : "", "); FETCH ", options.fetch_rows, " FROM ",

@@ -9,7 +9,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/log_escape.h"
@@ -72,6 +71,9 @@ constexpr size_t kReadBytes = size_t{512} << 10;
 constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
 // Dead letters that follow their aggregate's first are summed up at most this often.
 constexpr absl::Duration kFollowersLogInterval = absl::Seconds(10);
+// Rejected outboxd messages (forged, unsigned, invalid) likewise: one line at once,
+// then at most one count per interval.
+constexpr absl::Duration kRejectionsLogInterval = absl::Seconds(10);
 // A session that ends waits this long for reports of what it already produced, so the
 // next one resumes after them instead of sending them again.
 constexpr absl::Duration kEndSessionGrace = absl::Seconds(2);
@@ -99,6 +101,10 @@ Pipeline::Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats
   absl::StatusOr<pg::TableName> table = pg::TableName::Parse(options_.table);
   table_name_ = table.ok() ? table->name : options_.table;
   if (table.ok()) table_schema_ = table->schema;
+  // Every reason's series from the start, at 0, so an alert sees a value.
+  for (outbox::Rejection reason : outbox::kEveryRejection) {
+    stats_->metrics.MessagesRejected(outbox::RejectionName(reason), 0);
+  }
 }
 
 Pipeline::~Pipeline() = default;
@@ -149,6 +155,7 @@ absl::StatusOr<Pipeline::Turn> Pipeline::Step() {
   Pace(batch);
   OUTBOXD_RETURN_IF_ERROR(ServeDeliveries());
   LogParkedFollowers(/*now=*/false);
+  LogRejections(/*now=*/false);
   OUTBOXD_RETURN_IF_ERROR(
       SendFeedback(batch.reply_requested ? Feedback::kNow : Feedback::kWhenDue));
   if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
@@ -184,7 +191,7 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
                      : 0;
       bytes += data->data.size();
       OUTBOXD_RETURN_IF_ERROR(options_.standby_slots.empty() ? HandleData(data->data)
-                                                             : hold_.Add(data->data));
+                                                             : Hold(data->data));
     } else if (auto* keepalive = std::get_if<pg::Keepalive>(&message)) {
       received_ = std::max(received_, keepalive->wal_end);
       // Nothing in flight: everything up to the server's position was either
@@ -223,6 +230,12 @@ absl::Status Pipeline::ServeDeliveries() {
   sink_->Poll(0);
   OUTBOXD_RETURN_IF_ERROR(SinkHealth());
   return std::exchange(pending_error_, absl::OkStatus());
+}
+
+// --standby-slot: each message of the transaction into the hold, but no copy of a
+// message the relay skips or refuses for its size, which could be as large as a bytea.
+absl::Status Pipeline::Hold(std::string_view data) {
+  return WorthHolding(data) ? hold_.Add(data) : absl::OkStatus();
 }
 
 absl::Status Pipeline::HandleData(std::string_view data) {
@@ -331,37 +344,57 @@ absl::Status Pipeline::HandleLogicalMessage(const pgoutput::LogicalMessage& mess
   if ((message.flags & 1) == 0) {
     // Written whether or not its transaction commits, and outside any transaction
     // the AckTracker could confirm: publishing it could publish what was rolled back.
-    // Skipped rather than stopping on it: one stray call must not halt every event.
-    if (!std::exchange(warned_non_transactional_, true)) {
-      spdlog::warn(
-          "non-transactional outboxd message at {} skipped (and any later ones): events "
-          "must be emitted inside their transaction, pg_logical_emit_message(true, ...) "
-          "or outboxd_emit",
-          pg::FormatLsn(message.lsn));
-    }
+    Reject(message.lsn, outbox::Rejection::kNonTransactional,
+           "is not transactional: events must be emitted inside their transaction, by "
+           "outboxd_emit");
     return absl::OkStatus();
   }
-  absl::StatusOr<outbox::OutboxEvent> event = outbox::ParseEmittedEvent(message.content);
-  if (!event.ok()) return DeadLetterUnreadable(message, event.status());
-  if (event->created_at.empty()) event->created_at = CommitTimeText();
-  return Publish(*event);
+  // Every role may call pg_logical_emit_message: only a signed content is an event
+  // (outbox/emitted_event.h). A refused one is not a dead letter: it names no aggregate
+  // that is really ours, so it must park none, and it is nobody's event to replay.
+  outbox::EmittedRead read = outbox::ReadEmittedEvent(message.content, emit_key_, message.lsn);
+  if (!read.ok()) {
+    Reject(message.lsn, read.rejected, read.why);
+    return absl::OkStatus();
+  }
+  if (read.event.created_at.empty()) read.event.created_at = CommitTimeText();
+  return Publish(read.event);
 }
 
-absl::Status Pipeline::DeadLetterUnreadable(const pgoutput::LogicalMessage& message,
-                                            const absl::Status& error) {
-  tracker_.AddEvent(tx_);
-  // The message's own LSN is unique, so the letter's id is too; the content is
-  // escaped because its NUL separators (and any bytes) cannot go into a text column.
-  // The id is its aggregate as well: an empty one would park every later event whose
-  // aggregate_id is '' (a row may have one) behind content that never was theirs.
-  const std::string id = absl::StrCat(outbox::kUnreadableMessagePrefix, pg::FormatLsn(message.lsn));
-  const sink::Header headers[] = {{.name = "id", .value = id},
-                                  {.name = "aggregate_id", .value = id},
-                                  {.name = "lsn", .value = tx_lsn_text_}};
-  const sink::OutgoingMessage unreadable{.topic = "", .headers = headers, .tag = tx_};
-  return DeadLetter(
-      unreadable,
-      absl::CHexEscape(absl::string_view(message.content.data(), message.content.size())), error);
+void Pipeline::Reject(pg::Lsn lsn, outbox::Rejection reason, std::string_view why) {
+  stats_->metrics.MessagesRejected(outbox::RejectionName(reason));
+  // A role flooding the WAL with forgeries must not flood the log too: one line, then
+  // a count every kRejectionsLogInterval (LogRejections).
+  if (clock_() - rejections_logged_at_ < kRejectionsLogInterval) {
+    ++rejections_unlogged_;
+    return;
+  }
+  spdlog::warn(
+      "outboxd message at {} rejected ({}), not published: its content {}. Only events "
+      "written by outboxd_emit are published; see docs/security.md",
+      pg::FormatLsn(lsn), outbox::RejectionName(reason), LogSafe(why));
+  rejections_logged_at_ = clock_();
+}
+
+void Pipeline::LogRejections(bool now) {
+  if (rejections_unlogged_ == 0) return;
+  if (!now && clock_() - rejections_logged_at_ < kRejectionsLogInterval) return;
+  spdlog::warn(
+      "{} more outboxd message(s) rejected, not published (outboxd_messages_rejected_total "
+      "counts them by reason)",
+      rejections_unlogged_);
+  rejections_unlogged_ = 0;
+  rejections_logged_at_ = clock_();
+}
+
+bool Pipeline::WorthHolding(std::string_view data) {
+  if (data.empty() || data[0] != 'M') return true;
+  if (!pgoutput::DecodeInto(data, message_).ok()) return true;  // HandleData says why
+  const auto& message = std::get<pgoutput::LogicalMessage>(message_);
+  if (message.prefix != outbox::kEmitPrefix || options_.source == Source::kTable) return false;
+  if (message.content.size() <= outbox::kMaxEmittedContent) return true;
+  Reject(message.lsn, outbox::Rejection::kTooLarge, "is over the size outboxd_emit writes");
+  return false;
 }
 
 std::string_view Pipeline::CommitTimeText() {
@@ -656,6 +689,7 @@ void Pipeline::EndSession() {
     sink_->Poll(50);
   }
   LogParkedFollowers(/*now=*/true);
+  LogRejections(/*now=*/true);
   tracker_.Reset(tracker_.watermark());
   hold_.Clear();  // streamed again from the confirmed position
   outbox_relation_id_ = 0;
@@ -673,6 +707,7 @@ absl::Status Pipeline::Shutdown() {
   }
   OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kNow));
   LogParkedFollowers(/*now=*/true);
+  LogRejections(/*now=*/true);
   PublishStats();
   // Held for the standbys: never sent, and streamed again from the confirmed position.
   stats_->events_abandoned = tracker_.events_in_flight() + hold_.events();

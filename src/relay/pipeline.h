@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
+#include "outbox/emitted_event.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
 #include "outbox/topic_template.h"
@@ -138,6 +139,10 @@ class Pipeline {
     PublishStats();
   }
 
+  // --source messages|both: the key outboxd_emit signs with (outbox/emit_key.h), read
+  // by each session; a message it did not sign is rejected, never published.
+  void SetEmitKey(outbox::EmitKey key) { emit_key_ = std::move(key); }
+
   pg::Lsn watermark() const { return tracker_.watermark(); }
   AckTracker::Acknowledged acknowledged() const { return tracker_.acknowledged(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
@@ -151,6 +156,9 @@ class Pipeline {
   };
 
   absl::StatusOr<Batch> ReadBatch();
+  // --standby-slot: a message of the current transaction into hold_ (ReadBatch takes
+  // them out once the standbys have its commit).
+  absl::Status Hold(std::string_view data);
   absl::Status HandleData(std::string_view data);
   absl::Status HandleRelation(const pgoutput::Relation& relation);
   absl::Status HandleInsert(const pgoutput::Insert& insert);
@@ -159,10 +167,15 @@ class Pipeline {
   absl::Status DeadLetterNullRow(const pgoutput::Tuple& tuple, const absl::Status& error);
   // --source messages|both: an outboxd_emit message is an event like a row.
   absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
-  // An outboxd message whose content cannot be read: dead-lettered whole, since it
-  // names no aggregate to park and stopping would stall every event behind it.
-  absl::Status DeadLetterUnreadable(const pgoutput::LogicalMessage& message,
-                                    const absl::Status& error);
+  // An outboxd message that is no event (forged, unsigned, invalid, too large):
+  // counted by reason, logged at most once per interval (LogRejections), skipped.
+  void Reject(pg::Lsn lsn, outbox::Rejection reason, std::string_view why);
+  // One line for the rejections not logged since the last one: every
+  // kRejectionsLogInterval, or `now`.
+  void LogRejections(bool now);
+  // --standby-slot: false for a logical message the relay would skip or refuse for its
+  // size (that one is counted here), so Hold keeps no copy of it.
+  bool WorthHolding(std::string_view data);
   bool IsOutboxTable(const pgoutput::Relation& relation) const;
   // The current transaction's commit time, rendered once per transaction: the
   // created_at of events from a table without a created-at column.
@@ -220,7 +233,9 @@ class Pipeline {
   uint32_t outbox_relation_id_ = 0;
   bool warned_foreign_insert_ = false;
   bool warned_ignored_row_ = false;        // --source messages: a row arrived
-  bool warned_non_transactional_ = false;  // an outboxd message outside a transaction
+  outbox::EmitKey emit_key_;               // SetEmitKey
+  uint64_t rejections_unlogged_ = 0;       // LogRejections
+  absl::Time rejections_logged_at_ = absl::InfinitePast();
 
   absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after

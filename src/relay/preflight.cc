@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "outbox/dead_letter.h"
 #include "outbox/names.h"
@@ -289,6 +290,30 @@ absl::Status CheckWalOnlyRetention(pg::Connection& conn, const RelayOptions& opt
       "max_slot_wal_keep_size = -1, or accept the loss with --allow-wal-only-with-slot-limit"));
 }
 
+// --source messages|both: pgoutput sends every logical message whatever its prefix,
+// and libpq holds each whole (twice) before the relay can skip it. While PUBLIC may
+// call pg_logical_emit_message, any role that connects decides how much memory the
+// relay needs (a 150 MiB message: 317 MiB peak). Warned, not refused: other tools may
+// rely on it, and nothing it writes is published (docs/security.md).
+absl::Status WarnIfPublicEmitsMessages(pg::Connection& conn, const RelayOptions& options) {
+  if (options.source == Source::kTable) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.Exec("SELECT pg_catalog.has_function_privilege('public', "
+                "'pg_catalog.pg_logical_emit_message(boolean, text, bytea)', 'EXECUTE') OR "
+                "pg_catalog.has_function_privilege('public', "
+                "'pg_catalog.pg_logical_emit_message(boolean, text, text)', 'EXECUTE')"));
+  if (r.rows() == 1 && r.Get(0, 0) == "t") {
+    spdlog::warn(
+        "every role may call pg_logical_emit_message in this database: a message of any "
+        "size reaches the relay whole, whatever its prefix (none is published unless "
+        "outboxd_emit signed it); to bound the relay's memory, REVOKE EXECUTE ON FUNCTION "
+        "pg_logical_emit_message FROM PUBLIC and grant it to the outbox's owner "
+        "(docs/security.md, least privilege step 1)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckNames(const RelayOptions& options) {
@@ -314,6 +339,7 @@ absl::Status Preflight(pg::Connection& conn, const RelayOptions& options,
   OUTBOXD_RETURN_IF_ERROR(CheckPublication(conn, options, present, table));
   OUTBOXD_RETURN_IF_ERROR(CheckSlot(conn, options));
   OUTBOXD_RETURN_IF_ERROR(CheckWalOnlyRetention(conn, options));
+  OUTBOXD_RETURN_IF_ERROR(WarnIfPublicEmitsMessages(conn, options));
   if (findings != nullptr) findings->created_at_missing = created_at_missing;
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "outbox/emit_key.h"
 #include "pg/lsn.h"
 #include "relay/backfill_coordinator.h"
 #include "relay/backoff.h"
@@ -114,6 +115,13 @@ absl::Status Relay::Connect() {
                              colon == std::string::npos ? "" : endpoint.substr(colon + 1),
                              failover);
   OUTBOXD_RETURN_IF_ERROR(gate_.Refresh());
+  if (options_.source != Source::kTable) {
+    // Each session: a key replaced by setup is in use from the next reconnect.
+    OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
+    OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key, outbox::EmitKeyStore(table).Read(
+                                                      session_.control(), options_.publication));
+    pipeline_.SetEmitKey(std::move(key));
+  }
   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session_.InspectSlot());
   pg::Lsn start = 0;
   if (state.backfill) {

@@ -48,7 +48,7 @@ TEST(SchemaDoc, TheDocumentedDdlCreatesExactlyWhatSetupCreates) {
 
   auto by_doc = TestDatabase::Create();
   const std::vector<std::string> blocks = DocBlocks("docs/schema.md", "sql", "-- schema");
-  ASSERT_EQ(blocks.size(), 5u) << "outbox, dead letter, relay state, inbox, publication";
+  ASSERT_EQ(blocks.size(), 6u) << "outbox, dead letter, relay state, inbox, publication, emit key";
   pg::Connection conn = by_doc->Connect();
   for (const std::string& sql : blocks) {
     auto r = conn.Exec(sql);

@@ -31,6 +31,7 @@
 #include "support/doc_commands.h"
 #include "support/kafka_collector.h"
 #include "support/private_cluster.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -377,6 +378,64 @@ TEST_F(SecurityTest, TheOwnerRunsSetupAgainAndRecreatesTheSlot) {
                   .Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                         "WHERE slot_name = 'owner_again'")
                   .ok());
+}
+
+// The WAL-only source under the guide's roles: only a role the owner granted EXECUTE
+// on outboxd_emit publishes; one with nothing but CONNECT can neither call it, nor read
+// the key, nor (step 1's REVOKE) write a logical message at all; the relay reads the
+// key with step 3's grant.
+TEST_F(SecurityTest, OnlyTheGrantedRoleCanPublishThroughTheWalOnlySource) {
+  pg::Connection admin = Socket("postgres", "app");
+  ASSERT_TRUE(admin.Exec("CREATE ROLE wal_writer LOGIN; CREATE ROLE wal_mallory LOGIN").ok());
+  pg::Connection owner = Socket("outboxd_owner", "app");
+  ASSERT_TRUE(
+      owner.Exec("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO wal_writer").ok());
+  auto collector = KafkaCollector::Start(kafka_->bootstraps(), {kTopic});
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  auto relay = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", Tcp("outboxd_relay"),
+                                    "--pg-password-file", SecretPath("outboxd_relay"), "--brokers",
+                                    kafka_->bootstraps(), "--source", "both", "--cleanup-interval",
+                                    "0s", "--metrics", ""});
+  ASSERT_TRUE(relay->WaitForLog("streaming slot", absl::Seconds(30))) << relay->Log();
+
+  pg::Connection mallory = Socket("wal_mallory", "app");
+  for (const char* sql :
+       {"SELECT pg_logical_emit_message(true, 'outboxd', 'x'::bytea)",
+        "SELECT pg_logical_emit_message(true, 'other', 'x')", "SELECT * FROM outboxd_emit_key",
+        "SELECT outboxd_emit('p-1', 'pedido.confirmado', '{}')"}) {
+    EXPECT_EQ(pg::SqlStateOf(mallory.Exec(sql).status()), "42501") << sql;
+  }
+  pg::Connection writer = Socket("wal_writer", "app");
+  absl::StatusOr<pg::Result> emitted =
+      writer.Exec("SELECT outboxd_emit('p-1', 'pedido.confirmado', '{\"n\": 1}')::text");
+  ASSERT_TRUE(emitted.ok()) << emitted.status();
+  const std::string id(emitted->Get(0, 0));
+  EXPECT_TRUE(WaitUntil(absl::Seconds(20), [&] {
+    for (const CollectedMessage& m : (*collector)->Messages()) {
+      if (m.Header("id") == id) return true;
+    }
+    return false;
+  })) << relay->Log();
+  relay->Signal(SIGTERM);
+  EXPECT_EQ(relay->Wait(absl::Seconds(30)), 0);
+  EXPECT_THAT(relay->Log(), Not(HasSubstr("permission denied")));
+  EXPECT_THAT(relay->Log(), Not(HasSubstr("rejected")));
+  // Step 1 took pg_logical_emit_message from PUBLIC: no warning about it.
+  EXPECT_THAT(relay->Log(), Not(HasSubstr("every role may call pg_logical_emit_message")));
+
+  // Without step 3's SELECT on the key the relay cannot check a signature: exit 2
+  // naming the grant, before it streams.
+  ASSERT_TRUE(owner.Exec("REVOKE SELECT ON outboxd_emit_key FROM outboxd_relay").ok());
+  std::string output;
+  EXPECT_EQ(Outboxd({"run", "--pg", Tcp("outboxd_relay"), "--pg-password-file",
+                     SecretPath("outboxd_relay"), "--brokers", kafka_->bootstraps(), "--source",
+                     "messages", "--cleanup-interval", "0s", "--metrics", ""},
+                    &output),
+            2)
+      << output;
+  EXPECT_THAT(output,
+              HasSubstr("GRANT SELECT ON \"public\".\"outboxd_emit_key\" TO the relay's role"));
+  ASSERT_TRUE(owner.Exec("GRANT SELECT ON outboxd_emit_key TO outboxd_relay").ok());
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // The WAL-only outbox (`outboxd run --source messages|both`, outbox/emitted_event.h)
 // end to end: events written by outboxd_emit reach Kafka with the row's message
 // contract, survive kill -9 of the relay, keep commit order with rows under
-// --source both, and a poison message is dead-lettered like a poison row. The relay
-// refuses the source when max_slot_wal_keep_size could cut the slot's WAL.
+// --source both, and a poison message is dead-lettered like a poison row; a message
+// outboxd_emit did not sign is rejected, whoever wrote it. The relay refuses the
+// source when max_slot_wal_keep_size could cut the slot's WAL.
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -17,6 +19,8 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/relay_harness.h"
+#include "pg/connection.h"
+#include "support/metrics_text.h"
 #include "support/private_cluster.h"
 #include "support/wait_until.h"
 
@@ -214,29 +218,50 @@ void EmitRaw(pg::Connection& conn, const std::string& content_sql, bool transact
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
-// outbox/emitted_event.h, version 1, with `payload` (no quote or backslash in it).
-std::string ContentSql(const std::string& id, const std::string& aggregate,
-                       const std::string& payload) {
-  return absl::StrCat("'outboxd-v1'::bytea || '\\x00'::bytea || '", id,
-                      "'::bytea || '\\x00'::bytea || '", aggregate,
+// The fields of outbox/emitted_event.h after the version (and mac), with `payload` (no
+// quote or backslash in it).
+std::string FieldsSql(const std::string& id, const std::string& aggregate,
+                      const std::string& payload,
+                      const std::string& created_at = "2026-12-03 15:40:00.5+00") {
+  return absl::StrCat("'", id, "'::bytea || '\\x00'::bytea || '", aggregate,
                       "'::bytea || '\\x00'::bytea || 'pedido.confirmado'::bytea || "
-                      "'\\x00'::bytea || '2026-12-03 15:40:00.5+00'::bytea || '\\x00'::bytea || '",
-                      payload, "'::bytea");
+                      "'\\x00'::bytea || '",
+                      created_at, "'::bytea || '\\x00'::bytea || '", payload, "'::bytea");
 }
 
-TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndStrayMessagesAreSkipped) {
+// Version 1, unsigned, as outboxd 1.x's function wrote it.
+std::string UnsignedSql(const std::string& fields_sql) {
+  return absl::StrCat("'outboxd-v1'::bytea || '\\x00'::bytea || ", fields_sql);
+}
+
+// Version 2 signed with the key in `key_table` (the database's, read as the
+// superuser): what only outboxd_emit can write, for contents it would never write.
+void EmitSigned(pg::Connection& conn, const std::string& fields_sql,
+                const std::string& key_table = "outboxd_emit_key") {
+  absl::StatusOr<pg::Result> r = conn.Exec(absl::StrCat(
+      "SELECT pg_logical_emit_message(true, 'outboxd', 'outboxd-v2'::bytea || '\\x00'::bytea || "
+      "convert_to(encode(sha256(k.outer_pad || sha256(k.inner_pad || 'outboxd-v2'::bytea || "
+      "'\\x00'::bytea || f.rest)), 'hex'), 'UTF8') || '\\x00'::bytea || f.rest) "
+      "FROM ",
+      key_table, " k, (SELECT ", fields_sql, " AS rest) f"));
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndForgedOnesAreRejected) {
   RelayHarness h(kTopics);
   h.StartRelay({"--source", "messages"});
   pg::Connection conn = h.db().Connect();
   const std::string poison = "0b6f0000-0000-4000-8000-000000000001";
-  EmitRaw(conn, ContentSql(poison, "pedido-1", "{not json"));
+  EmitSigned(conn, FieldsSql(poison, "pedido-1", "{not json"));
   // Its aggregate's follower is parked behind it; another aggregate goes on.
   const std::string follower = Emit(conn, "pedido-1", R"({"after":"poison"})");
-  // Not version 1: dead-lettered whole, under the message's LSN.
+  // Not signed: rejected and counted, never a dead letter (it would park pedido-3).
   EmitRaw(conn, "'garbage'::bytea");
-  // Outside any transaction: skipped with a warning, never published.
-  EmitRaw(conn, ContentSql("0b6f0000-0000-4000-8000-000000000002", "pedido-3", "{}"), false);
-  const std::string healthy = Emit(conn, "pedido-2", R"({"ok":true})");
+  EmitRaw(conn, UnsignedSql(FieldsSql("0b6f0000-0000-4000-8000-000000000003", "pedido-3", "{}")));
+  // Outside any transaction: rejected too.
+  EmitRaw(conn, UnsignedSql(FieldsSql("0b6f0000-0000-4000-8000-000000000002", "pedido-3", "{}")),
+          false);
+  const std::string healthy = Emit(conn, "pedido-3", R"({"ok":true})");
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
   ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
   ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
@@ -245,45 +270,34 @@ TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndStrayMessagesAreSkippe
   EXPECT_EQ(messages[0].Header("id"), healthy);
   pg::Result letters =
       h.db().Exec("SELECT id, aggregate_id, payload, error FROM outbox_dead_letter ORDER BY seq");
-  ASSERT_EQ(letters.rows(), 3) << h.relay().Log();
+  ASSERT_EQ(letters.rows(), 2) << h.relay().Log();
   EXPECT_EQ(letters.Get(0, 0), poison);
   EXPECT_EQ(letters.Get(0, 1), "pedido-1");
   EXPECT_EQ(letters.Get(0, 2), "{not json");
   EXPECT_EQ(letters.Get(1, 0), follower);
   EXPECT_NE(letters.Get(1, 3).find("follows an earlier dead-lettered event"), std::string::npos);
-  EXPECT_EQ(letters.Get(2, 0).substr(0, 8), "message@");
-  EXPECT_EQ(letters.Get(2, 1), letters.Get(2, 0));  // its own aggregate
-  EXPECT_EQ(letters.Get(2, 2), "garbage");
-  EXPECT_NE(letters.Get(2, 3).find("outboxd-v1"), std::string::npos) << letters.Get(2, 3);
-  EXPECT_NE(h.relay().Log().find("non-transactional outboxd message"), std::string::npos);
+  const std::string metrics = h.Metrics(h.relay());
+  EXPECT_EQ(MetricValue(metrics, "outboxd_messages_rejected_total{reason=\"unsigned\"}"), 2)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "outboxd_messages_rejected_total{reason=\"non_transactional\"}"),
+            1);
+  EXPECT_NE(h.relay().Log().find("rejected (unsigned), not published"), std::string::npos);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
-// A message that cannot be read is dead-lettered under an aggregate of its own, its id
-// "message@<lsn>": under the empty aggregate it had before, a later row whose
-// aggregate_id is '' followed it into the table. Replay never publishes it (its bytes
-// are no event, even when, like "[1]", they read as JSON): it exits 1 naming the
-// statement that deletes it, and once that ran, replays cleanly.
-TEST(WalOnly, UnreadableMessageParksOnlyItselfAndReplayLeavesItNamingTheDelete) {
+// Dead letters named "message@<lsn>" were filed by outboxd 1.x for content it could
+// not read (this version rejects such content instead). Replay never publishes one
+// (its bytes are no event, even when, like "[1]", they read as JSON): it exits 1
+// naming the statement that deletes it, and once that ran, replays cleanly.
+TEST(WalOnly, AnOldUnreadableMessageLetterIsLeftByReplayNamingTheDelete) {
   RelayHarness h(kTopics);
-  h.StartRelay({"--source", "both"});
-  pg::Connection conn = h.db().Connect();
-  EmitRaw(conn, "'[1]'::bytea");
-  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
-                        "('', 'pedido.confirmado', '{\"keyless\": true}')")
-                  .ok());
-  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
-  pg::Result letters = h.db().Exec("SELECT id, aggregate_id, payload FROM outbox_dead_letter");
-  ASSERT_EQ(letters.rows(), 1) << h.relay().Log();
-  const std::string id(letters.Get(0, 0));
-  EXPECT_EQ(id.substr(0, 8), "message@");
-  EXPECT_EQ(letters.Get(0, 1), id);
-  EXPECT_EQ(letters.Get(0, 2), "[1]");
-  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
-  EXPECT_NE(h.collector().Messages()[0].value.find("keyless"), std::string::npos)
-      << "the row whose aggregate_id is ''";
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
-
+  const std::string id = "message@0/1A2B3C4";
+  h.db().Exec(absl::StrCat(
+      "INSERT INTO outbox_dead_letter (id, aggregate_id, type, payload, created_at, lsn, topic, "
+      "error) VALUES ('",
+      id, "', '", id,
+      "', '', '[1]', '', '0/1A2B3C4', '', 'outboxd message content does not start with "
+      "outboxd-v1')"));
   const std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
                                            h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
                                            "--topic",         kTopic};
@@ -296,10 +310,183 @@ TEST(WalOnly, UnreadableMessageParksOnlyItselfAndReplayLeavesItNamingTheDelete) 
   const std::string delete_sql =
       absl::StrCat("DELETE FROM \"outbox_dead_letter\" WHERE id = '", id, "'");
   EXPECT_NE(out.find(delete_sql), std::string::npos) << out;
-  EXPECT_FALSE(h.collector().WaitForCount(2, absl::Seconds(3)))
+  EXPECT_FALSE(h.collector().WaitForCount(1, absl::Seconds(3)))
       << "the unreadable content was published";
   h.db().Exec(delete_sql);
   EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;
+}
+
+// Peak resident memory of a process (VmHWM), in MiB; -1 when unreadable.
+double PeakRssMib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    double kib = 0;
+    if (line.rfind("VmHWM:", 0) == 0 && absl::SimpleAtod(line.substr(6, line.size() - 9), &kib)) {
+      return kib / 1024;
+    }
+  }
+  return -1;
+}
+
+// Issue 27 point 2. A role with nothing but CONNECT (and what PUBLIC has) tries to
+// publish while the relay runs: events it forges with pg_logical_emit_message (its own
+// id and created_at for a real aggregate, a non-UUID id, a garbage timestamp, bytes
+// that are not UTF-8, a made-up signature), reading the key, calling outboxd_emit
+// without EXECUTE, and messages too large to publish. None is published or
+// dead-lettered, the rejection counter moves, and the authorised writer's events of
+// the same aggregate, before and after, arrive in order, all of them.
+TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
+  RelayHarness h(kTopics);
+  const std::string writer_role = h.db().CreateRole("");
+  h.db().Exec(
+      absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer_role));
+  const std::string mallory = h.db().CreateRole("");
+  h.StartRelay({"--source", "messages"});
+  pg::Connection writer = *pg::Connection::Open(h.db().ConninfoWith("user=" + writer_role));
+  pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + mallory));
+  Committed committed;
+  committed["pedido-1"].push_back(Emit(writer, "pedido-1", R"({"n":1})"));
+
+  // (a) Forged events for the writer's aggregate.
+  const std::string forged_id = "0b6f0000-0000-4000-8000-0000000000ff";
+  EmitRaw(attacker, UnsignedSql(FieldsSql(forged_id, "pedido-1", R"({"forged":1})",
+                                          "1999-01-01 00:00:00+00")));
+  EmitRaw(attacker, UnsignedSql(FieldsSql("not-a-uuid", "pedido-1", R"({"forged":2})")));
+  EmitRaw(attacker, UnsignedSql(FieldsSql(forged_id, "pedido-1", R"({"forged":3})", "garbage")));
+  EmitRaw(attacker, UnsignedSql("'\\xfffe'::bytea"));
+  EmitRaw(attacker, absl::StrCat("'outboxd-v2'::bytea || '\\x00'::bytea || '", std::string(64, 'a'),
+                                 "'::bytea || '\\x00'::bytea || ",
+                                 FieldsSql(forged_id, "pedido-1", R"({"forged":4})")));
+  EmitRaw(attacker, absl::StrCat("'outboxd-v2'::bytea || '\\x00'::bytea || '", std::string(64, 'a'),
+                                 "'::bytea || '\\x00'::bytea || '\\xc328'::bytea"));
+  // (b) The key, and the function, are out of its reach.
+  absl::StatusOr<pg::Result> key = attacker.Exec("SELECT * FROM outboxd_emit_key");
+  EXPECT_EQ(pg::SqlStateOf(key.status()), "42501") << key.status();
+  absl::StatusOr<pg::Result> call =
+      attacker.Exec("SELECT outboxd_emit('pedido-1', 'pedido.confirmado', '{\"forged\":5}')");
+  EXPECT_EQ(pg::SqlStateOf(call.status()), "42501") << call.status();
+  // (c) Too large to publish: 8 MiB with outboxd's prefix; 64 MiB under another one
+  // (some other consumer's message, which the relay skips) goes by too.
+  const double rss_before = PeakRssMib(h.relay().pid());
+  EmitRaw(attacker, "convert_to(repeat('x', 8 << 20), 'UTF8')");
+  ASSERT_TRUE(attacker
+                  .Exec("SELECT pg_logical_emit_message(true, 'other', "
+                        "convert_to(repeat('y', 64 << 20), 'UTF8'))")
+                  .ok());
+  committed["pedido-1"].push_back(Emit(writer, "pedido-1", R"({"n":2})"));
+  committed["pedido-2"].push_back(Emit(writer, "pedido-2", R"({"n":3})"));
+
+  EXPECT_EQ(ExpectDeliveredInOrder(h, committed, absl::Seconds(60)), 0u);
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
+  EXPECT_EQ(h.collector().Messages().size(), 3u) << "a forged event was published";
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  const std::string metrics = h.Metrics(h.relay());
+  double rejected = 0;
+  for (const char* reason : {"unsigned", "bad_signature", "too_large"}) {
+    rejected += MetricValue(metrics, absl::StrCat("outboxd_messages_rejected_total{reason=\"",
+                                                  reason, "\"}"))
+                    .value_or(0);
+  }
+  EXPECT_EQ(rejected, 7) << metrics;
+  std::printf("relay peak RSS: %.1f MiB before the 8 and 64 MiB messages, %.1f after\n", rss_before,
+              PeakRssMib(h.relay().pid()));
+  // What bounds that memory is the REVOKE the relay names at start.
+  EXPECT_NE(h.relay().Log().find("every role may call pg_logical_emit_message"), std::string::npos);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A role with CREATE on the database makes a schema named after the relay's role
+// ("$user" comes first in the default search_path) holding a key table of its own, and
+// signs forged events with that key. The relay reads the key beside the outbox its
+// publication covers, owned by that table's owner: the forgeries are rejected.
+TEST(WalOnly, AKeyPlantedEarlierInTheRelaysSearchPathIsNeverRead) {
+  RelayHarness h(kTopics);
+  const std::string intruder = h.db().CreateRole("");
+  h.db().Exec(absl::StrCat("GRANT CREATE ON DATABASE \"", h.db().name(), "\" TO ", intruder));
+  pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + intruder));
+  const std::string relay_role = h.db().Scalar("SELECT current_user");
+  ASSERT_TRUE(attacker
+                  .Exec(absl::StrCat(
+                      "CREATE SCHEMA ", relay_role, "; CREATE TABLE ", relay_role,
+                      ".outboxd_emit_key (id int PRIMARY KEY, inner_pad bytea NOT NULL, "
+                      "outer_pad bytea NOT NULL, unsigned_before pg_lsn NOT NULL); INSERT INTO ",
+                      relay_role,
+                      ".outboxd_emit_key VALUES (1, decode(repeat('36', 64), 'hex'), "
+                      "decode(repeat('5c', 64), 'hex'), 'FFFFFFFF/FFFFFFFF')"))
+                  .ok());
+  h.StartRelay({"--source", "messages"});
+  pg::Connection app = h.db().Connect();
+  Committed committed;
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"n":1})"));
+  EmitSigned(attacker, FieldsSql("0b6f0000-0000-4000-8000-0000000000ee", "pedido-1", "{}"),
+             relay_role + ".outboxd_emit_key");
+  EmitRaw(attacker,
+          UnsignedSql(FieldsSql("0b6f0000-0000-4000-8000-0000000000ef", "pedido-1", "{}")));
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"n":2})"));
+  EXPECT_EQ(ExpectDeliveredInOrder(h, committed, absl::Seconds(30)), 0u);
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
+  EXPECT_EQ(h.collector().Messages().size(), 2u) << "an event signed with the planted key";
+  const std::string metrics = h.Metrics(h.relay());
+  EXPECT_EQ(MetricValue(metrics, "outboxd_messages_rejected_total{reason=\"bad_signature\"}"), 1);
+  EXPECT_EQ(MetricValue(metrics, "outboxd_messages_rejected_total{reason=\"unsigned\"}"), 1);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// outboxd 1.x's install: an unsigned outboxd_emit that every role may call, no key.
+constexpr char kUnsignedFunction[] = R"sql(
+DROP TABLE outboxd_emit_key;
+CREATE OR REPLACE FUNCTION outboxd_emit(aggregate_id text, type text, payload jsonb)
+RETURNS uuid LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+  event_id uuid := gen_random_uuid();
+  sep CONSTANT bytea := '\x00'::bytea;
+BEGIN
+  PERFORM pg_logical_emit_message(true, 'outboxd', convert_to('outboxd-v1', 'UTF8') || sep ||
+    convert_to(event_id::text, 'UTF8') || sep || convert_to($1, 'UTF8') || sep ||
+    convert_to($2, 'UTF8') || sep || convert_to(to_char(now() AT TIME ZONE 'UTC',
+    'YYYY-MM-DD HH24:MI:SS.US') || '+00', 'UTF8') || sep || convert_to($3::text, 'UTF8'));
+  RETURN event_id;
+END
+$f$;
+GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO PUBLIC)sql";
+
+// `outboxd setup` run again on a 1.x install upgrades it: the function signs and
+// runs as its owner, PUBLIC loses EXECUTE, and what the old function wrote before the
+// upgrade is still published; unsigned content written after it is rejected.
+TEST(WalOnly, SetupUpgradesAnUnsignedInstallAndItsBacklogIsStillPublished) {
+  RelayHarness h(kTopics);
+  h.db().Exec(kUnsignedFunction);
+  const std::string someone = h.db().CreateRole("");
+  pg::Connection app = h.db().Connect();
+  Committed committed;
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"before":1})"));
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"before":2})"));
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0)
+      << out;
+  EXPECT_NE(out.find("now signs its events"), std::string::npos) << out;
+  EXPECT_EQ(h.db().Scalar("SELECT prosecdef::text || has_function_privilege('" + someone +
+                          "', 'outboxd_emit(text, text, jsonb)', 'EXECUTE')::text "
+                          "FROM pg_proc WHERE proname = 'outboxd_emit'"),
+            "truefalse");
+  EmitRaw(app, UnsignedSql(FieldsSql("0b6f0000-0000-4000-8000-000000000004", "pedido-1", "{}")));
+  committed["pedido-1"].push_back(Emit(app, "pedido-1", R"({"after":1})"));
+  // Setup again changes nothing: the key, and so the horizon, stay.
+  const std::string key = h.db().Scalar("SELECT outer_pad::text || unsigned_before FROM outboxd_emit_key");
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0)
+      << out;
+  EXPECT_EQ(h.db().Scalar("SELECT outer_pad::text || unsigned_before FROM outboxd_emit_key"), key);
+  h.StartRelay({"--source", "messages"});
+  EXPECT_EQ(ExpectDeliveredInOrder(h, committed, absl::Seconds(30)), 0u);
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilCaughtUp(absl::Seconds(30)));
+  EXPECT_EQ(h.collector().Messages().size(), 3u);
+  EXPECT_EQ(MetricValue(h.Metrics(h.relay()), "outboxd_messages_rejected_total{reason=\"unsigned\"}"),
+            1);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
 // No table holds the events: status shows the slot's backlog, never row counts, and

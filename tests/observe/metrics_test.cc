@@ -41,6 +41,24 @@ TEST(Metrics, RunExportsEveryFamilyAtZeroBeforeTheFirstEvent) {
   EXPECT_THAT(metrics.Render(), HasSubstr("# TYPE outboxd_events_published_total counter"));
 }
 
+// A series per reason the relay declares (count 0) from the start; poll has none.
+TEST(Metrics, CountsRejectedMessagesByReason) {
+  Metrics metrics(RelayMode::kCdc);
+  metrics.MessagesRejected("unsigned", 0);
+  metrics.MessagesRejected("bad_signature", 0);
+  EXPECT_EQ(MetricValue(metrics.Render(), R"(outboxd_messages_rejected_total{reason="unsigned"})"),
+            0);
+  metrics.MessagesRejected("unsigned");
+  metrics.MessagesRejected("unsigned");
+  metrics.MessagesRejected("bad_signature");
+  const std::string text = metrics.Render();
+  EXPECT_EQ(MetricValue(text, R"(outboxd_messages_rejected_total{reason="unsigned"})"), 2);
+  EXPECT_EQ(MetricValue(text, R"(outboxd_messages_rejected_total{reason="bad_signature"})"), 1);
+  Metrics poll(RelayMode::kPoll);
+  poll.MessagesRejected("unsigned");
+  EXPECT_THAT(poll.Render(), Not(HasSubstr("outboxd_messages_rejected_total")));
+}
+
 TEST(Metrics, CountsAcknowledgementsPerTopicAndObservesTheirLatency) {
   Metrics metrics(RelayMode::kCdc);
   for (int i = 0; i < 3; ++i) metrics.Acknowledged("pedido.confirmado", 0.004);

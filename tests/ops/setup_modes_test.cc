@@ -50,7 +50,7 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
   EXPECT_THAT(report.created,
               ElementsAre("table dbz_outbox_dead_letter", "table dbz_outbox_relay_state",
                           "table inbox", "publication outboxd", "function outboxd_emit",
-                          "replication slot " + db->name()));
+                          "table outboxd_emit_key", "replication slot " + db->name()));
   EXPECT_EQ(TableFingerprint(*db, "dbz_outbox"), before);
   // Said once each: what goes without the timestamp, what a NULL payload becomes, and
   // that polling cannot serve it.

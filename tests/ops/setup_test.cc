@@ -44,7 +44,8 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
   EXPECT_THAT(report.created,
               ElementsAre("table outbox", "index outbox_pendentes", "table outbox_dead_letter",
                           "table outbox_relay_state", "table inbox", "publication outboxd",
-                          "function outboxd_emit", "replication slot " + db->name()));
+                          "function outboxd_emit", "table outboxd_emit_key",
+                          "replication slot " + db->name()));
 
   absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
   ASSERT_TRUE(slot.ok()) << slot.status();
@@ -117,11 +118,11 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
   absl::Status status = ops::Setup(
       conn, {.table = "app.eventos", .publication = "pub_eventos", .slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(
-      report.created,
-      ElementsAre("table app.eventos", "index eventos_pendentes", "table eventos_dead_letter",
-                  "table eventos_relay_state", "table inbox", "publication pub_eventos",
-                  "function app.outboxd_emit", "replication slot " + db->name()));
+  EXPECT_THAT(report.created,
+              ElementsAre("table app.eventos", "index eventos_pendentes",
+                          "table eventos_dead_letter", "table eventos_relay_state", "table inbox",
+                          "publication pub_eventos", "function app.outboxd_emit",
+                          "table app.outboxd_emit_key", "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_dead_letter') IS NOT NULL"), "t");

@@ -1,10 +1,15 @@
 // The WAL-only outbox's message content (outbox/emitted_event.h): what the relay reads
-// back is exactly what was written, NUL separators and all, and anything else is
-// refused as InvalidArgument (the relay dead-letters it) rather than guessed at.
+// back is exactly what was signed, NUL separators and all; anything not signed with
+// the key, or signed but breaking a field's rule, is refused with its reason (the
+// relay counts and skips it) rather than guessed at.
 #include "outbox/emitted_event.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
 namespace outboxd::outbox {
@@ -15,51 +20,123 @@ const OutboxEvent kEvent{.id = "0b6f6a3e-3c1e-4a35-9d0b-5f3b1c2d4e5f",
                          .type = "pedido.confirmado",
                          .payload = R"({"pedidoId": "pedido-77", "totalCentavos": 1000})",
                          .created_at = "2026-12-03 15:40:00.123456+00"};
+constexpr char kSecret[] = "a 64-byte secret would be random; this one is for the tests only";
+const EmitKey kKey = KeyFromSecret(kSecret);
+constexpr pg::Lsn kLsn = 0x16B374D848;
 
-TEST(EmittedEvent, ContentReadsBackAsTheEventItCarries) {
-  const std::string content = EmittedContent(kEvent);
-  EXPECT_EQ(content.substr(0, 11), std::string("outboxd-v1\0", 11));
-  absl::StatusOr<OutboxEvent> event = ParseEmittedEvent(content);
-  ASSERT_TRUE(event.ok()) << event.status();
-  EXPECT_EQ(event->id, kEvent.id);
-  EXPECT_EQ(event->aggregate_id, kEvent.aggregate_id);
-  EXPECT_EQ(event->type, kEvent.type);
-  EXPECT_EQ(event->created_at, kEvent.created_at);
-  EXPECT_EQ(event->payload, kEvent.payload);
+Rejection ReasonOf(std::string_view content, const EmitKey& key = kKey, pg::Lsn lsn = kLsn) {
+  return ReadEmittedEvent(content, key, lsn).rejected;
 }
 
-TEST(EmittedEvent, PayloadRunsToTheEndAndIsNotCheckedHere) {
-  OutboxEvent odd = kEvent;
-  odd.payload = std::string_view("{not json\0 with a NUL", 21);
-  const std::string content = EmittedContent(odd);
-  absl::StatusOr<OutboxEvent> event = ParseEmittedEvent(content);
-  ASSERT_TRUE(event.ok()) << event.status();
-  EXPECT_EQ(event->payload, odd.payload);
-  odd.payload = "";
-  EXPECT_EQ(ParseEmittedEvent(EmittedContent(odd))->payload, "");
+TEST(EmittedEvent, SignedContentReadsBackAsTheEventItCarries) {
+  const std::string content = SignedContent(kEvent, kKey);
+  EXPECT_EQ(content.substr(0, 11), std::string("outboxd-v2\0", 11));
+  EmittedRead read = ReadEmittedEvent(content, kKey, kLsn);
+  ASSERT_TRUE(read.ok()) << read.why;
+  EXPECT_EQ(read.event.id, kEvent.id);
+  EXPECT_EQ(read.event.aggregate_id, kEvent.aggregate_id);
+  EXPECT_EQ(read.event.type, kEvent.type);
+  EXPECT_EQ(read.event.created_at, kEvent.created_at);
+  EXPECT_EQ(read.event.payload, kEvent.payload);
 }
 
-TEST(EmittedEvent, RefusesAnotherVersionTruncatedContentAndEmptyFields) {
-  const std::string content = EmittedContent(kEvent);
-  for (size_t cut = 0; cut < content.size() - kEvent.payload.size(); ++cut) {
-    absl::StatusOr<OutboxEvent> event = ParseEmittedEvent(content.substr(0, cut));
-    EXPECT_EQ(event.status().code(), absl::StatusCode::kInvalidArgument) << "cut at " << cut;
+// The mac is RFC 2104's HMAC-SHA256 of the content without "mac NUL": what OpenSSL's
+// HMAC computes from the secret itself, so SQL's sha256() over the pads agrees.
+TEST(EmittedEvent, TheMacIsHmacSha256OfTheSignedBytes) {
+  const std::string content = SignedContent(kEvent, kKey);
+  const std::string signed_bytes = content.substr(0, 11) + content.substr(11 + 65);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), kSecret, static_cast<int>(sizeof(kSecret) - 1),
+       reinterpret_cast<const unsigned char*>(signed_bytes.data()), signed_bytes.size(), mac,
+       &size);
+  ASSERT_EQ(size, 32u);
+  EXPECT_EQ(content.substr(11, 64),
+            absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(mac), size)));
+}
+
+TEST(EmittedEvent, AnyChangedByteOrAnotherKeyBreaksTheSignature) {
+  const std::string content = SignedContent(kEvent, kKey);
+  for (size_t at = 11; at < content.size(); ++at) {
+    std::string changed = content;
+    changed[at] = static_cast<char>(changed[at] ^ 0x01);
+    EXPECT_EQ(ReasonOf(changed), Rejection::kBadSignature) << "byte " << at;
   }
-  std::string v2 = content;
-  v2[9] = '2';
-  EXPECT_NE(ParseEmittedEvent(v2).status().message().find("does not start with outboxd-v1"),
-            std::string::npos);
-  EXPECT_FALSE(ParseEmittedEvent("garbage").ok());
-  OutboxEvent no_id = kEvent, no_key = kEvent, no_type = kEvent;
-  no_id.id = no_key.aggregate_id = no_type.type = "";
-  for (const OutboxEvent& empty : {no_id, no_key, no_type}) {
-    EXPECT_EQ(ParseEmittedEvent(EmittedContent(empty)).status().code(),
-              absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(content, KeyFromSecret("another key")), Rejection::kBadSignature);
+  EXPECT_EQ(ReasonOf(content, EmitKey{}), Rejection::kBadSignature) << "no key read";
+  for (size_t cut = 11; cut < content.size(); ++cut) {
+    EXPECT_EQ(ReasonOf(content.substr(0, cut)), Rejection::kBadSignature) << "cut at " << cut;
   }
-  // created_at may be empty: the relay takes the commit time, as for a table without one.
-  OutboxEvent no_time = kEvent;
+}
+
+TEST(EmittedEvent, UnsignedContentIsReadOnlyFromBeforeTheUpgrade) {
+  const std::string v1 = EmittedContent(kEvent);
+  EXPECT_EQ(ReasonOf(v1), Rejection::kUnsigned) << "a new install takes no version 1";
+  const EmitKey upgraded{kKey.inner_pad, kKey.outer_pad, /*unsigned_before=*/kLsn + 1};
+  EmittedRead read = ReadEmittedEvent(v1, upgraded, kLsn);
+  ASSERT_TRUE(read.ok()) << read.why;
+  EXPECT_EQ(read.event.id, kEvent.id);
+  EXPECT_EQ(ReasonOf(v1, upgraded, kLsn + 1), Rejection::kUnsigned);
+  // Its fields are checked too; an empty created_at is the commit time, as before.
+  OutboxEvent no_time = kEvent, bad_id = kEvent;
   no_time.created_at = "";
-  EXPECT_TRUE(ParseEmittedEvent(EmittedContent(no_time)).ok());
+  bad_id.id = "1";
+  EXPECT_TRUE(ReadEmittedEvent(EmittedContent(no_time), upgraded, kLsn).ok());
+  EXPECT_EQ(ReasonOf(EmittedContent(bad_id), upgraded, kLsn), Rejection::kInvalidField);
+  for (const char* other : {"", "garbage", "outboxd-v3", "outboxd-v2"}) {
+    EXPECT_EQ(ReasonOf(other), Rejection::kUnsigned) << other;
+  }
+}
+
+TEST(EmittedEvent, ContentOverTheLimitIsRefusedBeforeAnythingIsRead) {
+  OutboxEvent big = kEvent;
+  const std::string payload = "[\"" + std::string(kMaxEmittedContent, 'x') + "\"]";
+  big.payload = payload;
+  EXPECT_EQ(ReasonOf(SignedContent(big, kKey)), Rejection::kTooLarge);
+  big.payload = std::string_view(payload).substr(0, kMaxEmittedContent - 200);
+  EXPECT_EQ(ReasonOf(SignedContent(big, kKey)), Rejection::kNone);
+}
+
+// Signed (the key leaked, or a bug in the function): every field is still checked.
+TEST(EmittedEvent, SignedFieldsThatBreakTheirRulesAreRefused) {
+  const std::string long_field(kMaxEmittedField + 1, 'a');
+  auto with = [](auto change) {
+    OutboxEvent e = kEvent;
+    change(e);
+    return ReasonOf(SignedContent(e, kKey));
+  };
+  for (const char* id :
+       {"", "pedido-1", "0b6f6a3e-3c1e-4a35-9d0b-5f3b1c2d4e5",
+        "0b6f6a3e+3c1e-4a35-9d0b-5f3b1c2d4e5f", "0b6f6a3e-3c1e-4a35-9d0b-5f3b1c2d4e5g"}) {
+    EXPECT_EQ(with([&](OutboxEvent& e) { e.id = id; }), Rejection::kInvalidField) << id;
+  }
+  EXPECT_EQ(with([](OutboxEvent& e) { e.id = "0B6F6A3E-3C1E-4A35-9D0B-5F3B1C2D4E5F"; }),
+            Rejection::kNone);
+  for (std::string_view bad :
+       {std::string_view(""), std::string_view("\xff\xfe"), std::string_view(long_field)}) {
+    EXPECT_EQ(with([&](OutboxEvent& e) { e.aggregate_id = bad; }), Rejection::kInvalidField);
+    EXPECT_EQ(with([&](OutboxEvent& e) { e.type = bad; }), Rejection::kInvalidField);
+  }
+  EXPECT_EQ(with([](OutboxEvent& e) { e.payload = "{\"a\": \"\xc3\x28\"}"; }),
+            Rejection::kInvalidField);
+  for (const char* time :
+       {"", "garbage", "2026-02-29 10:00:00+00", "2026-13-01 10:00:00+00", "2026-12-03 24:00:00+00",
+        "2026-12-03 15:40:00.1234567+00", "2026-12-03 15:40:00.+00", "2026-12-03 15:40:00+01",
+        "2026-12-03T15:40:00+00", "2026-12-03 15:40:00"}) {
+    EXPECT_EQ(with([&](OutboxEvent& e) { e.created_at = time; }), Rejection::kInvalidField) << time;
+  }
+  for (const char* time :
+       {"2024-02-29 23:59:59+00", "2026-12-03 15:40:00.5+00", "2026-12-03 15:40:00.123456+00"}) {
+    EXPECT_EQ(with([&](OutboxEvent& e) { e.created_at = time; }), Rejection::kNone) << time;
+  }
+}
+
+TEST(EmittedEvent, TheWhyNeverCarriesTheContent) {
+  OutboxEvent e = kEvent;
+  e.id = "\x1b]0;owned\x07";
+  const EmittedRead read = ReadEmittedEvent(SignedContent(e, kKey), kKey, kLsn);
+  EXPECT_EQ(read.rejected, Rejection::kInvalidField);
+  EXPECT_EQ(read.why.find("owned"), std::string::npos) << read.why;
 }
 
 }  // namespace

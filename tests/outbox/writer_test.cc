@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
+#include "outbox/emit_key.h"
 #include "outbox/emitted_event.h"
 #include "pgoutput/decoder.h"
 #include "support/set_up_database.h"
@@ -160,8 +161,12 @@ TEST_F(WriterTest, EmitEventWritesOneTransactionalMessageOnlyWhenTheTransactionC
   const auto& message = std::get<pgoutput::LogicalMessage>(*decoded);
   EXPECT_EQ(message.flags, 1) << "transactional";
   EXPECT_EQ(message.prefix, kEmitPrefix);
-  absl::StatusOr<OutboxEvent> event = ParseEmittedEvent(message.content);
-  ASSERT_TRUE(event.ok()) << event.status();
+  // Signed with the key setup made, as the relay checks it.
+  absl::StatusOr<EmitKey> key = EmitKeyStore(*pg::TableName::Parse("outbox")).Read(app, "outboxd");
+  ASSERT_TRUE(key.ok()) << key.status();
+  EmittedRead read = ReadEmittedEvent(message.content, *key, message.lsn);
+  ASSERT_TRUE(read.ok()) << read.why;
+  const OutboxEvent* event = &read.event;
   EXPECT_EQ(event->id, *id);
   EXPECT_EQ(event->aggregate_id, "pedido-77");
   EXPECT_EQ(event->type, "pedido.confirmado");
@@ -190,6 +195,24 @@ TEST_F(WriterTest, EmitEventRefusesWhatEnqueueRefuses) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("outboxd setup"), absl::string_view::npos)
       << missing.status();
+}
+
+// Setup takes EXECUTE from PUBLIC: a role the owner did not grant it is told the GRANT.
+TEST_F(WriterTest, EmitEventNamesTheGrantARoleWithoutExecuteNeeds) {
+  const std::string role = db_->CreateRole("");
+  pg::Connection app = *pg::Connection::Open(db_->ConninfoWith("user=" + role));
+  MustExec(app, "BEGIN");
+  absl::StatusOr<std::string> id = EmitEvent(app, kEvent);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  EXPECT_NE(id.status().message().find(
+                "GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO this role"),
+            absl::string_view::npos)
+      << id.status();
+  MustExec(app, "ROLLBACK");
+  db_->Exec("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO " + role);
+  MustExec(app, "BEGIN");
+  EXPECT_TRUE(EmitEvent(app, kEvent).ok());
+  MustExec(app, "ROLLBACK");
 }
 
 }  // namespace

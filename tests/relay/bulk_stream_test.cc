@@ -4,6 +4,7 @@
 // second reader out; caught up, it streams.
 #include "relay/bulk_stream.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "outbox/emitted_event.h"
 #include "pg/lsn.h"
+#include "pgoutput/decoder.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::relay {
@@ -42,11 +45,12 @@ class BulkStreamTest : public ::testing::Test {
                      db_->name(), "'"));
   }
 
-  absl::StatusOr<std::unique_ptr<BulkChangeStream>> Start(int64_t chunk) {
+  absl::StatusOr<std::unique_ptr<BulkChangeStream>> Start(int64_t chunk, bool messages = false) {
     replication_.emplace(db_->Connect(pg::ConnectionKind::kReplication));
     return BulkChangeStream::Start(db_->Connect(), replication_,
                                    {.slot = db_->name(),
                                     .publication = "pub",
+                                    .messages = messages,
                                     .start = Confirmed(),
                                     .target = Lsn("SELECT pg_current_wal_lsn()::text"),
                                     .chunk_changes = chunk,
@@ -161,6 +165,41 @@ TEST_F(BulkStreamTest, YieldsThePgoutputMessagesAndAdvancesOnlyToWhatWasConfirme
   }
   EXPECT_TRUE(streamed) << "saw " << seen;
   EXPECT_TRUE((*stream)->End().ok());
+}
+
+// The peek's query leaves out what the relay would skip: a logical message under
+// another prefix arrives without its content, one of outboxd's over 1 MiB as the
+// marker the relay counts as too_large; neither reaches the relay's memory.
+TEST_F(BulkStreamTest, TheServerLeavesOutMessagesTheRelayWouldSkip) {
+  db_->Exec(
+      "SELECT pg_logical_emit_message(true, 'other', convert_to(repeat('y', 4 << 20), 'UTF8'))");
+  db_->Exec(
+      "SELECT pg_logical_emit_message(true, 'outboxd', convert_to(repeat('x', 4 << 20), 'UTF8'))");
+  db_->Exec("SELECT pg_logical_emit_message(true, 'outboxd', 'small'::bytea)");
+  absl::StatusOr<std::unique_ptr<BulkChangeStream>> stream = Start(1000, /*messages=*/true);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::vector<std::pair<std::string, std::string>> messages;  // prefix, content
+  size_t largest = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (messages.size() < 3 && absl::Now() < deadline) {
+    absl::StatusOr<pg::StreamMessage> m = (*stream)->Next();
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto* x = std::get_if<pg::XLogData>(&*m);
+    if (x == nullptr || x->data.empty() || x->data[0] != 'M') continue;
+    largest = std::max(largest, x->data.size());
+    absl::StatusOr<pgoutput::Message> decoded = pgoutput::Decode(x->data);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    const auto& message = std::get<pgoutput::LogicalMessage>(*decoded);
+    messages.emplace_back(message.prefix, message.content.size() > 64
+                                              ? absl::StrCat(message.content.size(), " bytes")
+                                              : std::string(message.content));
+  }
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_EQ(messages[0], std::make_pair(std::string(""), std::string("")));
+  EXPECT_EQ(messages[1],
+            std::make_pair(std::string("outboxd"), std::string(outbox::kEmitCutByServer)));
+  EXPECT_EQ(messages[2], std::make_pair(std::string("outboxd"), std::string("small")));
+  EXPECT_LT(largest, 64u);
 }
 
 TEST_F(BulkStreamTest, ASecondReaderFindsTheSlotLocked) {

@@ -22,6 +22,7 @@
 #include "outbox/stored_letter.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/session.h"
+#include "support/allocation_counter.h"
 #include "support/captured_log.h"
 #include "support/fake_sink.h"
 #include "support/scripted_stream.h"
@@ -32,6 +33,7 @@ namespace {
 using test::OutboxRow;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The dead-letter table, in memory.
 class MemoryDeadLetters final : public DeadLetterTable {
@@ -161,6 +163,15 @@ TEST_F(RelayPipelineTest, NeverConfirmsPastAnUnacknowledgedEvent) {
   EXPECT_EQ(stream_->last_confirmed(), second);
 }
 
+// The value of one series in Prometheus text, or -1 when it is missing.
+double Gauge(const std::string& text, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, series + " ") && absl::SimpleAtod(line, &value)) return value;
+  }
+  return -1;
+}
+
 // --source both (the WAL-only outbox, outbox/emitted_event.h): an outboxd_emit message
 // is an event of its transaction like a row, produced where it stands among the rows
 // and confirmed only with them; other prefixes and non-transactional messages are
@@ -168,20 +179,25 @@ TEST_F(RelayPipelineTest, NeverConfirmsPastAnUnacknowledgedEvent) {
 class WalOnlyPipelineTest : public RelayPipelineTest,
                             public ::testing::WithParamInterface<Source> {};
 
+const outbox::EmitKey kEmitKey = outbox::KeyFromSecret("the key outboxd setup made");
+
 TEST_P(WalOnlyPipelineTest, MessagesAreEventsOfTheirTransactionInPlace) {
   namespace bytes = test::pgoutput_bytes;
   options_.source = GetParam();
   Start();
+  pipeline_->SetEmitKey(kEmitKey);
   const pg::Lsn commit = 0x2000000, end = 0x2000100;
   auto row = [](const std::string& id) {
     return bytes::Insert(test::OutboxWal::kRelationId,
                          {id, "A", "pedido.confirmado", "{}", "2026-12-03 15:40:00+00"});
   };
-  const std::string emitted = outbox::EmittedContent({.id = "m2",
-                                                      .aggregate_id = "A",
-                                                      .type = "pedido.confirmado",
-                                                      .payload = "[2]",
-                                                      .created_at = "2026-12-03 15:40:00.5+00"});
+  const std::string m2 = "00000000-0000-4000-8000-000000000002";
+  const std::string emitted = outbox::SignedContent({.id = m2,
+                                                     .aggregate_id = "A",
+                                                     .type = "pedido.confirmado",
+                                                     .payload = "[2]",
+                                                     .created_at = "2026-12-03 15:40:00.5+00"},
+                                                    kEmitKey);
   stream_->PushData(0x1FFFF00, bytes::LogicalMessage(0x1FFFF00, false, "outboxd", emitted));
   stream_->PushData(commit, bytes::Begin(commit, 0, 900));
   stream_->PushData(commit, bytes::OutboxRelation(test::OutboxWal::kRelationId));
@@ -195,7 +211,7 @@ TEST_P(WalOnlyPipelineTest, MessagesAreEventsOfTheirTransactionInPlace) {
     EXPECT_THAT(Ids(fake_->produced()), ElementsAre("r1", "r3"));
     return;
   }
-  ASSERT_THAT(Ids(fake_->produced()), ElementsAre("r1", "m2", "r3"));
+  ASSERT_THAT(Ids(fake_->produced()), ElementsAre("r1", m2, "r3"));
   const test::ProducedMessage& m = fake_->produced()[1];
   EXPECT_EQ(m.key, "A");
   EXPECT_EQ(m.value, "[2]");
@@ -207,6 +223,76 @@ TEST_P(WalOnlyPipelineTest, MessagesAreEventsOfTheirTransactionInPlace) {
   fake_->Ack(TagOf(1));
   Step(kCoalesce);
   EXPECT_EQ(stream_->last_confirmed(), end);
+}
+
+// Every role may call pg_logical_emit_message: a message with outboxd's prefix that
+// outboxd_emit did not sign (or signed with fields that break their rules) is counted
+// by reason and logged once per 10 s, never produced and never dead-lettered (it would
+// park the real aggregate it names); the signed events around it flow in order and the
+// slot is confirmed past it.
+TEST_F(RelayPipelineTest, ForgedMessagesAreCountedAndSkippedWhileSignedOnesFlowInOrder) {
+  namespace bytes = test::pgoutput_bytes;
+  options_.source = Source::kMessages;
+  Start();
+  pipeline_->SetEmitKey(kEmitKey);
+  test::CapturedLog log;
+  auto event = [](const std::string& id, std::string_view created_at) {
+    return outbox::OutboxEvent{.id = id,
+                               .aggregate_id = "A",
+                               .type = "pedido.confirmado",
+                               .payload = "{}",
+                               .created_at = created_at};
+  };
+  auto id = [](int n) { return absl::StrCat("00000000-0000-4000-8000-0000000000", n); };
+  const std::string forged[] = {
+      outbox::EmittedContent(event(id(90), "2020-01-01 00:00:00+00")),  // unsigned
+      outbox::SignedContent(event(id(91), "2020-01-01 00:00:00+00"),    // another key
+                            outbox::KeyFromSecret("guessed")),
+      outbox::SignedContent(event("not-a-uuid", "2026-12-03 15:40:00+00"), kEmitKey),
+      outbox::SignedContent(event(id(92), "garbage"), kEmitKey),
+      std::string(outbox::kMaxEmittedContent + 1, 'x'),
+  };
+  pg::Lsn lsn = 0x3000000;
+  auto transaction = [&](const std::vector<std::string>& contents) {
+    const pg::Lsn commit = lsn += 0x1000;
+    stream_->PushData(commit, bytes::Begin(commit, 0, 900));
+    for (const std::string& c : contents) {
+      stream_->PushData(commit, bytes::LogicalMessage(commit - 0x80, true, "outboxd", c));
+    }
+    stream_->PushData(commit + 0x10, bytes::Commit(commit, commit + 0x10, 0));
+    return commit + 0x10;
+  };
+  transaction({outbox::SignedContent(event(id(10), "2026-12-03 15:40:00+00"), kEmitKey)});
+  for (const std::string& f : forged) transaction({f});
+  transaction({forged[0], outbox::SignedContent(event(id(11), "2026-12-03 15:40:01+00"), kEmitKey),
+               forged[1]});
+  stream_->PushData(lsn, bytes::LogicalMessage(lsn, false, "outboxd",
+                                               outbox::SignedContent(event(id(93), ""), kEmitKey)));
+  const pg::Lsn last =
+      transaction({outbox::SignedContent(event(id(12), "2026-12-03 15:40:02+00"), kEmitKey)});
+  // The 1 MiB message ends a turn (kReadBytes).
+  for (int turn = 0; turn < 3; ++turn) Step();
+  ASSERT_THAT(Ids(fake_->produced()), ElementsAre(id(10), id(11), id(12)));
+  EXPECT_TRUE(dead_letters_.letters.empty());
+  for (size_t i = 0; i < fake_->produced().size(); ++i) fake_->Ack(TagOf(i));
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), last);
+  const std::string metrics = stats_.metrics.Render();
+  auto rejected = [&](const char* reason) {
+    return Gauge(metrics, absl::StrCat("outboxd_messages_rejected_total{reason=\"", reason, "\"}"));
+  };
+  EXPECT_EQ(rejected("unsigned"), 2);
+  EXPECT_EQ(rejected("bad_signature"), 2);
+  EXPECT_EQ(rejected("invalid_field"), 2);
+  EXPECT_EQ(rejected("too_large"), 1);
+  EXPECT_EQ(rejected("non_transactional"), 1);
+  // One line at once, the other seven counted in one line 10 s later.
+  std::string text = log.Take();
+  EXPECT_THAT(text, HasSubstr("outboxd message at 0/3001F80 rejected (unsigned), not published"));
+  EXPECT_THAT(text, Not(HasSubstr("more outboxd message(s) rejected")));
+  Step(absl::Seconds(10));
+  text = log.Take();
+  EXPECT_THAT(text, HasSubstr("7 more outboxd message(s) rejected")) << text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sources, WalOnlyPipelineTest,
@@ -557,15 +643,6 @@ TEST_F(RelayPipelineTest, ShutdownConfirmsTheAcknowledgedBeforeEndingTheStream) 
   EXPECT_EQ(stats_.events_abandoned, 1u);
 }
 
-// The value of one series in Prometheus text, or -1 when it is missing.
-double Gauge(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    double value = 0;
-    if (absl::ConsumePrefix(&line, series + " ") && absl::SimpleAtod(line, &value)) return value;
-  }
-  return -1;
-}
-
 // A sink that refuses for now (RabbitMQ's connection.blocked under a memory alarm,
 // a full librdkafka queue) holds the pipeline inside Produce for as long as it
 // lasts. /metrics and /healthz must follow meanwhile: the events read show in flight,
@@ -749,6 +826,44 @@ TEST_F(RelayPipelineTest, HeldEventsCountAsInFlightAndAtTheStop) {
   EXPECT_TRUE(fake_->produced().empty());
   EXPECT_EQ(stats_.events_abandoned, 3u);
   EXPECT_THAT(log.Take(), HasSubstr("3 events still unacknowledged (3 held for the standbys)"));
+}
+
+// --standby-slot keeps a copy of each message of a held transaction, but none of a
+// logical message it would skip (another prefix) or refuse for its size: a role that
+// writes a large one makes the relay hold no more memory for it.
+TEST_F(RelayPipelineTest, StandbySlotHoldsNoCopyOfAMessageItWillNotPublish) {
+  namespace bytes = test::pgoutput_bytes;
+  options_.standby_slots = {"node_b"};
+  options_.source = Source::kMessages;
+  Start();
+  pipeline_->SetEmitKey(kEmitKey);
+  const pg::Lsn commit = 0x4000000, end = 0x4000100;
+  const std::string id = "00000000-0000-4000-8000-000000000040";
+  stream_->PushData(commit, bytes::Begin(commit, 0, 900));
+  stream_->PushData(commit,
+                    bytes::LogicalMessage(commit - 0x90, true, "other", std::string(4 << 20, 'y')));
+  stream_->PushData(
+      commit, bytes::LogicalMessage(commit - 0x80, true, "outboxd", std::string(2 << 20, 'x')));
+  stream_->PushData(
+      commit, bytes::LogicalMessage(commit - 0x40, true, "outboxd",
+                                    outbox::SignedContent({.id = id,
+                                                           .aggregate_id = "A",
+                                                           .type = "pedido.confirmado",
+                                                           .payload = "{}",
+                                                           .created_at = "2026-12-03 15:40:00+00"},
+                                                          kEmitKey)));
+  stream_->PushData(end, bytes::Commit(commit, end, 0));
+  size_t largest = 0;
+  for (int turn = 0; turn < 4 && !pipeline_->holding(); ++turn) {
+    largest = std::max(largest, outboxd::testing::LargestAllocationDuring([&] { Step(); }));
+  }
+  ASSERT_TRUE(pipeline_->holding());
+  EXPECT_LT(largest, 64u << 10) << "a copy of the 4 or 2 MiB message was held";
+  pipeline_->SetStandbyFlush(end);
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre(id));
+  EXPECT_EQ(
+      Gauge(stats_.metrics.Render(), R"(outboxd_messages_rejected_total{reason="too_large"})"), 1);
 }
 
 // Issue 17 point 2: nothing in the loop holds a message that has arrived. Several

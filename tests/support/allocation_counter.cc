@@ -7,9 +7,15 @@
 namespace {
 std::atomic<bool> counting{false};
 std::atomic<int> allocations{0};
+std::atomic<std::size_t> largest{0};
 
 void* CountedAlloc(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
+  if (counting.load(std::memory_order_relaxed)) {
+    allocations.fetch_add(1);
+    std::size_t seen = largest.load();
+    while (size > seen && !largest.compare_exchange_weak(seen, size)) {
+    }
+  }
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
@@ -30,6 +36,14 @@ int AllocationsDuring(const std::function<void()>& fn) {
   fn();
   counting = false;
   return allocations.load();
+}
+
+size_t LargestAllocationDuring(const std::function<void()>& fn) {
+  largest = 0;
+  counting = true;
+  fn();
+  counting = false;
+  return largest.load();
 }
 
 }  // namespace outboxd::testing
