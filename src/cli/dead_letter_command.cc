@@ -1,10 +1,12 @@
 // outboxd dead-letter list|replay: what could not be published, and republishing it
 // in order once the cause is fixed (a topic created, a payload corrected in the
 // table, a size limit raised).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
@@ -23,6 +25,16 @@
 
 namespace outboxd::cli {
 namespace {
+
+// A field for `list`'s table, as the table holds it, escaped as the logs do; but a
+// stand-in (outbox/stored_letter.h) is escaped already: printed as it is while it is
+// plain printable ASCII, so that its backslashes are not doubled.
+std::string Shown(const std::string& stored) {
+  const bool printable =
+      std::all_of(stored.begin(), stored.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  if (printable && absl::StrContains(stored, outbox::kStandInMarker)) return stored;
+  return EscapeForTerminal(stored);
+}
 
 // One letter as a JSON object on one line, every field a string but seq.
 std::string LetterJson(const outbox::DeadLetter& l) {
@@ -117,13 +129,13 @@ struct DeadLetterCommand {
                 "error");
     for (const outbox::DeadLetter& original : *letters) {
       // As the table holds it: a value text cannot hold, or a key of kilobytes, shows
-      // as its stand-in (outbox/stored_letter.h), as a WHERE clause must name it; and
-      // escaped, since any writer of the outbox chose it: one line of plain text.
+      // as its stand-in (outbox/stored_letter.h), as a WHERE clause must name it; any
+      // other value escaped, since any writer of the outbox chose it. One line of
+      // plain text either way.
       const outbox::DeadLetter l = outbox::ToStored(original).text;
       std::printf("%-6lld %-20s %-16s %-20s %-36s %s\n", static_cast<long long>(l.seq),
-                  EscapeForTerminal(l.dead_at).c_str(), EscapeForTerminal(l.aggregate_id).c_str(),
-                  EscapeForTerminal(l.type).c_str(), EscapeForTerminal(l.id).c_str(),
-                  EscapeForTerminal(l.error).c_str());
+                  Shown(l.dead_at).c_str(), Shown(l.aggregate_id).c_str(), Shown(l.type).c_str(),
+                  Shown(l.id).c_str(), Shown(l.error).c_str());
     }
     std::printf("%zu dead letter(s)\n", letters->size());
     return kExitOk;

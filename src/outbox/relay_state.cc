@@ -53,8 +53,8 @@ absl::StatusOr<std::optional<XidHorizon>> RelayStateStore::SlotHorizon(
   return horizon;
 }
 
-absl::Status RelayStateStore::RecordAcked(pg::Connection& conn, const std::string& slot,
-                                          const XidHorizon& horizon) const {
+absl::StatusOr<std::optional<uint64_t>> RelayStateStore::RecordAcked(
+    pg::Connection& conn, const std::string& slot, const XidHorizon& horizon) const {
   const std::string table = Quoted(conn);
   // Committed without waiting for the WAL flush (synchronous_commit off for this
   // transaction only, set inside the statement: one round trip): the relay's loop
@@ -64,8 +64,9 @@ absl::Status RelayStateStore::RecordAcked(pg::Connection& conn, const std::strin
   // older, so cleanup keeps more rows and a re-created slot sends more again, never
   // fewer; a later transaction that relied on this one (cleanup's DELETE) commits
   // after it in the WAL, so it cannot survive a crash this one did not.
-  return conn
-      .ExecParams(
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams(
           absl::StrCat("INSERT INTO ", table,
                        " AS s (slot_name, acked_xid, acked_lsn, acked_at)"
                        " SELECT $1, $2::xid8, $3::pg_lsn, now()"
@@ -74,9 +75,12 @@ absl::Status RelayStateStore::RecordAcked(pg::Connection& conn, const std::strin
                        " acked_xid = EXCLUDED.acked_xid,"
                        " acked_lsn = greatest(s.acked_lsn, EXCLUDED.acked_lsn),"
                        " acked_at = EXCLUDED.acked_at"
-                       " WHERE s.acked_xid IS NULL OR s.acked_xid <= EXCLUDED.acked_xid"),
-          {slot, horizon.xid, pg::FormatLsn(horizon.lsn)})
-      .status();
+                       " WHERE s.acked_xid IS NULL OR s.acked_xid <= EXCLUDED.acked_xid"
+                       " RETURNING pg_current_xact_id()::text"),
+          {slot, horizon.xid, pg::FormatLsn(horizon.lsn)}));
+  uint64_t own = 0;
+  if (r.rows() != 1 || !absl::SimpleAtoi(std::string(r.Get(0, 0)), &own)) return std::nullopt;
+  return own;
 }
 
 absl::StatusOr<std::vector<SlotPosition>> RelayStateStore::Positions(pg::Connection& conn) const {

@@ -75,9 +75,10 @@ class RelayStateStore {
   absl::StatusOr<std::optional<XidHorizon>> SlotHorizon(pg::Connection& conn,
                                                         const std::string& slot) const;
   // Stores `horizon` as `slot`'s acknowledged position (never moving it back, nor
-  // its LSN).
-  absl::Status RecordAcked(pg::Connection& conn, const std::string& slot,
-                           const XidHorizon& horizon) const;
+  // its LSN). Returns the xid of the transaction that stored it (nullopt: nothing
+  // stored, a newer position was there already).
+  absl::StatusOr<std::optional<uint64_t>> RecordAcked(pg::Connection& conn, const std::string& slot,
+                                                      const XidHorizon& horizon) const;
   absl::StatusOr<std::vector<SlotPosition>> Positions(pg::Connection& conn) const;
   // Whether a relay ever recorded an acknowledged position for `slot`: the slot
   // existed, so its absence now is a failover's (or a drop's), not a fresh install's.

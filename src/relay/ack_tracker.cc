@@ -34,7 +34,6 @@ void AckTracker::Ack(TxId tx) {
   if (t == nullptr || t->outstanding == 0) return;  // stale report from a reset session
   --t->outstanding;
   --events_in_flight_;
-  ++events_acknowledged_;
   if (t->failed && t->outstanding == 0) {
     t->failed = false;
     --failed_;

@@ -25,11 +25,6 @@ namespace outboxd::relay {
 class AckTracker {
  public:
   using TxId = uint64_t;
-  // How far the broker has acknowledged: the watermark, and how many events so far.
-  struct Acknowledged {
-    pg::Lsn watermark = 0;
-    uint64_t events = 0;  // since this tracker was made; never goes back
-  };
 
   explicit AckTracker(pg::Lsn confirmed = 0) : watermark_(confirmed) {}
 
@@ -60,7 +55,6 @@ class AckTracker {
   void ConfirmIdlePosition(pg::Lsn lsn);
 
   pg::Lsn watermark() const { return watermark_; }
-  Acknowledged acknowledged() const { return {watermark_, events_acknowledged_}; }
   uint64_t events_in_flight() const { return events_in_flight_; }
   size_t transactions_in_flight() const { return txs_.size(); }
   // Commit time (µs since the Unix epoch) of the oldest transaction not fully
@@ -94,7 +88,6 @@ class AckTracker {
   bool open_ = false;
   pg::Lsn watermark_;
   uint64_t events_in_flight_ = 0;
-  uint64_t events_acknowledged_ = 0;
   uint64_t failed_ = 0;
 };
 

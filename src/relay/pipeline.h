@@ -144,7 +144,6 @@ class Pipeline {
   void SetEmitKey(outbox::EmitKey key) { emit_key_ = std::move(key); }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
-  AckTracker::Acknowledged acknowledged() const { return tracker_.acknowledged(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
 

@@ -15,15 +15,14 @@
 // at the resolution of the server's running-transactions records (every 15 s while
 // it is busy, and at checkpoints).
 //
-// It writes only when there is something new to say: once after it starts, and after
-// the broker acknowledges events, until it has recorded a horizon taken at least one
-// interval after the last of them. An idle relay writes nothing: each record is a
-// transaction of its own, whose xid alone would move the next horizon (and so the
-// next record: one transaction id and some WAL a second, issue 28 point 6).
+// Each record is a transaction of its own, whose xid alone moves the next horizon: on
+// an idle database that was one record, one transaction id and some WAL a second
+// (issue 28 point 6). A horizon that has moved past nothing but the recorder's own
+// last transaction is not recorded: an idle relay writes nothing.
 //
 //   PositionRecorder recorder("outbox", "outboxd", absl::Seconds(1));
 //   // on every loop turn; queries only when due:
-//   if (recorder.Due()) OUTBOXD_RETURN_IF_ERROR(recorder.Tick(control, tracker.acknowledged()));
+//   if (recorder.Due()) OUTBOXD_RETURN_IF_ERROR(recorder.Tick(control, tracker.watermark()));
 #ifndef OUTBOXD_RELAY_POSITION_RECORDER_H_
 #define OUTBOXD_RELAY_POSITION_RECORDER_H_
 
@@ -38,7 +37,6 @@
 #include "outbox/relay_state.h"
 #include "pg/connection.h"
 #include "pg/lsn.h"
-#include "relay/ack_tracker.h"
 
 namespace outboxd::relay {
 
@@ -49,7 +47,7 @@ class PositionRecorder {
   // A table that is missing or not writable is warned about once and then left
   // alone (the relay works without it; cleanup then keeps every CDC row). Other
   // errors mean the connection is gone and are returned.
-  absl::Status Tick(pg::Connection& conn, const AckTracker::Acknowledged& acked);
+  absl::Status Tick(pg::Connection& conn, pg::Lsn watermark);
   // Whether Tick would query now (so the caller can free the connection first).
   bool Due() const { return !disabled_ && absl::Now() >= next_; }
   // The server's history changed (a failover): horizons taken on the old timeline
@@ -58,19 +56,14 @@ class PositionRecorder {
   void Forget() {
     candidates_.clear();
     recorded_xid_ = 0;
-    stale_until_ = next_seq_;
+    own_xid_ = 0;
   }
 
  private:
   absl::Status Disable(const absl::Status& error);
-  struct Candidate {
-    outbox::XidHorizon horizon;
-    uint64_t seq = 0;  // in the order taken
-  };
-  // Records `horizon` unless one as new is recorded already or nothing new was
-  // acknowledged; `seq` is the candidate's (none for the slot's own horizon).
-  absl::Status Record(pg::Connection& conn, const outbox::XidHorizon& horizon,
-                      std::optional<uint64_t> seq);
+  // Records `horizon` unless one as new is recorded already, or it moved past nothing
+  // but the last record's own transaction.
+  absl::Status Record(pg::Connection& conn, const outbox::XidHorizon& horizon);
 
   outbox::RelayStateStore store_;
   std::string slot_;
@@ -78,13 +71,9 @@ class PositionRecorder {
   // A day at one per second would be 86,400 of them (~50 bytes each); above this many
   // every other one is dropped.
   static constexpr size_t kMaxCandidates = 4096;
-  std::deque<Candidate> candidates_;  // oldest first
+  std::deque<outbox::XidHorizon> candidates_;  // oldest first
   uint64_t recorded_xid_ = 0;  // the newest horizon recorded by this process
-  uint64_t next_seq_ = 0;      // of the next candidate taken
-  // Something acknowledged is not recorded yet until a candidate of this seq or later
-  // is; none: the record is up to date. At start: the first candidate recorded.
-  std::optional<uint64_t> stale_until_ = 0;
-  uint64_t events_seen_ = 0;  // Acknowledged::events at the last Tick
+  uint64_t own_xid_ = 0;       // the transaction that recorded it (0: unknown)
   absl::Time next_ = absl::InfinitePast();
   bool disabled_ = false;
 };

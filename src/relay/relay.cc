@@ -167,7 +167,7 @@ absl::Status Relay::Loop() {
       stats_->health.SetStuck("");
       pipeline_.SetStuck(std::nullopt);
     }
-    OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.acknowledged()));
+    OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
     catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
     pipeline_.SetStandbyFlush(session_.standby_flush());
     if (!options_.standby_slots.empty()) ReportStandbyWait();

@@ -218,7 +218,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
   return stream;
 }
 
-absl::Status Session::Upkeep(const AckTracker::Acknowledged& acked) {
+absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (!control_) return absl::OkStatus();
   if (!options_.standby_slots.empty() && absl::Now() >= next_standby_read_) {
     next_standby_read_ = absl::Now() + options_.standby_interval;
@@ -231,7 +231,7 @@ absl::Status Session::Upkeep(const AckTracker::Acknowledged& acked) {
   if (slot && slot->exists) OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(*slot));
   if (position_.Due()) {
     OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
-    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, acked));
+    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, watermark));
   }
   return absl::OkStatus();
 }

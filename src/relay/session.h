@@ -11,7 +11,7 @@
 //   OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session.InspectSlot());
 //   OUTBOXD_RETURN_IF_ERROR(session.CheckSlotForStreaming(state.slot));
 //   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream, session.StartStream(lsn));
-//   ... each loop turn: OUTBOXD_RETURN_IF_ERROR(session.Upkeep(tracker.acknowledged()));
+//   ... each loop turn: OUTBOXD_RETURN_IF_ERROR(session.Upkeep(watermark));
 //   session.Close();
 #ifndef OUTBOXD_RELAY_SESSION_H_
 #define OUTBOXD_RELAY_SESSION_H_
@@ -76,7 +76,7 @@ class Session {
                                                                 bool* gave_up);
   // While streaming, each loop turn: the slot's wal_status and the recorded position,
   // each when its interval has passed.
-  absl::Status Upkeep(const AckTracker::Acknowledged& acked);
+  absl::Status Upkeep(pg::Lsn watermark);
   // Closes the connections (the stream's went with the pipeline's stream).
   void Close();
 

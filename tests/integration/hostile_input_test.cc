@@ -230,8 +230,11 @@ TEST(HostileInput, DeadLetterListPrintsEachLetterEscapedOnOneLineAndJsonGivesThe
   const std::vector<std::string> line =
       LinesStartingWith(list.output, absl::StrCat("1", std::string(6, ' '), "20"));
   ASSERT_EQ(line.size(), 1u) << list.output;
-  for (const char* escaped : {"agg\\x1b]0;pwned\\x07\\n99     2026-12-04T00:00:00Z FORGED\\xff",
-                              "t\\x1b[2J\\x1b[H\\u009b31m", "refused\\r\\n\\xfe fake line"}) {
+  // A value the table cannot hold as text shows as its stored stand-in (escaped, with
+  // its hash: outbox/stored_letter.h), one that it can escaped as the logs do.
+  for (const char* escaped :
+       {"agg\\x1b]0;pwned\\x07\\x0a99     2026-12-04T00:00:00Z FORGED\\xff~sha256:",
+        "t\\x1b[2J\\x1b[H\\u009b31m", "refused\\x0d\\x0a\\xfe fake line~sha256:"}) {
     EXPECT_THAT(line[0], HasSubstr(escaped)) << list.output;
   }
   EXPECT_THAT(list.output, HasSubstr("\n1 dead letter(s)\n"));
@@ -256,7 +259,8 @@ TEST(HostileInput, DeadLetterListPrintsEachLetterEscapedOnOneLineAndJsonGivesThe
   // Bytes that are not UTF-8 cannot be JSON text: U+FFFD in their place.
   EXPECT_EQ(field("aggregate_id"),
             "agg\x1b]0;pwned\x07\n99     2026-12-04T00:00:00Z FORGED\xef\xbf\xbd");
-  EXPECT_EQ(field("error"), "refused\r\n\xef\xbf\xbd fake line");
+  // The error is the relay's text, kept as the table holds it: its stand-in here.
+  EXPECT_THAT(field("error"), ::testing::StartsWith("refused\\x0d\\x0a\\xfe fake line~sha256:"));
   int64_t seq = 0;
   EXPECT_EQ(doc["seq"].get(seq), simdjson::SUCCESS);
   EXPECT_EQ(seq, 1);

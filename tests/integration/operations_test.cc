@@ -143,6 +143,30 @@ TEST(Operations, AnIdleRelayWritesNothingUntilThereIsSomethingToRecord) {
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// The horizon a position is recorded from is the oldest transaction still running in
+// the whole server: one held open elsewhere keeps it below the events just acknowledged.
+// Once it ends, the recorder records the newer horizon, though nothing new has been
+// acknowledged since (a recorder that stopped after "recording once after the
+// acknowledgements" left them unacknowledged in status for good).
+TEST(Operations, AHorizonHeldBackByAnOpenTransactionIsRecordedOnceItEnds) {
+  RelayHarness h(kTopics);
+  h.StartRelay();
+  auto blocker = h.db().Connect();
+  ASSERT_TRUE(blocker.Exec("BEGIN").ok());
+  ASSERT_TRUE(blocker.Exec("SELECT pg_current_xact_id()").ok());  // an xid, held open
+  auto conn = h.db().Connect();
+  InsertEvents(conn, "held", 3);
+  ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30)));
+  ASSERT_TRUE(h.WaitForQueryRounds(kHorizonQuery, 3, absl::Seconds(30))) << h.relay().Log();
+  std::string status;
+  ASSERT_EQ(Outboxd(h, {"status", "--json", "--slot", h.slot()}, &status), 0) << status;
+  EXPECT_TRUE(absl::StrContains(status, "\"unacked\":3,")) << status;
+
+  ASSERT_TRUE(blocker.Exec("COMMIT").ok());
+  EXPECT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 // Before the relay ever recorded a position, nothing counts as acknowledged: the
 // human table says so, and cleanup keeps everything.
 TEST(Operations, WithoutARecordedPositionNothingIsDeletedAndStatusShowsTheAge) {

@@ -127,8 +127,13 @@ TEST(PoisonRow, EveryKindOfRowIsADeadLetterWhileOtherAggregatesFlowAndReplayKeep
 }
 
 // A message's fields are bytes (pg_logical_emit_message takes bytea): an aggregate that
-// is not UTF-8, the one value a row in a UTF-8 database cannot hold.
-TEST(PoisonRow, AMessageWhoseAggregateIsNotUtf8IsADeadLetterAndReplaysItsBytes) {
+// is not UTF-8, the one value a row in a UTF-8 database cannot hold. Such a message
+// made the dead-letter insert fail (exit 2 at every restart). No role but outboxd_emit
+// writes a message the relay publishes now (docs/security.md, "Who may publish an
+// event"): this one, unsigned, is a counted rejection, never a dead letter, and the
+// others flow. A signed one with such a field is refused the same way (invalid_field:
+// EmittedEvent tests).
+TEST(PoisonRow, AMessageWhoseAggregateIsNotUtf8IsRejectedAndTheOthersFlow) {
   RelayHarness h(kTopics);
   auto conn = h.db().Connect();
   h.StartRelay({"--source", "both"});
@@ -140,13 +145,11 @@ TEST(PoisonRow, AMessageWhoseAggregateIsNotUtf8IsADeadLetterAndReplaysItsBytes) 
        "'\\x00'::bytea || '2026-12-03 15:40:00.5+00'::bytea || '\\x00'::bytea || '42'::bytea)");
   InsertRow(conn, "ok-2", R"({"n": 2})");
   ASSERT_TRUE(AllDelivered(h, {"ok-1", "ok-2"}, absl::Seconds(20))) << h.relay().Log();
-  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_dead_lettered_total", 1, absl::Seconds(10)))
+  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_messages_rejected_total{reason=\"unsigned\"}", 1,
+                            absl::Seconds(10)))
       << h.relay().Log();
-  EXPECT_EQ(h.db().Scalar("SELECT substr(aggregate_id, 1, 20) FROM outbox_dead_letter"),
-            "agg-\\xff\\xfe~sha256:");
-  const std::string out = FixPayloadsAndReplay(h, 0);
-  EXPECT_TRUE(AllDelivered(h, {"agg-\xff\xfe"}, absl::Seconds(20))) << out;
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
 }
 
 TEST(PoisonRow, ALetterTheTableRefusesMakesTheRelayStuckAndUnhealthyUntilFixed) {
