@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/backoff.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 
@@ -46,11 +47,6 @@ constexpr std::string_view kJsonContentType = "application/json";
 // the map node with the Entry (~120 bytes), the two allocations' headers, and the
 // waiting-set node or key line it may have.
 constexpr uint64_t kEntryOverhead = 192;
-
-// Doubling from `base` for each attempt, up to `cap`.
-absl::Duration Backoff(absl::Duration base, absl::Duration cap, int attempt) {
-  return std::min(cap, base * (int64_t{1} << std::min(attempt, 20)));
-}
 
 // created_at as the encoder writes it (ISO-8601 with offset, e.g.
 // 2026-12-03T12:00:00.123456+00:00); nullopt for anything else.
@@ -164,9 +160,11 @@ struct Sink::Impl {
   bool ever_connected = false;
   bool blocked = false;
   absl::Time reconnect_at = absl::InfinitePast();
-  int reconnect_attempts = 0;
+  // Set by Create from options.reconnect_* and nack_*: doubling up to the cap, with no
+  // jitter (one sink's own retries).
+  Backoff reconnect_backoff{absl::ZeroDuration(), absl::ZeroDuration(), Backoff::Jitter::kNone};
   absl::Time retry_at = absl::InfinitePast();  // after a nack
-  int nack_attempts = 0;
+  Backoff nack_backoff{absl::ZeroDuration(), absl::ZeroDuration(), Backoff::Jitter::kNone};
   absl::Status fatal;
 
   std::map<uint64_t, Entry> entries;  // by sequence = produce order
@@ -241,7 +239,7 @@ absl::Status Sink::Impl::Connect() {
 void Sink::Impl::TryReconnect() {
   absl::Status s = Connect();
   if (s.ok()) {
-    reconnect_attempts = 0;
+    reconnect_backoff.Reset();
     if (ever_connected) {
       ++counters.reconnects;
       spdlog::info("reconnected to RabbitMQ at {}; publishing {} waiting messages again, in order",
@@ -250,11 +248,10 @@ void Sink::Impl::TryReconnect() {
     ever_connected = true;
     return;
   }
-  const absl::Duration wait =
-      Backoff(options.reconnect_base, options.reconnect_cap, reconnect_attempts++);
+  const absl::Duration wait = reconnect_backoff.Next();
   reconnect_at = absl::Now() + wait;
   spdlog::warn("RabbitMQ not reachable ({}); {} messages wait; retrying in {} (attempt {})", s,
-               entries.size(), absl::FormatDuration(wait), reconnect_attempts);
+               entries.size(), absl::FormatDuration(wait), reconnect_backoff.attempts());
 }
 
 OutgoingMessage Sink::Impl::ToAmqp(uint64_t seq, const Entry& e) {
@@ -388,7 +385,7 @@ int Sink::Impl::ServeDone() {
     if (it == entries.end()) continue;  // reported already (timed out)
     switch (d.outcome) {
       case Outcome::kAcked:
-        nack_attempts = 0;
+        nack_backoff.Reset();
         Report(it, absl::OkStatus());
         ++served;
         break;
@@ -405,7 +402,7 @@ int Sink::Impl::ServeDone() {
       case Outcome::kNacked: {
         ++counters.nacked;
         waiting.insert(d.seq);
-        const absl::Duration wait = Backoff(options.nack_base, options.nack_cap, nack_attempts++);
+        const absl::Duration wait = nack_backoff.Next();
         retry_at = absl::Now() + wait;
         spdlog::warn(
             "RabbitMQ refused a message for now (basic.nack, routing key {}); "
@@ -528,6 +525,9 @@ absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
                                                    const sink::SinkSettings& settings) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->reconnect_backoff =
+      Backoff(options.reconnect_base, options.reconnect_cap, Backoff::Jitter::kNone);
+  impl->nack_backoff = Backoff(options.nack_base, options.nack_cap, Backoff::Jitter::kNone);
   impl->on_delivery = settings.on_delivery;
   impl->delivery_timeout = settings.delivery_timeout;
   OUTBOXD_ASSIGN_OR_RETURN(impl->where, RedactedUrl(options.publisher.url));
@@ -538,8 +538,7 @@ absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
   } else if (connected.code() == absl::StatusCode::kUnavailable) {
     // Like a Kafka producer with its brokers down: messages wait, the sink retries.
     spdlog::warn("{}; retrying", connected);
-    impl->reconnect_at = absl::Now() + options.reconnect_base;
-    impl->reconnect_attempts = 1;
+    impl->reconnect_at = absl::Now() + impl->reconnect_backoff.Next();  // reconnect_base
   } else {
     return connected;
   }

@@ -2,6 +2,7 @@
 // databases without logical replication; same message contract as `run` without the
 // lsn header. Several instances may run on one table.
 #include "base/log.h"
+#include "base/startup_retry.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/logging.h"
@@ -13,7 +14,6 @@
 #include "pg/connection.h"
 #include "poll/notify_trigger.h"
 #include "poll/poll_relay.h"
-#include "relay/startup_retry.h"
 
 namespace outboxd::cli {
 namespace {
@@ -90,7 +90,7 @@ struct PollCommand {
     stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
     poll::PollRelay relay(options, &stats);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
-    if (absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
+    if (absl::Status s = RetryWhileTransient(stop, [&] { return relay.Start(); });
         !s.ok()) {
       if (!stop.requested()) return Fail(s, Phase::kStarting);
       spdlog::info("stopped before PostgreSQL was available");

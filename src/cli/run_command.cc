@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/startup_retry.h"
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -21,7 +22,6 @@
 #include "pg/identifier.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
-#include "relay/startup_retry.h"
 #include "outbox/topic_template.h"
 
 namespace outboxd::cli {
@@ -238,7 +238,7 @@ struct RunCommand {
     StopOnSignals signals(&stop);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     std::optional<pg::Connection> checked;
-    absl::Status reached = relay::RetryWhileTransient(stop, [&]() -> absl::Status {
+    absl::Status reached = RetryWhileTransient(stop, [&]() -> absl::Status {
       absl::StatusOr<pg::Connection> conn = CheckDatabase();
       if (conn.ok()) checked.emplace(*std::move(conn));
       return conn.status();

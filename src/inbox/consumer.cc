@@ -48,7 +48,8 @@ Consumer::Consumer(pg::Connection conn, ConsumerOptions options, Handler handler
       options_(std::move(options)),
       handler_(std::move(handler)),
       source_(std::move(source)),
-      detect_inbox_key_(options_.inbox.key == InboxKey::kDetect) {}
+      detect_inbox_key_(options_.inbox.key == InboxKey::kDetect),
+      backoff_(options_.initial_backoff, options_.max_backoff, Backoff::Jitter::kNone) {}
 
 Consumer::~Consumer() { Close(); }
 
@@ -85,7 +86,7 @@ absl::StatusOr<std::optional<Delivery>> Consumer::Handle(const internal::Receive
   }
   // libpq does not reconnect on its own; the retry after a lost connection does.
   if (PQstatus(conn_.get()) == CONNECTION_BAD) PQreset(conn_.get());
-  delivery.attempt = failures_ + 1;
+  delivery.attempt = backoff_.attempts() + 1;
   LearnInboxKey();
   absl::StatusOr<Outcome> outcome = Process(conn_, delivery.message, handler_, options_.inbox);
   if (!outcome.ok()) {
@@ -94,7 +95,7 @@ absl::StatusOr<std::optional<Delivery>> Consumer::Handle(const internal::Receive
     if (detect_inbox_key_) options_.inbox.key = InboxKey::kDetect;
     return Failed(received, std::move(delivery), outcome.status());
   }
-  failures_ = 0;
+  backoff_.Reset();
   delivery.result =
       *outcome == Outcome::kProcessed ? Delivery::Result::kProcessed : Delivery::Result::kDuplicate;
   delivery.offset_commit = source_->Settle(received);
@@ -117,9 +118,7 @@ void Consumer::LearnInboxKey() {
 std::optional<Delivery> Consumer::Failed(const internal::Received& received, Delivery delivery,
                                          absl::Status error) {
   source_->Redeliver(received);
-  ++failures_;
-  const absl::Duration backoff = std::min(
-      options_.initial_backoff * (int64_t{1} << std::min(failures_ - 1, 20)), options_.max_backoff);
+  const absl::Duration backoff = backoff_.Next();
   resume_at_ = absl::Now() + backoff;
   spdlog::warn("message {} (id {}) failed, attempt {}, retrying in {}: {}",
                source_->Where(delivery.message), LogSafe(delivery.message.id), delivery.attempt,

@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/backoff.h"
 #include "inbox/inbox.h"
 #include "pg/connection.h"
 
@@ -128,7 +129,9 @@ class Consumer {
   std::unique_ptr<internal::Source> source_;
   bool detect_inbox_key_;  // options.inbox.key was kDetect: looked up again after a failure
   bool closed_ = false;
-  int failures_ = 0;  // consecutive failed attempts of the message being retried
+  // Its attempts() are the consecutive failed attempts of the message being retried;
+  // no jitter: one consumer's retries gain nothing from it and stay predictable.
+  Backoff backoff_;
   absl::Time resume_at_ = absl::InfinitePast();
 };
 

@@ -27,13 +27,12 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "kafka/internal/rdkafka_util.h"
+#include "kafka/rdkafka_client.h"
 
 namespace outboxd::kafka {
 namespace {
 
-using internal::ForEachHeader;
 using internal::OneLine;
-using internal::SetProperty;
 
 // The tag travels as librdkafka's per-message opaque pointer, so no allocation per
 // message; that needs a pointer wide enough for every uint64_t.

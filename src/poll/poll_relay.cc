@@ -20,6 +20,7 @@
 #include "outbox/names.h"
 #include "pg/identifier.h"
 #include "pg/table_name.h"
+#include "poll/internal/outbox_queries.h"
 #include "poll/notify_trigger.h"
 
 namespace outboxd::poll {
@@ -80,7 +81,9 @@ absl::Status PollRelay::Connect() {
       internal::CheckTable(conn, table, options_.columns, options_.poll_columns));
   table_name_ = table.name;
   OUTBOXD_ASSIGN_OR_RETURN(
-      queries_, internal::BuildQueries(conn, table, options_.columns, options_.poll_columns));
+      internal::OutboxQueries queries,
+      internal::BuildQueries(conn, table, options_.columns, options_.poll_columns));
+  queries_ = std::make_unique<const internal::OutboxQueries>(std::move(queries));
   OUTBOXD_ASSIGN_OR_RETURN(std::string created_at,
                            conn.QuoteIdentifier(options_.columns.created_at));
   OUTBOXD_ASSIGN_OR_RETURN(std::string published_at,
@@ -140,7 +143,7 @@ absl::StatusOr<int> PollRelay::RunOnce() {
 
 absl::StatusOr<int> PollRelay::ReserveAndPublish() {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result rows,
-                           conn_->ExecParams(queries_.reserve, {absl::StrCat(options_.batch)}));
+                           conn_->ExecParams(queries_->reserve, {absl::StrCat(options_.batch)}));
   batch_.assign(rows.rows(), Pending{});
   first_tag_ = next_tag_;
   next_tag_ += rows.rows();
@@ -258,7 +261,7 @@ absl::Status PollRelay::RecordOutcomes() {
   }
   if (!acked.empty()) {
     OUTBOXD_RETURN_IF_ERROR(conn_
-                                ->ExecParams(queries_.mark_published,
+                                ->ExecParams(queries_->mark_published,
                                              {absl::StrCat("{", absl::StrJoin(acked, ","), "}")})
                                 .status());
   }
@@ -268,7 +271,7 @@ absl::Status PollRelay::RecordOutcomes() {
     if (pending.outcome && pending.outcome->ok()) continue;
     std::string error = pending.outcome ? std::string(pending.outcome->message()) : timed_out;
     OUTBOXD_RETURN_IF_ERROR(
-        conn_->ExecParams(queries_.mark_failed, {absl::StrCat(pending.seq), error}).status());
+        conn_->ExecParams(queries_->mark_failed, {absl::StrCat(pending.seq), error}).status());
   }
   OUTBOXD_RETURN_IF_ERROR(conn_->Exec("COMMIT").status());
   CountAndLog(acked.size());

@@ -37,12 +37,15 @@
 #include "outbox/message_format.h"
 #include "pg/connection.h"
 #include "poll/columns.h"
-#include "poll/internal/outbox_queries.h"
 #include "base/stop_signal.h"
 #include "outbox/topic_template.h"
 #include "sink/sink.h"
 
 namespace outboxd::poll {
+
+namespace internal {
+struct OutboxQueries;  // internal/outbox_queries.h: the SQL, built once per connection
+}  // namespace internal
 
 struct PollOptions {
   std::string conninfo;
@@ -137,7 +140,7 @@ class PollRelay {
   PollStats* stats_;
   outbox::TopicTemplate topic_;
   std::string table_name_;  // unqualified, for {table}
-  internal::OutboxQueries queries_;
+  std::unique_ptr<const internal::OutboxQueries> queries_;
   std::optional<pg::Connection> conn_;
   std::unique_ptr<sink::Sink> sink_;
   outbox::MessageEncoder encoder_;  // checks the payload too

@@ -7,13 +7,13 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/backoff.h"
 #include "base/log.h"
+#include "base/startup_retry.h"
 #include "base/status_macros.h"
 #include "outbox/emit_key.h"
 #include "pg/lsn.h"
 #include "relay/backfill_coordinator.h"
-#include "relay/backoff.h"
-#include "relay/startup_retry.h"
 
 namespace outboxd::relay {
 namespace {
@@ -74,7 +74,7 @@ absl::Status Relay::Run() {
       continue;
     }
     // Before the slot was reached, an error is the configuration's or the
-    // environment's (exit 2), unless it is a server not up yet (see startup_retry.h);
+    // environment's (exit 2), unless it is a server not up yet (see base/startup_retry.h);
     // later, only those that retrying cannot fix end the relay.
     if (IsConfigurationError(status) || (!reached_slot && !IsTransientDatabaseError(status))) {
       return status;

@@ -1,10 +1,11 @@
 // The CDC relay: reads the outbox table's inserts from a logical replication slot
-// (pgoutput), publishes each as a broker message through a sink::Sink (Kafka), and
-// confirms the slot only up to the AckTracker's watermark.
+// (pgoutput), produces each as a broker message to a sink::Sink (Kafka or RabbitMQ:
+// the relay knows only the interface), and confirms the slot only up to the
+// AckTracker's watermark.
 //
 //   PostgreSQL --XLogData--> Decode --> EventMapper --> gate --> Sink.Produce
 //        ^                                                          |
-//        '-- SendFeedback(flush = watermark) <-- AckTracker <-------' delivery reports
+//        '-- SendFeedback(flush = watermark) <-- AckTracker <-------' sink::DeliveryReport
 //
 // One thread. Relay itself is the state machine around sessions (connect, stream,
 // reconnect with backoff, stand by while another relay holds the slot, recreate a
@@ -47,8 +48,9 @@ class Relay {
 
   // Runs until the stop signal (then: stop reading, wait up to shutdown_timeout for
   // in-flight acks, confirm, end the stream, return OK) or an error. A lost stream
-  // reconnects with backoff; a slot held by another relay means standing by; a fatal
-  // producer error recreates the producer. Errors before the first stream, and
+  // reconnects with backoff; a slot held by another relay means standing by; a sink
+  // that can deliver nothing more (Health() Aborted) is recreated through the
+  // SinkFactory, resuming from the watermark. Errors before the first stream, and
   // configuration errors at any time, are returned.
   absl::Status Run();
 

@@ -37,11 +37,12 @@ struct RelayOptions {
   bool allow_wal_only_with_slot_limit = false;
   // Value format, payload headers and key (--format, --header, --key-pointer).
   outbox::MessageFormat format;
-  // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory.
+  // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory or
+  // amqp::Sink::Factory, as the CLI's --sink chose; the relay sees only sink::Sink.
   sink::SinkFactory make_sink;
   absl::Duration feedback_interval = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Seconds(30);
-  uint64_t max_in_flight = 100000;  // events; reading pauses above it (Kafka's default)
+  uint64_t max_in_flight = 100000;  // events; reading pauses above it (run's default with Kafka)
   // Key, value and header bytes of produced, unacknowledged events; reading pauses
   // above it too, so memory stays bounded whatever the events' size.
   uint64_t max_in_flight_bytes = uint64_t{64} << 20;
@@ -55,8 +56,9 @@ struct RelayOptions {
   // How often the slot's wal_status is read while streaming (unreserved: warn;
   // lost: stop).
   absl::Duration slot_check_interval = absl::Seconds(5);
-  // Test-only: after this many produced events (once per process), raise a fatal
-  // idempotent-producer error, to exercise the producer's recreation. 0: never.
+  // Test-only: after this many produced events (once per process), make the sink fail
+  // as on a fatal error (Sink::RaiseFatalErrorForTesting; Kafka: a fatal
+  // idempotent-producer error), to exercise the sink's recreation. 0: never.
   uint64_t test_fatal_error_after = 0;
   // Reconnects after a lost stream: capped exponential backoff with jitter.
   absl::Duration reconnect_base = absl::Milliseconds(200);

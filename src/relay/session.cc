@@ -7,12 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/startup_retry.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/replication_stream.h"
 #include "relay/bulk_stream.h"
 #include "relay/preflight.h"
-#include "relay/startup_retry.h"
 
 namespace outboxd::relay {
 

@@ -1,11 +1,13 @@
 // Sink: where the relays hand broker messages, whatever the broker. The CDC relay,
 // the polling relay and dead-letter replay depend on this interface only; each
-// broker is one folder beside it (src/kafka/ today) with a factory that makes it
-// (kafka::Publisher::Factory), chosen by the CLI.
+// broker is one folder beside it with a factory that makes its sink, chosen by the
+// CLI (--sink): src/kafka/ (kafka::Publisher::Factory, librdkafka) and src/amqp/
+// (amqp::Sink::Factory, RabbitMQ with publisher confirms).
 //
 // The contract every implementation keeps, because the relay's guarantees rest on it:
 //   - Produce() enqueues; the outcome comes later, once per message, as a
-//     DeliveryReport carrying the message's tag, from Poll() or Flush() on the
+//     DeliveryReport carrying the message's tag (Kafka: from librdkafka's delivery
+//     report; RabbitMQ: from the publisher confirm), from Poll() or Flush() on the
 //     caller's thread (never from another thread).
 //   - A report with an OK status means the broker has the message durably (Kafka:
 //     acks=all; AMQP: publisher confirm). Nothing else may be reported OK.

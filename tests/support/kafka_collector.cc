@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kafka/internal/rdkafka_util.h"
+#include "kafka/rdkafka_client.h"
 
 namespace outboxd::test {
 namespace {
@@ -26,7 +26,7 @@ constexpr auto kRediscoverEvery = std::chrono::milliseconds(100);
 
 CollectedMessage ToCollected(const rd_kafka_message_t* m) {
   CollectedMessage out;
-  kafka::internal::CopyMessage(m, out);
+  kafka::CopyMessage(m, out);
   return out;
 }
 

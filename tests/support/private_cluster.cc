@@ -35,12 +35,12 @@ bool PrivateCluster::RestartImmediate() {
 
 bool PrivateCluster::PgCtl(const std::string& args) {
   std::string command =
-      "bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); "
+      "bindir=${OUTBOXD_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}; "
       "runuser -u postgres -- \"$bindir/pg_ctl\" -D " +
       dir_ + "/data -l " + dir_ + "/server.log -w -t 60 " + args + " >/dev/null";
   if (::geteuid() != 0)
     command =
-        "bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); "
+        "bindir=${OUTBOXD_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}; "
         "\"$bindir/pg_ctl\" -D " +
         dir_ + "/data -l " + dir_ + "/server.log -w -t 60 " + args + " >/dev/null";
   return std::system(command.c_str()) == 0;

@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "inbox/consumer.h"
 #include "inbox/internal/source.h"
-#include "kafka/internal/rdkafka_util.h"
+#include "kafka/rdkafka_client.h"
 
 namespace outboxd::inbox::internal {
 namespace {
@@ -39,7 +39,7 @@ int ToMs(absl::Duration d) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), 60'000));
 }
 
-using kafka::internal::SetProperty;
+using kafka::SetProperty;
 
 absl::StatusOr<ConfPtr> MakeConf(const ConsumerOptions& options) {
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
@@ -58,7 +58,7 @@ absl::StatusOr<ConfPtr> MakeConf(const ConsumerOptions& options) {
 
 Message ToMessage(const rd_kafka_message_t* m, const std::string& id_header) {
   Message out;
-  kafka::internal::CopyMessage(m, out);
+  kafka::CopyMessage(m, out);
   out.id = std::string(out.Header(id_header).value_or(""));
   return out;
 }

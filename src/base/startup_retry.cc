@@ -1,14 +1,14 @@
-#include "relay/startup_retry.h"
+#include "base/startup_retry.h"
 
 #include <sys/select.h>
 
 #include <algorithm>
 
 #include "absl/time/clock.h"
+#include "base/backoff.h"
 #include "base/log.h"
-#include "relay/backoff.h"
 
-namespace outboxd::relay {
+namespace outboxd {
 
 bool IsTransientDatabaseError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
@@ -41,4 +41,4 @@ absl::Status RetryWhileTransient(StopSignal& stop, absl::FunctionRef<absl::Statu
   }
 }
 
-}  // namespace outboxd::relay
+}  // namespace outboxd

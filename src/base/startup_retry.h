@@ -1,23 +1,23 @@
-// Start-up against a PostgreSQL that is not there yet. A host that boots the relay
-// before its database, or a database restarting as the relay starts, is the same
-// transient trouble as a server lost while streaming: retried with capped backoff and
-// logged, not an exit 2 that a supervisor would (rightly) not restart. What only a
-// person can fix (a bad password, a missing database, table or privilege, wal_level)
-// still ends the start at once.
+// Start-up against a PostgreSQL that is not there yet, for both relays (`outboxd run`
+// and `outboxd poll`). A host that boots the relay before its database, or a database
+// restarting as the relay starts, is the same transient trouble as a server lost while
+// streaming: retried with capped backoff and logged, not an exit 2 that a supervisor
+// would (rightly) not restart. What only a person can fix (a bad password, a missing
+// database, table or privilege, wal_level) still ends the start at once.
 //
 //   StopSignal stop;
-//   absl::Status s = relay::RetryWhileTransient(stop, [&] { return relay.Start(); });
+//   absl::Status s = RetryWhileTransient(stop, [&] { return relay.Start(); });
 //   if (stop.requested()) ...;          // SIGTERM while waiting
 //   else if (!s.ok()) return Fail(s);   // a configuration error
-#ifndef OUTBOXD_RELAY_STARTUP_RETRY_H_
-#define OUTBOXD_RELAY_STARTUP_RETRY_H_
+#ifndef OUTBOXD_BASE_STARTUP_RETRY_H_
+#define OUTBOXD_BASE_STARTUP_RETRY_H_
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/stop_signal.h"
 
-namespace outboxd::relay {
+namespace outboxd {
 
 // A PostgreSQL that cannot serve yet but may soon: connection refused or timed out,
 // host unreachable, "the database system is starting up" or "is shutting down", too
@@ -35,6 +35,6 @@ absl::Status RetryWhileTransient(StopSignal& stop, absl::FunctionRef<absl::Statu
 // Sleeps for `duration` or until `stop` is notified.
 void SleepUnlessStopped(StopSignal& stop, absl::Duration duration);
 
-}  // namespace outboxd::relay
+}  // namespace outboxd
 
-#endif  // OUTBOXD_RELAY_STARTUP_RETRY_H_
+#endif  // OUTBOXD_BASE_STARTUP_RETRY_H_

@@ -1,0 +1,74 @@
+// RetryWhileTransient: a PostgreSQL that is not up yet (Unavailable, ResourceExhausted)
+// is tried again after a backoff; what only a person can fix ends the start at once; a
+// stop ends the wait.
+#include "base/startup_retry.h"
+
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/stop_signal.h"
+#include "gtest/gtest.h"
+
+namespace outboxd {
+namespace {
+
+TEST(RetryWhileTransient, TriesAgainUntilTheServerIsUp) {
+  StopSignal stop;
+  int attempts = 0;
+  absl::Status s = RetryWhileTransient(
+      stop,
+      [&] {
+        ++attempts;
+        if (attempts == 1) return absl::UnavailableError("connection refused");
+        if (attempts == 2) return absl::ResourceExhaustedError("too many connections");
+        return absl::OkStatus();
+      },
+      absl::Milliseconds(1), absl::Milliseconds(2));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(attempts, 3);
+}
+
+TEST(RetryWhileTransient, EndsAtOnceOnAnErrorOnlyAPersonCanFix) {
+  StopSignal stop;
+  int attempts = 0;
+  absl::Status s = RetryWhileTransient(
+      stop,
+      [&] {
+        ++attempts;
+        return absl::PermissionDeniedError("password authentication failed");
+      },
+      absl::Milliseconds(1), absl::Milliseconds(2));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(attempts, 1);
+}
+
+TEST(RetryWhileTransient, AStopEndsTheWaitWithTheLastError) {
+  StopSignal stop;
+  std::thread stopper;
+  int attempts = 0;
+  absl::Status s = RetryWhileTransient(
+      stop,
+      [&] {
+        if (++attempts == 1) {
+          stopper = std::thread([&] { stop.Notify(); });
+          return absl::UnavailableError("the database system is starting up");
+        }
+        return absl::OkStatus();  // a retry after the stop: the test fails, but ends
+      },
+      absl::Hours(1), absl::Hours(1));  // without the stop, the wait would last an hour
+  stopper.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(attempts, 1);
+}
+
+TEST(IsTransientDatabaseError, NamesWhatARetryCanFix) {
+  EXPECT_TRUE(IsTransientDatabaseError(absl::UnavailableError("refused")));
+  EXPECT_TRUE(IsTransientDatabaseError(absl::ResourceExhaustedError("53300")));
+  EXPECT_FALSE(IsTransientDatabaseError(absl::NotFoundError("database \"app\" does not exist")));
+  EXPECT_FALSE(IsTransientDatabaseError(absl::OkStatus()));
+}
+
+}  // namespace
+}  // namespace outboxd
