@@ -2,6 +2,7 @@
 // in order once the cause is fixed (a topic created, a payload corrected in the
 // table, a size limit raised).
 #include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -116,7 +117,24 @@ struct DeadLetterCommand {
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     outbox::DeadLetterStore store(table, slot);
     if (!aggregate.empty()) replay.aggregate = aggregate;
-    return list->parsed() ? List(*conn, store) : Replay(*conn, store);
+    const int code = list->parsed() ? List(*conn, store) : Replay(*conn, store);
+    NameOtherSlots(*conn, store);
+    return code;
+  }
+
+  // A person who forgot --slot sees no letters, or not all: name the slots that have
+  // some. A hint only: a failure to read them changes nothing.
+  void NameOtherSlots(pg::Connection& conn, const outbox::DeadLetterStore& store) {
+    absl::StatusOr<std::map<std::string, int64_t>> others = store.OtherSlots(conn);
+    if (!others.ok() || others->empty()) return;
+    std::string named;
+    for (const auto& [other, count] : *others) {
+      absl::StrAppend(&named, named.empty() ? "" : ", ", count, " of slot ", EscapeForLog(other));
+    }
+    spdlog::info(
+        "left alone: dead letters other relays filed ({}); pass --slot with a relay's "
+        "slot for its letters",
+        named);
   }
 
   int List(pg::Connection& conn, const outbox::DeadLetterStore& store) {

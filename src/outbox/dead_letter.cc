@@ -230,6 +230,23 @@ absl::StatusOr<int64_t> DeadLetterStore::Count(pg::Connection& conn) const {
   return n;
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> DeadLetterStore::OtherSlots(
+    pg::Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  std::map<std::string, int64_t> others;
+  if (!slot_ || !shape.slot) return others;
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.ExecParams(absl::StrCat("SELECT slot, count(*) FROM ", Quoted(conn),
+                                                        " WHERE slot <> $1 GROUP BY slot"),
+                                           {*slot_}));
+  for (int i = 0; i < r.rows(); ++i) {
+    if (!absl::SimpleAtoi(std::string(r.Get(i, 1)), &others[std::string(r.Get(i, 0))])) {
+      return absl::InternalError("bad count");
+    }
+  }
+  return others;
+}
+
 absl::Status DeadLetterStore::Remove(pg::Connection& conn, int64_t seq) const {
   return conn
       .ExecParams(absl::StrCat("DELETE FROM ", Quoted(conn), " WHERE seq = $1"),

@@ -15,6 +15,7 @@
 #define OUTBOXD_OUTBOX_DEAD_LETTER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,6 +110,10 @@ class DeadLetterStore {
   absl::StatusOr<std::vector<DeadLetter>> List(pg::Connection& conn,
                                                const std::optional<std::string>& aggregate) const;
   absl::StatusOr<int64_t> Count(pg::Connection& conn) const;
+  // Other slots' letters, counted by slot, for a person who asked for this store's
+  // slot and may have meant another relay's: {"outboxd_rabbitmq": 3}. Empty without a
+  // slot or before the column.
+  absl::StatusOr<std::map<std::string, int64_t>> OtherSlots(pg::Connection& conn) const;
   absl::Status Remove(pg::Connection& conn, int64_t seq) const;
   // The statement a person runs to delete one letter by id, for a message that names
   // it: DELETE FROM "outbox_dead_letter" WHERE id = 'message@0/16B3748'.

@@ -358,6 +358,10 @@ TEST(DeadLetter, TwoRelaysOnOneOutboxKeepTheirOwnDeadLetters) {
             0)
       << out;
   EXPECT_NE(out.find("2 dead letter(s)"), std::string::npos) << out;
+  // And names the letters it left alone, for a person who meant the other relay.
+  EXPECT_NE(out.find("left alone: dead letters other relays filed (1 of slot " + h.slot() + ")"),
+            std::string::npos)
+      << out;
   const size_t before = h.collector().Messages().size();
   EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", small, "--pg", h.db().conninfo(),
                           "--brokers", h.cluster().bootstraps()},
