@@ -36,8 +36,8 @@ bool HasNullKey(const DeadLetter& letter) {
           absl::StartsWith(letter.aggregate_id, kNullKeyPrefix));
 }
 
-DeadLetterStore::DeadLetterStore(const std::string& outbox_table)
-    : name_(pg::TableName::SiblingOf(outbox_table, "_dead_letter")) {}
+DeadLetterStore::DeadLetterStore(const std::string& outbox_table, std::optional<std::string> slot)
+    : name_(pg::TableName::SiblingOf(outbox_table, "_dead_letter")), slot_(std::move(slot)) {}
 
 std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   // Text columns: a poison event may be exactly what does not fit the outbox's types.
@@ -54,12 +54,13 @@ std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   topic        text        NOT NULL,
   error        text        NOT NULL,
   dead_at      timestamptz NOT NULL DEFAULT now(),
-  original     bytea
+  original     bytea,
+  slot         text
 ); CREATE INDEX IF NOT EXISTS )sql",
                       pg::QuoteCheckedIdentifier(name_.name + "_aggregate"), " ON ", Quoted(conn),
                       " (aggregate_id, seq); CREATE UNIQUE INDEX IF NOT EXISTS ",
                       pg::QuoteCheckedIdentifier(name_.name + "_event"), " ON ", Quoted(conn),
-                      " (id, aggregate_id)");
+                      " (id, aggregate_id, slot)");
 }
 
 absl::StatusOr<std::string> DeadLetterStore::Migrate(pg::Connection& conn) const {
@@ -70,44 +71,77 @@ absl::StatusOr<std::string> DeadLetterStore::Migrate(pg::Connection& conn) const
                       "a.attrelid = c.conrelid AND a.attname = 'id' WHERE c.conrelid = "
                       "$1::regclass AND c.contype = 'u' AND c.conkey = ARRAY[a.attnum]",
                       {name_.quoted}));
-  OUTBOXD_ASSIGN_OR_RETURN(const bool has_original, HasOriginal(conn));
-  has_original_.reset();
-  if (has_original && old.rows() == 0) return std::string();
-  std::string sql = absl::StrCat(
-      "ALTER TABLE ", name_.quoted, " ADD COLUMN IF NOT EXISTS original bytea; ",
-      "CREATE UNIQUE INDEX IF NOT EXISTS ", pg::QuoteCheckedIdentifier(name_.name + "_event"),
-      " ON ", name_.quoted, " (id, aggregate_id)");
+  // The unique index a later one made: on (id, aggregate_id), the slot not in it.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result old_index,
+      conn.ExecParams("SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class c ON "
+                      "c.oid = i.indexrelid WHERE i.indrelid = $1::regclass AND c.relname = $2 "
+                      "AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = "
+                      "i.indrelid AND a.attname = 'slot' AND a.attnum = ANY(i.indkey))",
+                      {name_.quoted, name_.name + "_event"}));
+  shape_.reset();
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  shape_.reset();
+  if (shape.original && shape.slot && old.rows() == 0 && old_index.rows() == 0) {
+    return std::string();
+  }
+  std::string sql = absl::StrCat("ALTER TABLE ", name_.quoted,
+                                 " ADD COLUMN IF NOT EXISTS original bytea, "
+                                 "ADD COLUMN IF NOT EXISTS slot text");
+  for (int i = 0; i < old_index.rows(); ++i) {
+    // As regclass prints it: quoted, and schema-qualified where the path needs it.
+    absl::StrAppend(&sql, "; DROP INDEX ", std::string(old_index.Get(i, 0)));
+  }
+  absl::StrAppend(&sql, "; CREATE UNIQUE INDEX IF NOT EXISTS ",
+                  pg::QuoteCheckedIdentifier(name_.name + "_event"), " ON ", name_.quoted,
+                  " (id, aggregate_id, slot)");
   for (int i = 0; i < old.rows(); ++i) {
     absl::StrAppend(&sql, "; ALTER TABLE ", name_.quoted, " DROP CONSTRAINT ",
                     pg::SqlIdentifier(std::string(old.Get(i, 0))));
   }
+  // One query string, so one transaction: no moment without a unique index.
   OUTBOXD_RETURN_IF_ERROR(conn.Exec(sql).status());
   return absl::StrCat("table ", name_.name,
-                      " migrated: column original (the bytes of a letter's fields that text "
-                      "cannot hold) and ids unique per aggregate");
+                      " migrated: columns original (the bytes of a letter's fields that text "
+                      "cannot hold) and slot (the relay that filed it), ids unique per "
+                      "aggregate and slot");
 }
 
-absl::StatusOr<bool> DeadLetterStore::HasOriginal(pg::Connection& conn) const {
-  if (has_original_) return *has_original_;
+absl::StatusOr<DeadLetterStore::Shape> DeadLetterStore::ReadShape(pg::Connection& conn) const {
+  if (shape_) return *shape_;
   OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result r, conn.ExecParams("SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass "
-                                    "AND attname = 'original' AND NOT attisdropped",
+      pg::Result r, conn.ExecParams("SELECT attname FROM pg_attribute WHERE attrelid = "
+                                    "$1::regclass AND attname IN ('original', 'slot') AND NOT "
+                                    "attisdropped",
                                     {name_.quoted}));
-  has_original_ = r.rows() > 0;
-  return *has_original_;
+  Shape shape;
+  for (int i = 0; i < r.rows(); ++i) {
+    (r.Get(i, 0) == "original" ? shape.original : shape.slot) = true;
+  }
+  shape_ = shape;
+  return shape;
+}
+
+std::string DeadLetterStore::SlotFilter(const Shape& shape,
+                                        std::vector<std::optional<std::string>>& params) const {
+  if (!slot_ || !shape.slot) return "";
+  params.push_back(*slot_);
+  return absl::StrCat(" AND (slot = $", params.size(), " OR slot IS NULL)");
 }
 
 absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& letter) const {
-  OUTBOXD_ASSIGN_OR_RETURN(const bool has_original, HasOriginal(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
   const StoredLetter row = ToStored(letter);
   const DeadLetter& l = row.text;
   std::vector<std::optional<std::string>> params = {
       l.id, l.aggregate_id, l.type, l.payload, l.created_at, l.lsn, l.topic, l.error};
-  if (has_original) {
+  if (shape.original) {
     params.emplace_back(
         row.original ? std::optional(absl::StrCat("\\x", absl::BytesToHexString(*row.original)))
                      : std::nullopt);
   }
+  // Stored before under this slot (or before slots were recorded): the same letter.
+  const std::string mine = SlotFilter(shape, params);
   // No conflict target: the table may still have an older setup's unique id, and the
   // check below tells such a refusal from a letter stored before.
   const std::string table = Quoted(conn);
@@ -116,29 +150,36 @@ absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& let
       conn.ExecParams(
           absl::StrCat("WITH stored AS (INSERT INTO ", table,
                        " (id, aggregate_id, type, payload, created_at, lsn, topic, error",
-                       has_original ? ", original" : "",
+                       shape.original ? ", original" : "", mine.empty() ? "" : ", slot",
                        ") SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, "
                        "$7::text, left($8::text, 2000)",
-                       has_original ? ", $9::bytea" : "", " WHERE NOT EXISTS (SELECT 1 FROM ",
-                       table,
-                       " WHERE id = $1 AND aggregate_id = $2) ON CONFLICT DO NOTHING RETURNING 1) "
+                       shape.original ? ", $9::bytea" : "",
+                       mine.empty() ? "" : absl::StrCat(", $", params.size(), "::text"),
+                       " WHERE NOT EXISTS (SELECT 1 FROM ", table,
+                       " WHERE id = $1 AND aggregate_id = $2", mine,
+                       ") ON CONFLICT DO NOTHING RETURNING 1) "
                        "SELECT (SELECT count(*) FROM stored), EXISTS (SELECT 1 FROM ",
-                       table, " WHERE id = $1 AND aggregate_id = $2)"),
+                       table, " WHERE id = $1 AND aggregate_id = $2", mine, ")"),
           params));
   if (r.Get(0, 0) != "0" || r.Get(0, 1) == "t") return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "dead letter for event ", EscapeForLog(letter.id), " of aggregate ",
       EscapeForLog(letter.aggregate_id), " not stored: table ", name_.name,
-      " keeps event ids unique across aggregates (made by an older outboxd setup); run outboxd "
-      "setup to migrate it"));
+      " keeps event ids unique across aggregates or slots (made by an older outboxd setup); "
+      "run outboxd setup to migrate it"));
 }
 
 absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> DeadLetterStore::Aggregates(
     pg::Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  std::vector<std::optional<std::string>> params;
+  const std::string mine = SlotFilter(shape, params);
   OUTBOXD_ASSIGN_OR_RETURN(
-      pg::Result r, conn.Exec(absl::StrCat("SELECT DISTINCT ON (aggregate_id) aggregate_id, lsn, id "
-                                           "FROM ",
-                                           Quoted(conn), " ORDER BY aggregate_id, seq")));
+      pg::Result r,
+      conn.ExecParams(
+          absl::StrCat("SELECT DISTINCT ON (aggregate_id) aggregate_id, lsn, id FROM ",
+                       Quoted(conn), " WHERE true", mine, " ORDER BY aggregate_id, seq"),
+          params));
   absl::flat_hash_map<std::string, FirstDeadLetter> aggregates;
   for (int i = 0; i < r.rows(); ++i) {
     aggregates[std::string(r.Get(i, 0))] = {std::string(r.Get(i, 1)), std::string(r.Get(i, 2))};
@@ -148,14 +189,16 @@ absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> DeadLetterStor
 
 absl::StatusOr<std::vector<DeadLetter>> DeadLetterStore::List(
     pg::Connection& conn, const std::optional<std::string>& aggregate) const {
-  OUTBOXD_ASSIGN_OR_RETURN(const bool has_original, HasOriginal(conn));
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  std::vector<std::optional<std::string>> params;
+  if (aggregate) params.push_back(StoredKey(*aggregate));
+  const std::string mine = SlotFilter(shape, params);
   std::string sql = absl::StrCat(
       "SELECT seq, id, aggregate_id, type, payload, created_at, lsn, topic, error, "
       "to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ",
-      has_original ? "original" : "NULL::bytea", " FROM ", Quoted(conn),
-      aggregate ? " WHERE aggregate_id = $1" : "", " ORDER BY seq");
-  std::vector<std::optional<std::string>> params;
-  if (aggregate) params.push_back(StoredKey(*aggregate));
+      shape.original ? "original" : "NULL::bytea", ", ", shape.slot ? "slot" : "NULL::text",
+      " FROM ", Quoted(conn), " WHERE ", aggregate ? "aggregate_id = $1" : "true", mine,
+      " ORDER BY seq");
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.ExecParams(sql, params));
   std::vector<DeadLetter> letters(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
@@ -168,17 +211,40 @@ absl::StatusOr<std::vector<DeadLetter>> DeadLetterStore::List(
                              &l.lsn, &l.topic,        &l.error, &l.dead_at};
     for (int f = 0; f < 9; ++f) *fields[f] = r.Get(i, f + 1);
     if (!r.IsNull(i, 10)) row.original = BytesFromHex(r.Get(i, 10));
+    if (!r.IsNull(i, 11)) l.slot = std::string(r.Get(i, 11));
     letters[i] = FromStored(row);
   }
   return letters;
 }
 
 absl::StatusOr<int64_t> DeadLetterStore::Count(pg::Connection& conn) const {
-  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
-                           conn.Exec(absl::StrCat("SELECT count(*) FROM ", Quoted(conn))));
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  std::vector<std::optional<std::string>> params;
+  const std::string mine = SlotFilter(shape, params);
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams(absl::StrCat("SELECT count(*) FROM ", Quoted(conn), " WHERE true", mine),
+                      params));
   int64_t n = 0;
   if (!absl::SimpleAtoi(std::string(r.Get(0, 0)), &n)) return absl::InternalError("bad count");
   return n;
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> DeadLetterStore::OtherSlots(
+    pg::Connection& conn) const {
+  OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  std::map<std::string, int64_t> others;
+  if (!slot_ || !shape.slot) return others;
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.ExecParams(absl::StrCat("SELECT slot, count(*) FROM ", Quoted(conn),
+                                                        " WHERE slot <> $1 GROUP BY slot"),
+                                           {*slot_}));
+  for (int i = 0; i < r.rows(); ++i) {
+    if (!absl::SimpleAtoi(std::string(r.Get(i, 1)), &others[std::string(r.Get(i, 0))])) {
+      return absl::InternalError("bad count");
+    }
+  }
+  return others;
 }
 
 absl::Status DeadLetterStore::Remove(pg::Connection& conn, int64_t seq) const {

@@ -34,14 +34,16 @@
 
 namespace outboxd::relay {
 
-// The dead-letter table, as the gate uses it.
+// The dead-letter table, as the gate uses it: one relay's letters (its slot's), never
+// another relay's on the same outbox, whose broker may well take what this one refused.
 class DeadLetterTable {
  public:
   virtual ~DeadLetterTable() = default;
-  // Stores one letter; idempotent on the event id.
+  // Stores one letter as this relay's; idempotent on the event id.
   virtual absl::Status Insert(const outbox::DeadLetter& letter) = 0;
-  // Each aggregate with dead letters, and its first one (arrival order), by their
-  // stored key and id (outbox::StoredKey: the value itself unless it needed a stand-in).
+  // Each aggregate with dead letters of this relay, and its first one (arrival order),
+  // by their stored key and id (outbox::StoredKey: the value itself unless it needed a
+  // stand-in).
   virtual absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>>
   Aggregates() = 0;
   // The server's time, read before Aggregates(): whatever committed before it is in

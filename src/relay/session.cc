@@ -30,7 +30,7 @@ absl::Duration ChooseFeedbackInterval(absl::Duration configured,
 Session::Session(const RelayOptions& options, RelayStats* stats)
     : options_(options),
       stats_(stats),
-      dead_letter_table_(options.table, this),
+      dead_letter_table_(options.table, options.slot, this),
       position_(options.table, options.slot, options.position_interval),
       state_(options.table),
       slot_watch_(options.slot, options.slot_check_interval) {}

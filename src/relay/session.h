@@ -108,8 +108,10 @@ class Session {
  private:
   class PgDeadLetterTable final : public DeadLetterTable {
    public:
-    PgDeadLetterTable(const std::string& outbox_table, Session* session)
-        : store_(outbox_table), session_(session) {}
+    // The relay's own letters: filed under its slot, and only those (and letters from
+    // before slots were recorded) park its aggregates.
+    PgDeadLetterTable(const std::string& outbox_table, const std::string& slot, Session* session)
+        : store_(outbox_table, slot), session_(session) {}
     absl::Status Insert(const outbox::DeadLetter& letter) override;
     absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>> Aggregates() override;
     absl::StatusOr<absl::Time> Now() override;

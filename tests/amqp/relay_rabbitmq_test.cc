@@ -300,8 +300,8 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
 
   // Fixed: a queue for fatura.paga (bound on the same exchange).
   h.broker().BindQueue(h.broker().Name("outboxd"), h.broker().Name("faturas"), "fatura.#");
-  std::vector<std::string> replay = {"dead-letter",     "replay",      "--pg",
-                                     h.db().conninfo(), "--aggregate", "u"};
+  std::vector<std::string> replay = {"dead-letter", "replay",          "--slot",      h.db().name(),
+                                     "--pg",        h.db().conninfo(), "--aggregate", "u"};
   for (const std::string& a : h.SinkArgs()) replay.push_back(a);
   std::string output;
   EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
@@ -311,7 +311,7 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
   EXPECT_EQ(faturas[0].body, R"({"n": 1})");
   EXPECT_EQ(faturas[0].type, "fatura.paga");
   // The oversized one stays, still refused, with its reason.
-  replay = {"dead-letter", "replay", "--pg", h.db().conninfo()};
+  replay = {"dead-letter", "replay", "--slot", h.db().name(), "--pg", h.db().conninfo()};
   for (const std::string& a : h.SinkArgs()) replay.push_back(a);
   EXPECT_EQ(h.Outboxd(replay, &output), 1) << output;
   EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "big");
@@ -355,8 +355,8 @@ TEST(RelayOnRabbitMq, AReturnedEventsFollowersWaitBehindItAndReplayInOrder) {
 
   // Fixed: the queue takes fatura.paga too; the replay delivers a's events in order.
   h.broker().BindQueue(h.broker().Name("outboxd"), h.queue(), "fatura.#");
-  std::vector<std::string> replay = {"dead-letter",     "replay",      "--pg",
-                                     h.db().conninfo(), "--aggregate", "a"};
+  std::vector<std::string> replay = {"dead-letter", "replay",          "--slot",      h.db().name(),
+                                     "--pg",        h.db().conninfo(), "--aggregate", "a"};
   for (const std::string& arg : h.SinkArgs()) replay.push_back(arg);
   std::string output;
   EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
@@ -385,7 +385,8 @@ TEST(RelayOnRabbitMq, AnOversizedDeadLetterReplaysOnceTheLimitIsRaised) {
   WaitForDeadLetters(h, "2");
   ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "2") << h.relay().Log();
   node->Ctl({"eval", "application:set_env(rabbit, max_message_size, 4194304)."});
-  std::vector<std::string> replay = {"dead-letter", "replay", "--pg", h.db().conninfo()};
+  std::vector<std::string> replay = {"dead-letter", "replay", "--slot",
+                                     h.db().name(), "--pg",   h.db().conninfo()};
   for (const std::string& a : h.SinkArgs()) replay.push_back(a);
   std::string output;
   EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;

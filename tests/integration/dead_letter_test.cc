@@ -87,12 +87,14 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
 
   // list shows them.
   std::string out;
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "list", "--pg", h.db().conninfo()}, &out), 0) << out;
+  EXPECT_EQ(
+      h.RunOutboxd({"dead-letter", "list", "--slot", h.slot(), "--pg", h.db().conninfo()}, &out), 0)
+      << out;
   EXPECT_NE(out.find("4 dead letter(s)"), std::string::npos) << out;
   // Issue 20 point 4: replay checks the payload again, as the relay does: the scalar
   // is not published, stays with its error and keeps its aggregate blocked (exit 1).
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
-                          h.cluster().bootstraps(), "--aggregate", "bad"},
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", h.slot(), "--pg", h.db().conninfo(),
+                          "--brokers", h.cluster().bootstraps(), "--aggregate", "bad"},
                          &out),
             1)
       << out;
@@ -105,8 +107,8 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
             std::string::npos);
   // Once the payload is fixed, replay publishes the aggregate's letters in order.
   h.db().Exec(R"(UPDATE outbox_dead_letter SET payload = '{"n": 1}' WHERE payload = '42')");
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
-                          h.cluster().bootstraps(), "--aggregate", "bad"},
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", h.slot(), "--pg", h.db().conninfo(),
+                          "--brokers", h.cluster().bootstraps(), "--aggregate", "bad"},
                          &out),
             0)
       << out;
@@ -125,8 +127,8 @@ TEST(DeadLetter, PoisonEventsGoToTheTableTheirAggregateFollowsOthersFlow) {
   EXPECT_EQ(DeadLetterAggregates(h.db()).size(), 2u);
 
   // An event whose topic cannot exist fails its replay again and stays, with exit 1.
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
-                          h.cluster().bootstraps(), "--aggregate", "topic"},
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", h.slot(), "--pg", h.db().conninfo(),
+                          "--brokers", h.cluster().bootstraps(), "--aggregate", "topic"},
                          &out),
             1)
       << out;
@@ -212,10 +214,10 @@ TEST(DeadLetter, TheDocumentedFixUpMakesPoisonLettersReplayable) {
                           "table_name = 'outbox_dead_letter' AND column_name = 'payload'"),
             "text");
 
-  const std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
-                                           h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
-                                           "--key-pointer",   "/pedidoId", "--topic",
-                                           "fixed.{table}"};
+  const std::vector<std::string> replay = {
+      "dead-letter",   "replay",          "--slot",    h.slot(),
+      "--pg",          h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
+      "--key-pointer", "/pedidoId",       "--topic",   "fixed.{table}"};
   std::string out;
   EXPECT_EQ(h.RunOutboxd(replay, &out), 1) << out;
   EXPECT_NE(out.find("not replayed: pedido-77: "), std::string::npos) << out;
@@ -253,6 +255,7 @@ TEST(DeadLetter, ReplayWithoutDeleteOnTheTablePublishesNothingAndExitsTwo) {
   const std::string role = h.db().CreateRole("");
   h.db().Exec("GRANT SELECT ON outbox_dead_letter TO " + role);
   const std::vector<std::string> replay = {"dead-letter", "replay",
+                                           "--slot",      h.slot(),
                                            "--pg",        h.db().ConninfoWith("user=" + role),
                                            "--brokers",   h.cluster().bootstraps()};
   std::string out;
@@ -282,7 +285,8 @@ TEST(DeadLetter, ReplayOfManyLettersLogsACountPerTopicNotALinePerLetter) {
       "'test' FROM generate_series(1, 2000) i, LATERAL (SELECT CASE WHEN i % 2 = 0 THEN "
       "'pedido.confirmado' ELSE 'pedido.cancelado' END AS t) topic");
   const std::vector<std::string> replay = {
-      "dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers", h.cluster().bootstraps()};
+      "dead-letter", "replay",          "--slot",    h.slot(),
+      "--pg",        h.db().conninfo(), "--brokers", h.cluster().bootstraps()};
   std::string out;
   ASSERT_EQ(h.RunOutboxd(replay, &out), 0) << out;
   EXPECT_EQ(out.find("of aggregate"), std::string::npos) << out.substr(0, 2000);
@@ -300,6 +304,84 @@ TEST(DeadLetter, ReplayOfManyLettersLogsACountPerTopicNotALinePerLetter) {
   debug.insert(debug.end(), {"--log-level", "debug"});
   ASSERT_EQ(h.RunOutboxd(debug, &out), 0) << out;
   EXPECT_NE(out.find("of aggregate pedido-81 to pedido.confirmado"), std::string::npos) << out;
+}
+
+// Issue 27 point 4: two relays on one outbox, each its slot (a Kafka relay and a
+// RabbitMQ one, in the compose file). A letter one of them filed parks that relay's
+// aggregate only: the other, restarted, reads only its own slot's letters and
+// publishes the aggregate's next event; `dead-letter replay --slot` takes only its
+// slot's letters.
+TEST(DeadLetter, TwoRelaysOnOneOutboxKeepTheirOwnDeadLetters) {
+  RelayHarness h(kTopics);
+  const std::string small = h.slot() + "_small";  // the relay that dead-letters
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", small}, &out), 0) << out;
+  h.StartRelay();
+  std::unique_ptr<ChildProcess> small_relay = ChildProcess::Start(
+      {BinPath("outboxd"), "run", "--pg", h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
+       "--slot", small, "--metrics", "127.0.0.1:0", "--kafka", "message.max.bytes=3000"});
+  ASSERT_TRUE(WaitForStreaming(*small_relay)) << small_relay->Log();
+
+  auto conn = h.db().Connect();
+  Insert(conn, "A", absl::StrCat(R"({"blob": ")", std::string(5000, 'x'), R"("})"));  // too large
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(
+      WaitForMetric(*small_relay, "outboxd_events_dead_lettered_total", 1, absl::Seconds(30)))
+      << small_relay->Log();
+  EXPECT_EQ(h.db().Scalar("SELECT slot FROM outbox_dead_letter WHERE aggregate_id = 'A'"), small);
+
+  // Restarted, the relay reads which aggregates are parked: none of its own.
+  ASSERT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  h.StartRelay();
+  Insert(conn, "A", R"({"n": 2})");
+  ASSERT_TRUE(h.collector().WaitForCount(2, absl::Seconds(30)))
+      << "the next event of A must be published, not dead-lettered after the other relay's "
+         "letter\n"
+      << h.relay().Log();
+  EXPECT_EQ(h.collector().Messages().back().value, R"({"n": 2})");
+  // The small relay keeps its own order: A's next event follows its letter.
+  ASSERT_TRUE(
+      WaitForMetric(*small_relay, "outboxd_events_dead_lettered_total", 2, absl::Seconds(30)))
+      << small_relay->Log();
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter WHERE slot IS DISTINCT FROM '" +
+                          small + "'"),
+            "0");
+
+  // A letter of the other relay's (filed as it would have) stays where replay --slot
+  // small does not look.
+  h.db().Exec(
+      "INSERT INTO outbox_dead_letter (id, aggregate_id, type, payload, created_at, lsn, topic, "
+      "error, slot) VALUES ('theirs', 'B', 'pedido.confirmado', '{\"n\": 9}', "
+      "'2026-12-03T10:00:00+00:00', '0/16B3748', 'pedido.confirmado', 'test', '" +
+      h.slot() + "')");
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "list", "--slot", small, "--pg", h.db().conninfo()}, &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("2 dead letter(s)"), std::string::npos) << out;
+  // And names the letters it left alone, for a person who meant the other relay.
+  EXPECT_NE(out.find("left alone: dead letters other relays filed (1 of slot " + h.slot() + ")"),
+            std::string::npos)
+      << out;
+  const size_t before = h.collector().Messages().size();
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", small, "--pg", h.db().conninfo(),
+                          "--brokers", h.cluster().bootstraps()},
+                         &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("replayed 2 dead letter(s); 0 aggregate(s) still blocked"), std::string::npos)
+      << out;
+  ASSERT_TRUE(h.collector().WaitForCount(before + 2, absl::Seconds(30)));
+  std::vector<std::string> replayed;
+  const auto messages = h.collector().Messages();
+  for (size_t i = before; i < messages.size(); ++i) {
+    EXPECT_EQ(messages[i].key, "A");
+    replayed.push_back(messages[i].value.substr(0, 8));
+  }
+  EXPECT_EQ(replayed, (std::vector<std::string>{R"({"blob":)", R"({"n": 2})"}));
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(id || '@' || slot, ',') FROM outbox_dead_letter"),
+            "theirs@" + h.slot());
+  small_relay->Signal(SIGTERM);
+  EXPECT_EQ(small_relay->Wait(absl::Seconds(60)).value_or(-1), 0) << small_relay->Log();
 }
 
 }  // namespace

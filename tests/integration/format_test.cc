@@ -154,8 +154,9 @@ TEST_P(ValueFormatTest, AMissingKeyFieldIsADeadLetterAndReplaysInTheFormat) {
   h.db().Exec(
       "UPDATE outbox_dead_letter SET payload = '{\"customer\": {\"id\": \"fixed\"}}' "
       "WHERE payload LIKE '[%'");
-  std::vector<std::string> replay = {"dead-letter", "replay", "--pg", h.db().conninfo(),
-                                     "--brokers", h.cluster().bootstraps()};
+  std::vector<std::string> replay = {
+      "dead-letter", "replay",          "--slot",    h.slot(),
+      "--pg",        h.db().conninfo(), "--brokers", h.cluster().bootstraps()};
   replay.insert(replay.end(), flags.begin(), flags.end());
   std::string out;
   EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;

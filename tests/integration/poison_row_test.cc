@@ -69,8 +69,8 @@ bool AllDelivered(RelayHarness& h, const std::vector<std::string>& keys, absl::D
 std::string FixPayloadsAndReplay(RelayHarness& h, int expect_exit) {
   h.db().Exec("UPDATE outbox_dead_letter SET payload = '{\"fixed\": true}' WHERE payload = '42'");
   std::string out;
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--pg", h.db().conninfo(), "--brokers",
-                          h.cluster().bootstraps()},
+  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", h.slot(), "--pg", h.db().conninfo(),
+                          "--brokers", h.cluster().bootstraps()},
                          &out),
             expect_exit)
       << out;
@@ -114,7 +114,9 @@ TEST(PoisonRow, EveryKindOfRowIsADeadLetterWhileOtherAggregatesFlowAndReplayKeep
 
   // list shows what the table holds: the 6.4 kB key as its stand-in, on one line.
   std::string listed;
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "list", "--pg", h.db().conninfo()}, &listed), 0);
+  EXPECT_EQ(
+      h.RunOutboxd({"dead-letter", "list", "--slot", h.slot(), "--pg", h.db().conninfo()}, &listed),
+      0);
   EXPECT_THAT(listed, HasSubstr(huge.substr(0, 200) + "~sha256:"));
   EXPECT_THAT(listed, ::testing::Not(HasSubstr(huge)));
 

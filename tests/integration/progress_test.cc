@@ -125,7 +125,8 @@ TEST_F(ProgressTest, DeadLetterReplayShowsReplayedOverTotal) {
       "'2026-01-01 00:00:00+00', '0/0', 'pedido.confirmado', 'test' "
       "FROM generate_series(1, 400) i");
   const std::vector<std::string> replay = {
-      "dead-letter", "replay", "--pg", h_.db().conninfo(), "--brokers", h_.cluster().bootstraps()};
+      "dead-letter", "replay",           "--slot",    h_.slot(),
+      "--pg",        h_.db().conninfo(), "--brokers", h_.cluster().bootstraps()};
   std::string log;
   ASSERT_EQ(RunOutboxd(Stderr::kTerminal, replay, log), 0) << log;
   EXPECT_THAT(ProgressLines(log),

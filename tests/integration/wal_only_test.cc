@@ -298,9 +298,11 @@ TEST(WalOnly, AnOldUnreadableMessageLetterIsLeftByReplayNamingTheDelete) {
       id, "', '", id,
       "', '', '[1]', '', '0/1A2B3C4', '', 'outboxd message content does not start with "
       "outboxd-v1')"));
-  const std::vector<std::string> replay = {"dead-letter",     "replay",    "--pg",
-                                           h.db().conninfo(), "--brokers", h.cluster().bootstraps(),
-                                           "--topic",         kTopic};
+  const std::vector<std::string> replay = {"dead-letter", "replay",
+                                           "--slot",      h.slot(),
+                                           "--pg",        h.db().conninfo(),
+                                           "--brokers",   h.cluster().bootstraps(),
+                                           "--topic",     kTopic};
   std::string out;
   EXPECT_EQ(h.RunOutboxd(replay, &out), 1) << out;
   EXPECT_NE(out.find(absl::StrCat("not replayed: ", id,

@@ -1,9 +1,10 @@
 // DeadLetterStore on a real PostgreSQL: a poison event is stored whatever its fields
 // hold (issue 27 point 3: bytes that are not UTF-8 made the INSERT fail, a 6.4 kB
 // aggregate id the index insert), read back with its original bytes, two events that
-// share an id are both kept (point 7), and a table an older setup made keeps working
-// until setup migrates it.
+// share an id are both kept (point 7), letters belong to the slot that filed them
+// (point 4), and a table an older setup made keeps working until setup migrates it.
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "ops/setup.h"
@@ -43,6 +44,29 @@ constexpr char kOldTable[] = R"sql(CREATE TABLE outbox_dead_letter (
   error        text        NOT NULL,
   dead_at      timestamptz NOT NULL DEFAULT now()
 ); CREATE INDEX outbox_dead_letter_aggregate ON outbox_dead_letter (aggregate_id, seq))sql";
+
+// The table as setup made it before slots were recorded (issue 27 point 4).
+constexpr char kTableWithoutSlot[] = R"sql(CREATE TABLE outbox_dead_letter (
+  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id           text        NOT NULL,
+  aggregate_id text        NOT NULL,
+  type         text        NOT NULL,
+  payload      text        NOT NULL,
+  created_at   text        NOT NULL,
+  lsn          text        NOT NULL,
+  topic        text        NOT NULL,
+  error        text        NOT NULL,
+  dead_at      timestamptz NOT NULL DEFAULT now(),
+  original     bytea
+); CREATE INDEX outbox_dead_letter_aggregate ON outbox_dead_letter (aggregate_id, seq);
+CREATE UNIQUE INDEX outbox_dead_letter_event ON outbox_dead_letter (id, aggregate_id))sql";
+
+std::vector<std::string> Ids(const absl::StatusOr<std::vector<DeadLetter>>& letters) {
+  std::vector<std::string> ids;
+  if (!letters.ok()) return {letters.status().ToString()};
+  for (const DeadLetter& l : *letters) ids.push_back(l.id + "@" + l.slot.value_or("-"));
+  return ids;
+}
 
 TEST(DeadLetterStore, StoresWhateverAnEventHoldsAndListsItsOriginalBytes) {
   auto db = test::TestDatabase::Create();
@@ -132,6 +156,74 @@ TEST(DeadLetterStore, AnOlderSetupsTableKeepsWorkingUntilSetupMigratesIt) {
   EXPECT_EQ((*listed)[4].aggregate_id, "c\xff");
   EXPECT_FALSE((*listed)[4].original_lost);
   // A second setup changes nothing.
+  report = {};
+  ASSERT_TRUE(ops::Setup(conn, options, &report).ok());
+  EXPECT_TRUE(report.created.empty());
+}
+
+// Issue 27 point 4: two relays on one outbox (slots kafka and rmq) each read only the
+// letters they filed; one from before the slot column counts for both until replayed.
+TEST(DeadLetterStore, EachSlotReadsTheLettersItFiledAndThoseFromBeforeSlots) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  db->Exec(kTableWithoutSlot);
+  ASSERT_TRUE(DeadLetterStore("outbox").Insert(conn, Letter("e0", "C")).ok());  // slot NULL
+  ops::SetupOptions options{.slot = db->name()};
+  ops::SetupReport report;
+  ASSERT_TRUE(ops::Setup(conn, options, &report).ok());
+  const DeadLetterStore kafka("outbox", "kafka");
+  const DeadLetterStore rmq("outbox", "rmq");
+  // The same event refused by both relays is each one's letter, stored once per slot.
+  for (const auto* store : {&kafka, &rmq, &kafka}) {
+    absl::Status stored = store->Insert(conn, Letter("e1", "A"));
+    ASSERT_TRUE(stored.ok()) << stored;
+  }
+  ASSERT_TRUE(rmq.Insert(conn, Letter("e2", "B")).ok());
+  // The same event as the letter from before slots: stored already, for every slot.
+  ASSERT_TRUE(kafka.Insert(conn, Letter("e0", "C")).ok());
+  EXPECT_EQ(db->Scalar("SELECT count(*) FROM outbox_dead_letter"), "4");
+
+  EXPECT_EQ(Ids(kafka.List(conn, std::nullopt)), (std::vector<std::string>{"e0@-", "e1@kafka"}));
+  EXPECT_EQ(Ids(rmq.List(conn, std::nullopt)),
+            (std::vector<std::string>{"e0@-", "e1@rmq", "e2@rmq"}));
+  EXPECT_EQ(Ids(rmq.List(conn, "A")), (std::vector<std::string>{"e1@rmq"}));
+  auto parked = kafka.Aggregates(conn);
+  ASSERT_TRUE(parked.ok()) << parked.status();
+  EXPECT_EQ(parked->size(), 2u);
+  EXPECT_TRUE(parked->contains("A") && parked->contains("C"));
+  EXPECT_FALSE(parked->contains("B")) << "rmq's letter must not park kafka's aggregate";
+  EXPECT_EQ(*rmq.Count(conn), 3);
+  // Without a slot (setup, status): every slot's.
+  EXPECT_EQ(*DeadLetterStore("outbox").Count(conn), 4);
+}
+
+// A table from before slots: setup adds the column and makes ids unique per slot, once.
+TEST(DeadLetterStore, SetupAddsTheSlotColumnToATableFromBeforeSlotsOnce) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  db->Exec(kTableWithoutSlot);
+  const DeadLetterStore kafka("outbox", "kafka");
+  const DeadLetterStore rmq("outbox", "rmq");
+  // Until then it works as before: the letter is every slot's.
+  ASSERT_TRUE(kafka.Insert(conn, Letter("e1", "A")).ok());
+  ASSERT_TRUE(rmq.Insert(conn, Letter("e1", "A")).ok());
+  EXPECT_EQ(Ids(rmq.List(conn, std::nullopt)), (std::vector<std::string>{"e1@-"}));
+
+  ops::SetupOptions options{.slot = db->name()};
+  ops::SetupReport report;
+  ASSERT_TRUE(ops::Setup(conn, options, &report).ok());
+  std::string created;
+  for (const std::string& what : report.created) created += what + "\n";
+  EXPECT_NE(created.find("table outbox_dead_letter migrated"), std::string::npos) << created;
+  EXPECT_EQ(db->Scalar("SELECT pg_get_indexdef('outbox_dead_letter_event'::regclass)"),
+            "CREATE UNIQUE INDEX outbox_dead_letter_event ON public.outbox_dead_letter USING btree "
+            "(id, aggregate_id, slot)");
+  kafka.ForgetShape();
+  rmq.ForgetShape();
+  ASSERT_TRUE(kafka.Insert(conn, Letter("e2", "B")).ok());
+  ASSERT_TRUE(rmq.Insert(conn, Letter("e3", "B")).ok());
+  EXPECT_EQ(Ids(kafka.List(conn, std::nullopt)), (std::vector<std::string>{"e1@-", "e2@kafka"}));
+  EXPECT_EQ(Ids(rmq.List(conn, std::nullopt)), (std::vector<std::string>{"e1@-", "e3@rmq"}));
   report = {};
   ASSERT_TRUE(ops::Setup(conn, options, &report).ok());
   EXPECT_TRUE(report.created.empty());
