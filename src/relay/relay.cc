@@ -164,8 +164,7 @@ absl::Status Relay::Loop() {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
     if (repeated_.Confirmed(pipeline_.watermark())) {
       spdlog::info("no longer stuck: confirmed {}", pg::FormatLsn(pipeline_.watermark()));
-      stats_->health.SetStuck("");
-      pipeline_.SetStuck(std::nullopt);
+      ShowStuck();
     }
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
     catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
@@ -179,9 +178,16 @@ absl::Status Relay::Loop() {
 void Relay::SessionFailed(const absl::Status& status) {
   if (stop_->requested()) return;
   const bool was_stuck = repeated_.stuck();
-  repeated_.SessionFailed(pipeline_.failure_point(), status);
-  if (!repeated_.stuck()) return;
+  if (!repeated_.SessionFailed(pipeline_.failure_point(), status)) return;
   if (!was_stuck) spdlog::error("{}", repeated_.reason());
+  if (was_stuck && !repeated_.stuck()) {
+    spdlog::info("no longer stuck: this session failed at {}, past where the others did",
+                 pg::FormatLsn(pipeline_.watermark()));
+  }
+  ShowStuck();
+}
+
+void Relay::ShowStuck() {
   stats_->health.SetStuck(repeated_.reason());
   pipeline_.SetStuck(repeated_.stuck_commit_us());
 }

@@ -72,6 +72,8 @@ class Relay {
   // A session that streamed ended with `status`: RepeatedFailure's count, and when it
   // says stuck, /healthz and the metrics.
   void SessionFailed(const absl::Status& status);
+  // Shows RepeatedFailure's state in /healthz and the age and stall metrics.
+  void ShowStuck();
   // --standby-slot: which named standbys the held transaction waits for, in the
   // metrics (outboxd_standby_waiting) and /healthz, when that changes.
   void ReportStandbyWait();

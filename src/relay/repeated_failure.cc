@@ -6,12 +6,14 @@
 
 namespace outboxd::relay {
 
-void RepeatedFailure::SessionFailed(const FailurePoint& at, const absl::Status& error) {
+bool RepeatedFailure::SessionFailed(const FailurePoint& at, const absl::Status& error) {
+  const bool was_stuck = stuck();
   failures_ = failures_ > 0 && at.position == at_.position ? failures_ + 1 : 1;
   // The first failure there knows the transaction best: a later session may fail
   // before it has read that far.
   if (failures_ == 1 || !at_.commit_us) at_ = at;
   last_error_ = error;
+  return was_stuck || stuck();
 }
 
 bool RepeatedFailure::Confirmed(pg::Lsn watermark) {

@@ -11,10 +11,13 @@
 // stuck on, and one event counts in flight, so the age and stall alerts fire. The
 // first confirmation past that position ends it.
 //
+// A failure at another position ends it too: the watermark moved, so the count starts
+// again there. Both calls say when the state shown to health changed:
+//
 //   RepeatedFailure stuck;
-//   stuck.SessionFailed({.position = watermark, .commit_us = t}, status);  // each failure
-//   if (stuck.stuck()) health.SetStuck(stuck.reason());
-//   if (stuck.Confirmed(watermark)) health.SetStuck("");                  // progress
+//   if (stuck.SessionFailed({.position = watermark, .commit_us = t}, status))  // each failure
+//     health.SetStuck(stuck.reason());
+//   if (stuck.Confirmed(watermark)) health.SetStuck(stuck.reason());           // progress
 #ifndef OUTBOXD_RELAY_REPEATED_FAILURE_H_
 #define OUTBOXD_RELAY_REPEATED_FAILURE_H_
 
@@ -40,8 +43,10 @@ class RepeatedFailure {
   // (200 ms, 400 ms, 800 ms apart) make three within seconds.
   static constexpr int kStuckAfter = 3;
 
-  // A session that had started streaming ended with `error` at `at`.
-  void SessionFailed(const FailurePoint& at, const absl::Status& error);
+  // A session that had started streaming ended with `error` at `at`: true when that
+  // changes reason() (the relay became stuck, is stuck with a newer count or error, or
+  // failed at a new position and so is no longer stuck).
+  [[nodiscard]] bool SessionFailed(const FailurePoint& at, const absl::Status& error);
   // The confirmed position is now `watermark`: true when that ends a stuck state.
   [[nodiscard]] bool Confirmed(pg::Lsn watermark);
 
