@@ -268,7 +268,7 @@ absl::StatusOr<OutboxStatus> QueryStatus(pg::Connection& conn, const StatusOptio
   } else {
     OUTBOXD_RETURN_IF_ERROR(QueryPoll(conn, outbox, dated, out));
   }
-  const outbox::DeadLetterStore dead_letters(options.table);
+  const outbox::DeadLetterStore dead_letters(options.table, options.slot);
   OUTBOXD_ASSIGN_OR_RETURN(bool dead_exists, outbox.Sibling(dead_letters.table()).Exists(conn));
   if (dead_exists) {
     OUTBOXD_ASSIGN_OR_RETURN(out.dead_letter, dead_letters.Count(conn));

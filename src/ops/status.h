@@ -78,7 +78,9 @@ struct OutboxStatus {
   int64_t pending = 0;
   double oldest_pending_age_s = 0;
   int64_t repeated_failures = 0;
-  // Both.
+  // Both. The letters this slot's relay filed (and those from before the dead-letter
+  // table had a `slot` column, which count for every slot); another relay's are not
+  // this one's to replay (outbox/dead_letter.h).
   int64_t dead_letter = 0;
   // A partitioned outbox with a DEFAULT partition: the rows in it. Above 0 means
   // partition upkeep fell behind (cleanup creates partitions ahead; see

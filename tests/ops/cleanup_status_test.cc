@@ -9,6 +9,7 @@
 #include "ops/cleanup.h"
 #include "ops/setup.h"
 #include "ops/status.h"
+#include "outbox/dead_letter.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::ops {
@@ -102,6 +103,31 @@ TEST_F(CleanupStatusTest, CdcRowsWithoutARecordedPositionAreKeptAndCountedUnackn
   EXPECT_GT(s->oldest_unacked_age_s, 9 * 86400 - 60);
   EXPECT_FALSE(s->slot_active);
   EXPECT_EQ(s->wal_status, "reserved");
+}
+
+// Issue 27 point 4: dead letters belong to the relay that filed them. Status for one
+// slot counts its own and those from before the `slot` column, never another slot's
+// (the RabbitMQ relay's letters once showed on the Kafka relay's dashboard).
+TEST_F(CleanupStatusTest, StatusCountsOnlyItsSlotsDeadLetters) {
+  const auto file = [this](const std::optional<std::string>& slot, const std::string& id) {
+    const outbox::DeadLetter letter{.id = id,
+                                    .aggregate_id = "pedido-" + id,
+                                    .type = "t",
+                                    .payload = "42",
+                                    .lsn = "0/1",
+                                    .error = "poison"};
+    ASSERT_TRUE(outbox::DeadLetterStore("outbox", slot).Insert(*conn_, letter).ok());
+  };
+  file(db_->name(), "mine-1");
+  file(db_->name(), "mine-2");
+  for (const char* id : {"other-1", "other-2", "other-3"}) file("outboxd_rabbitmq", id);
+  file(std::nullopt, "from-before-slots");  // slot NULL
+
+  absl::StatusOr<OutboxStatus> s = QueryStatus(*conn_, {.slot = db_->name()});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->dead_letter, 3) << "its two letters and the one from before slots";
+  EXPECT_THAT(FormatStatusJson(*s), testing::HasSubstr(",\"dead_letter\":3,"));
+  ASSERT_EQ(db_->Scalar("SELECT count(*) FROM outbox_dead_letter"), "6");
 }
 
 // Issue 13, point 10: a slot that does not exist used to read as polling mode.
