@@ -7,7 +7,10 @@
 // bytes, UTF-8 or not, are kept as they are. The JSON log format escapes its own way
 // (base/json_string.h) on top of this.
 //
-//   spdlog::error("event {} of aggregate {}", LogSafe(id), LogSafe(aggregate_id));
+// A row's or a message's value is also bounded in a log line (LogExcerpt): a 6.4 kB
+// aggregate id once filled every dead-letter line with it.
+//
+//   spdlog::error("event {} of aggregate {}", LogExcerpt(id), LogExcerpt(aggregate_id));
 //   std::string line = EscapeForLog("a\nFORGED");   // a\nFORGED, on one line
 #ifndef OUTBOXD_BASE_LOG_ESCAPE_H_
 #define OUTBOXD_BASE_LOG_ESCAPE_H_
@@ -57,11 +60,40 @@ inline std::string EscapeForLog(std::string_view text) {
   return out;
 }
 
+// How much of a row's or a message's value a log line quotes: enough to tell values
+// apart and find the row; the whole value stays in the table (and, for a dead letter,
+// in `dead-letter list --json`).
+inline constexpr size_t kLogValueLimit = 200;
+
+// EscapeForLog of the value's first `limit` bytes (cut back to the start of the
+// character it would split), then "… (6424 bytes)" when it was longer.
+//   ExcerptForLog(std::string(6424, 'a'))   // 200 a's, then "… (6424 bytes)"
+inline std::string ExcerptForLog(std::string_view text, size_t limit = kLogValueLimit) {
+  if (text.size() <= limit) return EscapeForLog(text);
+  size_t cut = limit;
+  for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80;
+       ++back) {
+    --cut;  // a UTF-8 continuation byte: the character starts before it
+  }
+  std::string out = EscapeForLog(text.substr(0, cut));
+  out.append("\u2026 (").append(std::to_string(text.size())).append(" bytes)");
+  return out;
+}
+
 // A value to be escaped when formatted: spdlog::info("{}", LogSafe(value)).
 struct LogSafe {
   explicit LogSafe(std::string_view v) : text(v) {}
   template <typename StringLike>
   explicit LogSafe(const StringLike& v) : text(v.data(), v.size()) {}
+  std::string_view text;
+};
+
+// A row's or a message's value, escaped and bounded when formatted (ExcerptForLog):
+// spdlog::error("aggregate {}", LogExcerpt(aggregate_id)).
+struct LogExcerpt {
+  explicit LogExcerpt(std::string_view v) : text(v) {}
+  template <typename StringLike>
+  explicit LogExcerpt(const StringLike& v) : text(v.data(), v.size()) {}
   std::string_view text;
 };
 
@@ -73,6 +105,15 @@ struct fmt::formatter<outboxd::LogSafe> : fmt::formatter<std::string_view> {
   auto format(const outboxd::LogSafe& value, Context& ctx) const {
     const std::string escaped = outboxd::EscapeForLog(value.text);
     return fmt::formatter<std::string_view>::format(std::string_view(escaped), ctx);
+  }
+};
+
+template <>
+struct fmt::formatter<outboxd::LogExcerpt> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(const outboxd::LogExcerpt& value, Context& ctx) const {
+    const std::string excerpt = outboxd::ExcerptForLog(value.text);
+    return fmt::formatter<std::string_view>::format(std::string_view(excerpt), ctx);
   }
 };
 

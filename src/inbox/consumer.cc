@@ -121,7 +121,7 @@ std::optional<Delivery> Consumer::Failed(const internal::Received& received, Del
   const absl::Duration backoff = backoff_.Next();
   resume_at_ = absl::Now() + backoff;
   spdlog::warn("message {} (id {}) failed, attempt {}, retrying in {}: {}",
-               source_->Where(delivery.message), LogSafe(delivery.message.id), delivery.attempt,
+               source_->Where(delivery.message), LogExcerpt(delivery.message.id), delivery.attempt,
                absl::FormatDuration(backoff), LogSafe(error.message()));
   delivery.result = Delivery::Result::kFailed;
   delivery.error = std::move(error);

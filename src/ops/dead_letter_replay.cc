@@ -114,7 +114,7 @@ absl::Status Settle(pg::Connection& conn, const outbox::DeadLetterStore& store,
     ++report.replayed;
     ++report.replayed_to[a.topic];
     // Debug: a replay of thousands would flood the terminal under its progress line.
-    spdlog::debug("replayed {} of aggregate {} to {}", LogSafe(l.id), LogSafe(l.aggregate_id),
+    spdlog::debug("replayed {} of aggregate {} to {}", LogExcerpt(l.id), LogExcerpt(l.aggregate_id),
                   LogSafe(a.topic));
   }
   return absl::OkStatus();

@@ -163,8 +163,8 @@ absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& let
           params));
   if (r.Get(0, 0) != "0" || r.Get(0, 1) == "t") return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "dead letter for event ", EscapeForLog(letter.id), " of aggregate ",
-      EscapeForLog(letter.aggregate_id), " not stored: table ", name_.name,
+      "dead letter for event ", ExcerptForLog(letter.id), " of aggregate ",
+      ExcerptForLog(letter.aggregate_id), " not stored: table ", name_.name,
       " keeps event ids unique across aggregates or slots (made by an older outboxd setup); "
       "run outboxd setup to migrate it"));
 }

@@ -293,8 +293,8 @@ void PollRelay::CountAndLog(size_t published) {
     // nothing is getting through, whatever the reason (docs/operations.md, "Metrics and alerts").
     failures_since_ack_++;
     // The id and the reason (a bad topic name, say) come from the row: escaped.
-    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}", LogSafe(pending.id),
-                 pending.seq,
+    spdlog::warn("event {} (seq {}) not published, retried after backoff: {}",
+                 LogExcerpt(pending.id), pending.seq,
                  LogSafe(pending.outcome ? std::string(pending.outcome->message())
                                          : std::string("no delivery report")));
   }

@@ -461,7 +461,7 @@ void Pipeline::LogSent(const sink::OutgoingMessage& message) {
   for (const sink::Header& h : message.headers) {
     if (h.name == "id") id = h.value;
   }
-  spdlog::debug("sent event {} key={} to {} (commit {})", LogSafe(id), LogSafe(message.key),
+  spdlog::debug("sent event {} key={} to {} (commit {})", LogExcerpt(id), LogExcerpt(message.key),
                 LogSafe(message.topic), tx_lsn_text_);
 }
 
@@ -500,17 +500,18 @@ absl::Status Pipeline::DeadLetter(const sink::OutgoingMessage& message, std::str
   OUTBOXD_RETURN_IF_ERROR(gate_->Store(letter, message.tag));
   tracker_.Ack(message.tag);
   stats_->metrics.DeadLettered();
-  // Every value here may come from the row: escaped, so none can forge a log line.
+  // Every value here may come from the row: escaped, so none can forge a log line, and
+  // the row's values bounded (a 6.4 kB aggregate id was quoted whole).
   // One error per aggregate that gets parked; the events that follow it there are
   // counted in a summary (LogParkedFollowers): an exchange without a queue for a key
   // once logged a line for each of 100,000 events.
   if (follower) {
     ++followers_unlogged_;
-    spdlog::debug("event {} of aggregate {} dead-lettered to {}: {}", LogSafe(letter.id),
-                  LogSafe(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
+    spdlog::debug("event {} of aggregate {} dead-lettered to {}: {}", LogExcerpt(letter.id),
+                  LogExcerpt(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
   } else {
-    spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", LogSafe(letter.id),
-                  LogSafe(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
+    spdlog::error("event {} of aggregate {} dead-lettered to {}: {}", LogExcerpt(letter.id),
+                  LogExcerpt(letter.aggregate_id), gate_->table_name(), LogSafe(letter.error));
   }
   return absl::OkStatus();
 }
