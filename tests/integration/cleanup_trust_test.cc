@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
+#include "integration/hostile_role.h"
 #include "integration/relay_harness.h"
 #include "support/wait_until.h"
 
@@ -28,81 +29,6 @@ int Outboxd(RelayHarness& h, const std::string& conninfo, std::vector<std::strin
             std::string* out) {
   args.insert(args.end(), {"--pg", conninfo});
   return h.RunOutboxd(std::move(args), out);
-}
-
-// The attacker's schema, and evil.ran, where its code writes who ran it (any role
-// may insert there, so the record survives whoever runs it).
-constexpr char kAttackerSchema[] = R"sql(
-CREATE SCHEMA evil AUTHORIZATION $ATTACKER;
-SET ROLE $ATTACKER;
-CREATE TABLE evil.ran (who text, what text);
-GRANT USAGE ON SCHEMA evil TO PUBLIC;
-GRANT INSERT ON evil.ran TO PUBLIC;
-RESET ROLE;
-)sql";
-
-// Against the outbox's owner: a table marked as an older outboxd marked the
-// partitions it detached, with a policy calling a function that grants its role
-// everything on the outbox when run by the owner.
-constexpr char kPlantedPolicy[] = R"sql(
-SET ROLE $ATTACKER;
-CREATE FUNCTION evil.spy() RETURNS boolean LANGUAGE plpgsql AS $f$
-BEGIN
-  INSERT INTO evil.ran VALUES (current_user, 'policy');
-  BEGIN
-    EXECUTE 'GRANT ALL ON public.outbox TO $ATTACKER';
-  EXCEPTION WHEN others THEN NULL;
-  END;
-  RETURN true;
-END $f$;
-CREATE TABLE evil.outbox_p20200101 (criado_em timestamptz, publicado_em timestamptz);
-INSERT INTO evil.outbox_p20200101 VALUES (now() - interval '1 year', now() - interval '1 year');
-ALTER TABLE evil.outbox_p20200101 ENABLE ROW LEVEL SECURITY;
-CREATE POLICY spy ON evil.outbox_p20200101 USING (evil.spy());
-GRANT SELECT ON evil.outbox_p20200101 TO PUBLIC;
-COMMENT ON TABLE evil.outbox_p20200101 IS 'outboxd: detached from outbox to be dropped';
-RESET ROLE;
-)sql";
-
-// Against a superuser's inbox cleanup: processado_em of a type whose implicit cast to
-// timestamptz makes its role a superuser.
-constexpr char kPlantedCast[] = R"sql(
-SET ROLE $ATTACKER;
-CREATE TYPE evil.stamp AS (at timestamptz);
-CREATE FUNCTION evil.to_ts(evil.stamp) RETURNS timestamptz LANGUAGE plpgsql AS $f$
-BEGIN
-  INSERT INTO evil.ran VALUES (current_user, 'cast');
-  BEGIN
-    EXECUTE 'ALTER ROLE $ATTACKER SUPERUSER';
-  EXCEPTION WHEN others THEN NULL;
-  END;
-  RETURN '2000-01-01'::timestamptz;
-END $f$;
-CREATE CAST (evil.stamp AS timestamptz) WITH FUNCTION evil.to_ts(evil.stamp) AS IMPLICIT;
-CREATE TABLE evil.inbox_p20200101
-  (message_id uuid, evento_criado_em timestamptz, processado_em evil.stamp);
-INSERT INTO evil.inbox_p20200101 VALUES (gen_random_uuid(), now(), ROW(now()));
-GRANT SELECT ON evil.inbox_p20200101 TO PUBLIC;
-COMMENT ON TABLE evil.inbox_p20200101 IS 'outboxd: detached from inbox to be dropped';
-RESET ROLE;
-)sql";
-
-void AsSuperuser(TestDatabase& db, const std::string& sql, const std::string& attacker) {
-  db.Exec(absl::StrReplaceAll(sql, {{"$ATTACKER", attacker}}));
-}
-
-// None of the attacker's code ran, its table is still there and its role got nothing.
-void ExpectAttackerCodeNeverRan(TestDatabase& db, const std::string& attacker,
-                                const std::string& planted, const std::string& context) {
-  EXPECT_EQ(db.Scalar("SELECT coalesce(string_agg(who || ' ran ' || what, ', '), 'nobody') "
-                      "FROM evil.ran"),
-            "nobody")
-      << context;
-  EXPECT_EQ(db.Scalar("SELECT to_regclass('" + planted + "') IS NOT NULL"), "t") << context;
-  EXPECT_EQ(db.Scalar("SELECT rolsuper FROM pg_roles WHERE rolname = '" + attacker + "'"), "f")
-      << context;
-  EXPECT_EQ(db.Scalar("SELECT has_table_privilege('" + attacker + "', 'outbox', 'SELECT')"), "f")
-      << context;
 }
 
 void InsertEvents(TestDatabase& db, const std::string& batch, int n, int days) {
@@ -140,16 +66,6 @@ ALTER TABLE outbox_dead_letter OWNER TO $OWNER;
 ALTER TABLE inbox OWNER TO $OWNER;
 )sql";
 
-// `outboxd run` as `conninfo`'s role, its cleanup job every second.
-std::unique_ptr<ChildProcess> StartRelayAs(RelayHarness& h, const std::string& conninfo) {
-  auto relay = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", conninfo, "--brokers",
-                                    h.cluster().bootstraps(), "--slot", h.slot(), "--metrics",
-                                    "127.0.0.1:0", "--cleanup-interval", "1s", "--retention", "1s",
-                                    "--inbox-retention", "1s"});
-  EXPECT_TRUE(WaitForStreaming(*relay)) << relay->Log();
-  return relay;
-}
-
 bool Gone(TestDatabase& db, const std::string& table) {
   return db.Scalar("SELECT to_regclass('" + table + "') IS NULL") == "t";
 }
@@ -169,8 +85,8 @@ TEST(CleanupTrust, APlantedTablesPolicyNeverRunsAsTheOutboxOwner) {
   db.Exec("RESET ROLE");
   std::string out;
   ASSERT_EQ(Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot()}, &out), 0) << out;
-  AsSuperuser(db, kAttackerSchema, attacker);
-  AsSuperuser(db, kPlantedPolicy, attacker);
+  PlantAttackerSchema(db, attacker);
+  PlantPolicyTable(db, attacker);
 
   // run's cleanup job, as the owner, drops the two old days once acknowledged.
   const std::string as_owner = db.ConninfoWith("user=" + owner);
@@ -222,8 +138,8 @@ TEST(CleanupTrust, APlantedTablesImplicitCastNeverRunsAsASuperusersInboxCleanup)
         days, days));
   };
   for (int days : {-12, -11, 0}) mark(days);
-  AsSuperuser(db, kAttackerSchema, attacker);
-  AsSuperuser(db, kPlantedCast, attacker);
+  PlantAttackerSchema(db, attacker);
+  PlantCastTable(db, attacker);
 
   h.StartRelay({"--cleanup-interval", "1s", "--inbox-retention", "5d"});
   EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "integration/hostile_role.h"
 #include "integration/relay_harness.h"
 #include "pg/connection.h"
 #include "support/metrics_text.h"
@@ -29,48 +30,6 @@ namespace {
 
 const std::vector<std::string> kTopics = {"pedido.confirmado"};
 constexpr char kTopic[] = "pedido.confirmado";
-
-std::string Emit(pg::Connection& conn, const std::string& aggregate, const std::string& payload) {
-  absl::StatusOr<pg::Result> r = conn.ExecParams(
-      "SELECT outboxd_emit($1, 'pedido.confirmado', $2::jsonb)::text", {aggregate, payload});
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? std::string(r->Get(0, 0)) : "";
-}
-
-// The ids of committed events, per aggregate in commit order.
-using Committed = std::map<std::string, std::vector<std::string>>;
-
-// Every committed id reached the collector; per aggregate, the first delivery of each
-// id respects commit order. Returns how many messages were duplicates.
-size_t ExpectDeliveredInOrder(RelayHarness& h, const Committed& committed, absl::Duration timeout) {
-  std::set<std::string> wanted;
-  for (const auto& [aggregate, ids] : committed) wanted.insert(ids.begin(), ids.end());
-  const bool all = WaitUntil(timeout, [&] {
-    std::set<std::string> seen;
-    for (const CollectedMessage& m : h.collector().Messages())
-      seen.insert(m.Header("id").value_or(""));
-    for (const std::string& id : wanted) {
-      if (!seen.contains(id)) return false;
-    }
-    return true;
-  });
-  EXPECT_TRUE(all) << "not every committed event was delivered; relay log:\n" << h.relay().Log();
-  std::map<std::string, std::vector<std::string>> first_seen;
-  std::set<std::string> seen;
-  size_t duplicates = 0;
-  for (const CollectedMessage& m : h.collector().Messages()) {
-    const std::string id = m.Header("id").value_or("");
-    if (!seen.insert(id).second) {
-      ++duplicates;
-      continue;
-    }
-    first_seen[m.key].push_back(id);
-  }
-  for (const auto& [aggregate, ids] : committed) {
-    EXPECT_EQ(first_seen[aggregate], ids) << "order of aggregate " << aggregate;
-  }
-  return duplicates;
-}
 
 TEST(WalOnly, EmittedEventsArePublishedWithTheRowsMessageContract) {
   RelayHarness h(kTopics);
@@ -108,60 +67,10 @@ TEST(WalOnly, EmittedEventsArePublishedWithTheRowsMessageContract) {
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
-// Emits single- and multi-event transactions over 13 aggregates until stopped; what it
-// records is committed (the relay's faults never touch PostgreSQL).
-class EmitLoad {
- public:
-  explicit EmitLoad(RelayHarness& h) : conn_(h.db().Connect()) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~EmitLoad() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  bool WaitForMore(int n) {
-    const int target = transactions() + n;
-    return WaitUntil(absl::Seconds(60), [&] { return transactions() >= target; });
-  }
-  int transactions() {
-    absl::MutexLock lock(&mu_);
-    return transactions_;
-  }
-  Committed committed() {
-    absl::MutexLock lock(&mu_);
-    return committed_;
-  }
-
- private:
-  void Run() {
-    for (int i = 0; !stop_; ++i) {
-      const int events = 1 + i % 3;
-      std::vector<std::pair<std::string, std::string>> written;
-      if (!conn_.Exec("BEGIN").ok()) return;
-      for (int e = 0; e < events; ++e) {
-        const std::string aggregate = absl::StrCat("pedido-", (i * 7 + e) % 13);
-        written.emplace_back(aggregate, Emit(conn_, aggregate, absl::StrCat(R"({"i":)", i, "}")));
-      }
-      if (!conn_.Exec("COMMIT").ok()) return;
-      absl::MutexLock lock(&mu_);
-      for (auto& [aggregate, id] : written) committed_[aggregate].push_back(id);
-      ++transactions_;
-    }
-  }
-
-  pg::Connection conn_;
-  std::atomic<bool> stop_{false};
-  absl::Mutex mu_;
-  int transactions_ = 0;
-  Committed committed_;
-  std::thread thread_;
-};
-
 TEST(WalOnly, KillNineUnderEmitLoadLosesNothing) {
   RelayHarness h(kTopics);
   h.StartRelay({"--source", "messages"});
-  EmitLoad load(h);
+  EventLoad load(h.db().Connect());
   const int kKills = 3;
   for (int k = 0; k < kKills; ++k) {
     ASSERT_TRUE(load.WaitForMore(100 + 80 * k));
@@ -208,43 +117,6 @@ TEST(WalOnly, BothKeepsCommitOrderAcrossRowsAndMessagesOfOneAggregate) {
   const size_t duplicates = ExpectDeliveredInOrder(h, committed, absl::Seconds(60));
   EXPECT_EQ(duplicates, 0u);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
-}
-
-// A message with outboxd's prefix, content as given (SQL bytea expression).
-void EmitRaw(pg::Connection& conn, const std::string& content_sql, bool transactional = true) {
-  absl::StatusOr<pg::Result> r =
-      conn.Exec(absl::StrCat("SELECT pg_logical_emit_message(", transactional ? "true" : "false",
-                             ", 'outboxd', ", content_sql, ")"));
-  ASSERT_TRUE(r.ok()) << r.status();
-}
-
-// The fields of outbox/emitted_event.h after the version (and mac), with `payload` (no
-// quote or backslash in it).
-std::string FieldsSql(const std::string& id, const std::string& aggregate,
-                      const std::string& payload,
-                      const std::string& created_at = "2026-12-03 15:40:00.5+00") {
-  return absl::StrCat("'", id, "'::bytea || '\\x00'::bytea || '", aggregate,
-                      "'::bytea || '\\x00'::bytea || 'pedido.confirmado'::bytea || "
-                      "'\\x00'::bytea || '",
-                      created_at, "'::bytea || '\\x00'::bytea || '", payload, "'::bytea");
-}
-
-// Version 1, unsigned, as outboxd 1.x's function wrote it.
-std::string UnsignedSql(const std::string& fields_sql) {
-  return absl::StrCat("'outboxd-v1'::bytea || '\\x00'::bytea || ", fields_sql);
-}
-
-// Version 2 signed with the key in `key_table` (the database's, read as the
-// superuser): what only outboxd_emit can write, for contents it would never write.
-void EmitSigned(pg::Connection& conn, const std::string& fields_sql,
-                const std::string& key_table = "outboxd_emit_key") {
-  absl::StatusOr<pg::Result> r = conn.Exec(absl::StrCat(
-      "SELECT pg_logical_emit_message(true, 'outboxd', 'outboxd-v2'::bytea || '\\x00'::bytea || "
-      "convert_to(encode(sha256(k.outer_pad || sha256(k.inner_pad || 'outboxd-v2'::bytea || "
-      "'\\x00'::bytea || f.rest)), 'hex'), 'UTF8') || '\\x00'::bytea || f.rest) "
-      "FROM ",
-      key_table, " k, (SELECT ", fields_sql, " AS rest) f"));
-  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 TEST(WalOnly, PoisonMessageIsDeadLetteredLikeAPoisonRowAndForgedOnesAreRejected) {
