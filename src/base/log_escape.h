@@ -80,22 +80,24 @@ inline std::string ExcerptForLog(std::string_view text, size_t limit = kLogValue
   return out;
 }
 
-// A value to be escaped when formatted: spdlog::info("{}", LogSafe(value)).
+// A value to be escaped when formatted: spdlog::info("{}", LogSafe(value)). With a
+// `limit`, cut as ExcerptForLog cuts (see LogExcerpt).
 struct LogSafe {
-  explicit LogSafe(std::string_view v) : text(v) {}
+  static constexpr size_t kWhole = std::string_view::npos;
+  explicit LogSafe(std::string_view v, size_t limit = kWhole) : text(v), limit(limit) {}
   template <typename StringLike>
-  explicit LogSafe(const StringLike& v) : text(v.data(), v.size()) {}
+  explicit LogSafe(const StringLike& v, size_t limit = kWhole)
+      : text(v.data(), v.size()), limit(limit) {}
   std::string_view text;
+  size_t limit;
 };
 
 // A row's or a message's value, escaped and bounded when formatted (ExcerptForLog):
 // spdlog::error("aggregate {}", LogExcerpt(aggregate_id)).
-struct LogExcerpt {
-  explicit LogExcerpt(std::string_view v) : text(v) {}
-  template <typename StringLike>
-  explicit LogExcerpt(const StringLike& v) : text(v.data(), v.size()) {}
-  std::string_view text;
-};
+template <typename StringLike>
+LogSafe LogExcerpt(const StringLike& v) {
+  return LogSafe(v, kLogValueLimit);
+}
 
 }  // namespace outboxd
 
@@ -103,17 +105,8 @@ template <>
 struct fmt::formatter<outboxd::LogSafe> : fmt::formatter<std::string_view> {
   template <typename Context>
   auto format(const outboxd::LogSafe& value, Context& ctx) const {
-    const std::string escaped = outboxd::EscapeForLog(value.text);
+    const std::string escaped = outboxd::ExcerptForLog(value.text, value.limit);
     return fmt::formatter<std::string_view>::format(std::string_view(escaped), ctx);
-  }
-};
-
-template <>
-struct fmt::formatter<outboxd::LogExcerpt> : fmt::formatter<std::string_view> {
-  template <typename Context>
-  auto format(const outboxd::LogExcerpt& value, Context& ctx) const {
-    const std::string excerpt = outboxd::ExcerptForLog(value.text);
-    return fmt::formatter<std::string_view>::format(std::string_view(excerpt), ctx);
   }
 };
 
