@@ -162,7 +162,7 @@ absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& let
                        table, " WHERE id = $1 AND aggregate_id = $2", mine, ")"),
           params));
   if (r.Get(0, 0) != "0" || r.Get(0, 1) == "t") return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
+  return absl::UnavailableError(absl::StrCat(
       "dead letter for event ", ExcerptForLog(letter.id), " of aggregate ",
       ExcerptForLog(letter.aggregate_id), " not stored: table ", name_.name,
       " keeps event ids unique across aggregates or slots (made by an older outboxd setup); "

@@ -92,8 +92,10 @@ class DeadLetterStore {
   // Idempotent on the event id, aggregate and slot: a poison event streamed again
   // after a restart is stored once, two events that share an id but not an aggregate
   // are both stored, and so is one event two slots' relays both refused.
-  // FailedPrecondition naming `outboxd setup` when the table (made by an older setup,
-  // not migrated) keeps ids unique across aggregates and refused the second.
+  // Unavailable naming `outboxd setup` when the table (made by an older setup, not
+  // migrated) keeps ids unique across aggregates and refused the second: not an error
+  // that ends the relay (base/status_macros.h, IsConfigurationError), since setup fixes
+  // it while the relay retries, shown stuck on /healthz (relay/repeated_failure.h).
   absl::Status Insert(pg::Connection& conn, const DeadLetter& letter) const;
   // The table's shape is read once, at the first use after this (a session's start).
   void ForgetShape() const { shape_.reset(); }

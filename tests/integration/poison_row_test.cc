@@ -157,18 +157,10 @@ TEST(PoisonRow, AMessageWhoseAggregateIsNotUtf8IsRejectedAndTheOthersFlow) {
   EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
 }
 
-TEST(PoisonRow, ALetterTheTableRefusesMakesTheRelayStuckAndUnhealthyUntilFixed) {
-  RelayHarness h(kTopics);
-  auto conn = h.db().Connect();
-  h.db().Exec(
-      "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
-      "'index row size 6424 exceeds btree version 4 maximum 2704' USING ERRCODE = '54000'; "
-      "END $$; CREATE TRIGGER refuse BEFORE INSERT ON outbox_dead_letter FOR EACH ROW EXECUTE "
-      "FUNCTION refuse()");
-  h.StartRelay();
-  InsertRow(conn, "stuck", "42");
-  InsertRow(conn, "ok-1", R"({"n": 1})");
-
+// The relay, stuck at one position, says so: /healthz and /readyz 503 naming the
+// error (`reason`), the age metric from the stuck transaction's commit and an event in
+// flight (so the age and stall alerts fire); what follows (`follower`) is not published.
+void ExpectStuck(RelayHarness& h, const std::string& reason, const std::string& follower) {
   // Between two sessions it also answers 503 "not streaming": wait for the reason.
   std::pair<int, std::string> answer;
   ASSERT_TRUE(WaitUntil(absl::Seconds(20),
@@ -181,25 +173,69 @@ TEST(PoisonRow, ALetterTheTableRefusesMakesTheRelayStuckAndUnhealthyUntilFixed) 
   const auto& [status, body] = answer;
   EXPECT_EQ(status, 503);
   EXPECT_THAT(body, HasSubstr("stuck: 3 sessions in a row failed at"));
-  EXPECT_THAT(body, HasSubstr("exceeds btree version 4 maximum 2704"));
+  EXPECT_THAT(body, HasSubstr(reason));
   const auto [ready, not_ready] = HttpGetFromLog(h.relay(), "/readyz");
   EXPECT_EQ(ready, 503);
   EXPECT_THAT(not_ready, HasSubstr("stuck:")) << "not ready either";
   ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_oldest_unacked_age_seconds", 1, absl::Seconds(10)))
       << h.relay().Log();
   EXPECT_GE(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(0), 1);
-  EXPECT_FALSE(Delivered(h, "ok-1"));
+  EXPECT_FALSE(Delivered(h, follower));
+}
 
-  // Dealt with: the letter is stored, what follows flows, and the signals clear.
-  Exec(conn, "DROP TRIGGER refuse ON outbox_dead_letter");
-  ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] { return Delivered(h, "ok-1"); }))
+// Dealt with: what follows flows, and the signals clear.
+void ExpectNoLongerStuck(RelayHarness& h, const std::string& follower) {
+  ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] { return Delivered(h, follower); }))
       << h.relay().Log();
   auto [healthy, why] = WaitForHttpStatus(h.relay(), "/healthz", 200, absl::Seconds(10));
   EXPECT_EQ(healthy, 200) << why;
   EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(-1), 0.0);
   EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_oldest_unacked_age_seconds").value_or(-1), 0.0);
-  EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "stuck");
   EXPECT_THAT(h.relay().Log(), HasSubstr("no longer stuck"));
+}
+
+TEST(PoisonRow, ALetterTheTableRefusesMakesTheRelayStuckAndUnhealthyUntilFixed) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  h.db().Exec(
+      "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
+      "'index row size 6424 exceeds btree version 4 maximum 2704' USING ERRCODE = '54000'; "
+      "END $$; CREATE TRIGGER refuse BEFORE INSERT ON outbox_dead_letter FOR EACH ROW EXECUTE "
+      "FUNCTION refuse()");
+  h.StartRelay();
+  InsertRow(conn, "stuck", "42");
+  InsertRow(conn, "ok-1", R"({"n": 1})");
+  ExpectStuck(h, "exceeds btree version 4 maximum 2704", "ok-1");
+
+  Exec(conn, "DROP TRIGGER refuse ON outbox_dead_letter");
+  ExpectNoLongerStuck(h, "ok-1");
+  EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "stuck");
+}
+
+// The duplicate-id kind where it still cannot be stored: a dead-letter table an older
+// setup made keeps ids unique across aggregates, so the second aggregate's letter is
+// refused (stored anyway, the first aggregate's would stand for both and the second's
+// event would be lost). The relay stops there and says so, naming `outboxd setup`,
+// until setup has migrated the table; then both letters are stored.
+TEST(PoisonRow, ADuplicateIdAnOlderTableRefusesMakesTheRelayStuckUntilSetupMigratesIt) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  Exec(conn, "ALTER TABLE outbox DROP CONSTRAINT outbox_id_key");
+  Exec(conn, "ALTER TABLE outbox_dead_letter ADD CONSTRAINT outbox_dead_letter_id_key UNIQUE (id)");
+  h.StartRelay();
+  const std::string same = "0b6f7e4c-0000-4000-8000-000000000008";
+  InsertRow(conn, "dup-a", "42", same);
+  InsertRow(conn, "dup-b", "42", same);
+  InsertRow(conn, "ok-1", R"({"n": 1})");
+  ExpectStuck(h, "run outboxd setup to migrate it", "ok-1");
+
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot()}, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("table outbox_dead_letter migrated"));
+  ExpectNoLongerStuck(h, "ok-1");
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(aggregate_id, ',' ORDER BY aggregate_id) FROM "
+                          "outbox_dead_letter"),
+            "dup-a,dup-b");
 }
 
 }  // namespace
