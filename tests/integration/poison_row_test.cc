@@ -115,6 +115,10 @@ TEST(PoisonRow, EveryKindOfRowIsADeadLetterWhileOtherAggregatesFlowAndReplayKeep
   EXPECT_EQ(HttpGetFromLog(h.relay(), "/healthz").first, 200) << "nothing is stuck";
   EXPECT_EQ(ScrapeMetric(h.relay(), "outboxd_events_in_flight").value_or(-1), 0.0);
 
+  // Until dealt with, status counts them (this slot's letters).
+  std::string status;
+  EXPECT_TRUE(WaitForStatus(h, "\"dead_letter\":4,", absl::Seconds(10), &status)) << status;
+
   // list shows what the table holds: the 6.4 kB key as its stand-in, on one line.
   std::string listed;
   EXPECT_EQ(
@@ -129,6 +133,7 @@ TEST(PoisonRow, EveryKindOfRowIsADeadLetterWhileOtherAggregatesFlowAndReplayKeep
   EXPECT_THAT(out, HasSubstr("id or aggregate_id was NULL"));
   EXPECT_TRUE(AllDelivered(h, {huge, "dup-a", "dup-b"}, absl::Seconds(20))) << out;
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "1");
+  EXPECT_TRUE(WaitForStatus(h, "\"dead_letter\":1,", absl::Seconds(10), &status)) << status;
 }
 
 // A message's fields are bytes (pg_logical_emit_message takes bytea): an aggregate that
