@@ -11,6 +11,8 @@
 // any role (its functions write who ran them into evil.ran), the writer's events all
 // arrive in order per aggregate, none is lost, and the cleanup dropped the old
 // partitions meanwhile.
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>

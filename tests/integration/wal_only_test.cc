@@ -8,14 +8,11 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "integration/hostile_role.h"
