@@ -1,0 +1,497 @@
+// nats::Sink (the relays' sink::Sink on NATS JetStream) against a real nats-server:
+// what it reports, what a JetStream consumer reads back, the duplicate window, the
+// three dead-letter cases with order kept behind them, and a kill -9 of the server.
+#include "nats/sink.h"
+
+#include <nats/nats.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/captured_log.h"
+
+namespace outboxd::nats {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kScript[] = OUTBOXD_SOURCE_DIR "/scripts/nats";
+
+struct Report {
+  uint64_t tag;
+  absl::Status status;
+  std::string topic;
+  int64_t offset;
+  std::string key;
+};
+
+// One message as a JetStream consumer reads it.
+struct Stored {
+  std::string subject;
+  std::string value;
+  std::map<std::string, std::string> headers;
+};
+
+std::string RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return status == 0 ? output : "failed: " + output;
+}
+
+// A plain libnats client of the test's own: makes streams the sink must meet, and
+// reads a stream back through an ephemeral-like durable pull consumer.
+class Client {
+ public:
+  explicit Client(const std::string& url) {
+    EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
+    EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
+  }
+  ~Client() {
+    jsCtx_Destroy(js_);
+    natsConnection_Destroy(nc_);
+  }
+
+  void AddStream(const std::string& name, const std::string& subject, int64_t max_msgs = -1,
+                 int32_t max_msg_size = -1) {
+    jsStreamConfig config;
+    jsStreamConfig_Init(&config);
+    const char* subjects[] = {subject.c_str()};
+    config.Name = name.c_str();
+    config.Subjects = subjects;
+    config.SubjectsLen = 1;
+    config.Storage = js_FileStorage;
+    config.MaxMsgs = max_msgs;
+    config.MaxMsgSize = max_msg_size;
+    config.Discard = js_DiscardNew;
+    jsStreamInfo* info = nullptr;
+    jsErrCode code;
+    ASSERT_EQ(js_AddStream(&info, js_, &config, nullptr, &code), NATS_OK) << code;
+    jsStreamInfo_Destroy(info);
+  }
+
+  // The stream's config, or nullopt when it does not exist.
+  bool StreamConfig(const std::string& name, jsStorageType* storage, int64_t* duplicates) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode code;
+    if (js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code) != NATS_OK) return false;
+    *storage = info->Config->Storage;
+    *duplicates = info->Config->Duplicates;
+    jsStreamInfo_Destroy(info);
+    return true;
+  }
+
+  // Every message of the stream, in stream order, through a pull consumer.
+  std::vector<Stored> ReadAll(const std::string& stream, const std::string& subject) {
+    std::vector<Stored> out;
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = stream.c_str();
+    natsSubscription* sub = nullptr;
+    jsErrCode code;
+    const std::string durable = "reader" + std::to_string(++readers_);
+    EXPECT_EQ(js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(), nullptr, &so, &code),
+              NATS_OK)
+        << code;
+    for (;;) {
+      natsMsgList list{};
+      natsStatus s = natsSubscription_Fetch(&list, sub, 256, 1000, &code);
+      if (s != NATS_OK || list.Count == 0) {
+        natsMsgList_Destroy(&list);
+        break;
+      }
+      for (int i = 0; i < list.Count; ++i) {
+        natsMsg* m = list.Msgs[i];
+        Stored got{
+            natsMsg_GetSubject(m), std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m)), {}};
+        const char** keys = nullptr;
+        int count = 0;
+        if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
+          for (int k = 0; k < count; ++k) {
+            const char* value = nullptr;
+            if (natsMsgHeader_Get(m, keys[k], &value) == NATS_OK) got.headers[keys[k]] = value;
+          }
+          free(keys);
+        }
+        natsMsg_Ack(m, nullptr);
+        out.push_back(std::move(got));
+      }
+      natsMsgList_Destroy(&list);
+    }
+    natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+    return out;
+  }
+
+ private:
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+  int readers_ = 0;
+};
+
+class NatsSinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* url = std::getenv("OUTBOXD_TEST_NATS");
+    if (url == nullptr || *url == '\0') {
+      GTEST_SKIP() << "OUTBOXD_TEST_NATS not set: run scripts/test, or scripts/nats start DIR "
+                      "and source DIR/env";
+    }
+    url_ = url;
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    // One stream and subject prefix per test: the tests share the server.
+    prefix_ = absl::StrCat("t", getpid(), "_", test->name());
+    stream_ = absl::StrCat("S_", prefix_);
+    client_ = std::make_unique<Client>(url_);
+  }
+
+  SinkOptions Options(Declare declare = Declare::kCreateIfMissing) {
+    return {.url = url_,
+            .stream = {.name = stream_, .subjects = {prefix_ + ".>"}, .declare = declare}};
+  }
+
+  std::unique_ptr<Sink> MakeSink(const SinkOptions& options) {
+    auto sink = Sink::Create(
+        options, {.on_delivery = [this](const sink::DeliveryReport& r) {
+          reports_.push_back({r.tag, r.status, std::string(r.topic), r.offset, std::string(r.key)});
+        }});
+    EXPECT_TRUE(sink.ok()) << sink.status();
+    return sink.ok() ? std::move(*sink) : nullptr;
+  }
+
+  // One event as the relay's encoder hands it over (json format).
+  absl::Status Send(Sink& sink, const std::string& subject, const std::string& key, int id,
+                    uint64_t tag, const std::string& body = "{}") {
+    const std::string id_text = absl::StrCat(id);
+    const std::vector<sink::Header> headers = {
+        {"id", id_text},       {"type", "order.created"},
+        {"aggregate_id", key}, {"created_at", "2026-12-03T12:00:05.250000+00:00"},
+        {"lsn", "0/16B3748"},  {"traceparent", "00-abc-01"}};
+    return sink.Produce(
+        {.topic = subject, .key = key, .value = body, .headers = headers, .tag = tag});
+  }
+
+  void AwaitReports(Sink& sink, size_t n, absl::Duration timeout = absl::Seconds(60)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (reports_.size() < n && absl::Now() < deadline) sink.Poll(100);
+    ASSERT_GE(reports_.size(), n) << "reports missing after " << timeout;
+  }
+
+  const Report* ReportOf(uint64_t tag) const {
+    for (const Report& r : reports_) {
+      if (r.tag == tag) return &r;
+    }
+    return nullptr;
+  }
+
+  std::string url_;
+  std::string prefix_;
+  std::string stream_;
+  std::unique_ptr<Client> client_;
+  std::vector<Report> reports_;
+};
+
+TEST_F(NatsSinkTest, EveryEventArrivesOnceInOrderPerKeyWithItsHeaders) {
+  auto sink = MakeSink(Options());
+  ASSERT_NE(sink, nullptr);
+  jsStorageType storage;
+  int64_t duplicates = 0;
+  ASSERT_TRUE(client_->StreamConfig(stream_, &storage, &duplicates)) << "the sink made no stream";
+  EXPECT_EQ(storage, js_FileStorage);
+  EXPECT_EQ(duplicates, absl::ToInt64Nanoseconds(absl::Minutes(2)));
+
+  // Three keys interleaved, 40 events each; ids are unique across keys.
+  const std::vector<std::string> keys = {"a", "b", "c"};
+  int id = 0;
+  for (int i = 0; i < 40; ++i) {
+    for (const std::string& key : keys) {
+      ++id;
+      ASSERT_TRUE(Send(*sink, prefix_ + ".order.created", key, id, id).ok());
+    }
+  }
+  AwaitReports(*sink, 120);
+  for (const Report& r : reports_) {
+    EXPECT_TRUE(r.status.ok()) << r.tag << ": " << r.status;
+    EXPECT_GT(r.offset, 0) << "the PubAck's stream sequence";
+  }
+  EXPECT_EQ(sink->InFlight(), 0);
+
+  std::vector<Stored> stored = client_->ReadAll(stream_, prefix_ + ".>");
+  ASSERT_EQ(stored.size(), 120u);
+  std::map<std::string, int> last_of_key;
+  std::set<std::string> ids;
+  for (const Stored& m : stored) {
+    EXPECT_EQ(m.subject, prefix_ + ".order.created");
+    const std::string key = m.headers.at("aggregate_id");
+    const int this_id = std::stoi(m.headers.at("id"));
+    EXPECT_GT(this_id, last_of_key[key]) << "key " << key << " out of order";
+    last_of_key[key] = this_id;
+    EXPECT_TRUE(ids.insert(m.headers.at("id")).second) << "id " << this_id << " stored twice";
+    EXPECT_EQ(m.headers.at("Nats-Msg-Id"), m.headers.at("id"));
+    EXPECT_EQ(m.headers.at("type"), "order.created");
+    EXPECT_EQ(m.headers.at("created_at"), "2026-12-03T12:00:05.250000+00:00");
+    EXPECT_EQ(m.headers.at("lsn"), "0/16B3748");
+    EXPECT_EQ(m.headers.at("traceparent"), "00-abc-01");
+    EXPECT_EQ(m.value, "{}");
+  }
+}
+
+TEST_F(NatsSinkTest, ARepeatOfAnIdWithinTheDuplicateWindowIsStoredOnce) {
+  {
+    auto first = MakeSink(Options());
+    ASSERT_NE(first, nullptr);
+    for (int id = 1; id <= 10; ++id) {
+      ASSERT_TRUE(Send(*first, prefix_ + ".x", "k" + std::to_string(id % 3), id, id).ok());
+    }
+    AwaitReports(*first, 10);
+    EXPECT_EQ(first->counters().duplicates, 0u);
+  }
+  // A relay restarted from its confirmed position sends the same events again.
+  reports_.clear();
+  auto again = MakeSink(Options());
+  ASSERT_NE(again, nullptr);
+  for (int id = 1; id <= 10; ++id) {
+    ASSERT_TRUE(Send(*again, prefix_ + ".x", "k" + std::to_string(id % 3), id, id).ok());
+  }
+  AwaitReports(*again, 10);
+  for (const Report& r : reports_) EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(again->counters().duplicates, 10u) << "a duplicate PubAck counts as delivered";
+  EXPECT_EQ(client_->ReadAll(stream_, prefix_ + ".>").size(), 10u);
+}
+
+TEST_F(NatsSinkTest, ASubjectNoStreamTakesIsDeadLetteredWithItsKeysFollowersBehindIt) {
+  auto sink = MakeSink(Options());
+  ASSERT_NE(sink, nullptr);
+  const std::string nowhere = "nowhere_" + prefix_ + ".x";
+  ASSERT_TRUE(Send(*sink, nowhere, "k", 1, 1).ok());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 2, 2).ok());  // follows 1
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "j", 3, 3).ok());  // another key flows
+  AwaitReports(*sink, 3);
+  ASSERT_NE(ReportOf(1), nullptr);
+  EXPECT_EQ(ReportOf(1)->status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(ReportOf(1)->status.message()),
+              HasSubstr("no JetStream stream takes subject " + nowhere));
+  EXPECT_EQ(ReportOf(1)->key, "k") << "a failed report carries the message";
+  EXPECT_EQ(ReportOf(2)->status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ReportOf(2)->status.message()), HasSubstr("follows an earlier message"));
+  EXPECT_TRUE(ReportOf(3)->status.ok()) << ReportOf(3)->status;
+  // 1 before 2: the relay dead-letters them in order.
+  EXPECT_LT(ReportOf(1) - reports_.data(), ReportOf(2) - reports_.data());
+  std::vector<Stored> stored = client_->ReadAll(stream_, prefix_ + ".>");
+  ASSERT_EQ(stored.size(), 1u) << "the follower must not be stored before its predecessor";
+  EXPECT_EQ(stored[0].headers.at("id"), "3");
+}
+
+TEST_F(NatsSinkTest, AFullStreamThatDiscardsNewIsADeadLetterWithTheServersReason) {
+  client_->AddStream(stream_, prefix_ + ".>", /*max_msgs=*/2);
+  auto sink = MakeSink(Options(Declare::kPassive));
+  ASSERT_NE(sink, nullptr);
+  for (int id = 1; id <= 4; ++id) ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", id, id).ok());
+  AwaitReports(*sink, 4);
+  EXPECT_TRUE(ReportOf(1)->status.ok());
+  EXPECT_TRUE(ReportOf(2)->status.ok());
+  EXPECT_EQ(ReportOf(3)->status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ReportOf(3)->status.message()), HasSubstr("maximum messages exceeded"));
+  EXPECT_THAT(std::string(ReportOf(4)->status.message()), HasSubstr("follows an earlier message"));
+  EXPECT_EQ(client_->ReadAll(stream_, prefix_ + ".>").size(), 2u);
+}
+
+TEST_F(NatsSinkTest, AMessageOverMaxPayloadIsADeadLetterAndOthersFlow) {
+  auto sink = MakeSink(Options());
+  ASSERT_NE(sink, nullptr);
+  const std::string huge(1100 * 1024, 'x');  // scripts/nats: max_payload 1 MiB
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 1, 1, huge).ok());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 2, 2).ok());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "j", 3, 3).ok());
+  AwaitReports(*sink, 3);
+  EXPECT_EQ(ReportOf(1)->status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ReportOf(1)->status.message()), HasSubstr("max_payload"));
+  EXPECT_THAT(std::string(ReportOf(2)->status.message()), HasSubstr("follows an earlier message"));
+  EXPECT_TRUE(ReportOf(3)->status.ok()) << ReportOf(3)->status;
+  EXPECT_EQ(client_->ReadAll(stream_, prefix_ + ".>").size(), 1u);
+}
+
+TEST_F(NatsSinkTest, AMessageOverTheStreamsMaxMsgSizeIsADeadLetter) {
+  client_->AddStream(stream_, prefix_ + ".>", -1, /*max_msg_size=*/512);
+  auto sink = MakeSink(Options(Declare::kPassive));
+  ASSERT_NE(sink, nullptr);
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 1, 1, std::string(1024, 'x')).ok());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "j", 2, 2).ok());
+  AwaitReports(*sink, 2);
+  EXPECT_EQ(ReportOf(1)->status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ReportOf(1)->status.message()), HasSubstr("message size exceeds"));
+  EXPECT_TRUE(ReportOf(2)->status.ok()) << ReportOf(2)->status;
+}
+
+TEST_F(NatsSinkTest, APassiveCheckOfAMissingStreamFailsWithTheFix) {
+  auto sink = Sink::Create(Options(Declare::kPassive), {});
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("--no-declare"));
+  jsStorageType storage;
+  int64_t duplicates;
+  EXPECT_FALSE(client_->StreamConfig(stream_, &storage, &duplicates))
+      << "a passive check created it";
+}
+
+TEST_F(NatsSinkTest, AMessageNatsCannotCarryIsRefusedAtProduce) {
+  auto sink = MakeSink(Options());
+  ASSERT_NE(sink, nullptr);
+  EXPECT_EQ(Send(*sink, prefix_ + ".a b", "k", 1, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Send(*sink, prefix_ + ".>", "k", 1, 1).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<sink::Header> bad = {{"x", "line\r\nNats-Msg-Id: 1"}};
+  EXPECT_EQ(
+      sink->Produce({.topic = prefix_ + ".x", .key = "k", .value = "{}", .headers = bad}).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sink->InFlight(), 0);
+}
+
+// A plain subscriber takes the message but sends no PubAck: nothing is reported OK,
+// the sink publishes it again after ack_wait with the same Nats-Msg-Id; once a stream
+// other than the sink's takes the subject, the publish is refused (the sink expects
+// its own stream) and the message is a dead letter naming why.
+TEST_F(NatsSinkTest, OnlyAPubAckConfirmsAndAMissingOneIsPublishedAgain) {
+  auto sink = [&] {
+    SinkOptions options = Options();
+    options.ack_wait = absl::Milliseconds(300);
+    return MakeSink(options);
+  }();
+  ASSERT_NE(sink, nullptr);
+  const std::string silent = "silent_" + prefix_ + ".x";
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, url_.c_str()), NATS_OK);
+  natsSubscription* sub = nullptr;
+  ASSERT_EQ(natsConnection_SubscribeSync(&sub, nc, silent.c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_Flush(nc), NATS_OK);
+
+  ASSERT_TRUE(Send(*sink, silent, "k", 7, 7).ok());
+  std::vector<std::string> ids;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ids.size() < 2 && absl::Now() < deadline) {
+    sink->Poll(50);
+    natsMsg* m = nullptr;
+    if (natsSubscription_NextMsg(&m, sub, 10) == NATS_OK) {
+      const char* id = nullptr;
+      natsMsgHeader_Get(m, "Nats-Msg-Id", &id);
+      ids.push_back(id == nullptr ? "" : id);
+      natsMsg_Destroy(m);
+    }
+  }
+  EXPECT_THAT(ids, ::testing::ElementsAre("7", "7")) << "published again, same id";
+  EXPECT_TRUE(reports_.empty()) << "reported without a PubAck";
+  EXPECT_GE(sink->counters().republished, 1u);
+  natsSubscription_Destroy(sub);
+  natsConnection_Destroy(nc);
+
+  client_->AddStream("S_silent_" + prefix_, silent);
+  AwaitReports(*sink, 1);
+  // The sink expects its own stream: another stream's subject is a dead letter.
+  EXPECT_EQ(reports_[0].status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(reports_[0].status.message()), HasSubstr("belongs to another stream"));
+}
+
+TEST(NatsRedactedUrl, HidesUserInformationOfEveryServer) {
+  EXPECT_EQ(RedactedUrl("nats://alice:s3cret@127.0.0.1:4222, tls://tok@h:4443,nats://h:1"),
+            "nats://***@127.0.0.1:4222,tls://***@h:4443,nats://h:1");
+}
+
+TEST_F(NatsSinkTest, CredentialsAreNeverLogged) {
+  test::CapturedLog log;
+  // A closed port: the sink starts disconnected and says so, naming the URL.
+  SinkOptions options = Options();
+  options.url = "nats://alice:s3cret@127.0.0.1:1";
+  options.password = "pa55word";
+  options.user = "bob";
+  auto sink = Sink::Create(options, {});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  const std::string text = log.Take();
+  EXPECT_THAT(text, HasSubstr("nats://***@127.0.0.1:1"));
+  EXPECT_THAT(text, Not(HasSubstr("s3cret")));
+  EXPECT_THAT(text, Not(HasSubstr("pa55word")));
+}
+
+// kill -9 of the server while events are published, then a restart on the same file
+// store: every acknowledged event is in the stream once, per-key order holds, and the
+// sink delivers the rest by itself.
+TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
+  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string started = RunCommand(absl::StrCat(kScript, " start ", dir));
+  ASSERT_THAT(started, HasSubstr("nats://")) << started;
+  const std::string url = started.substr(0, started.find('\n'));
+  struct Stop {
+    std::string dir;
+    ~Stop() { RunCommand(absl::StrCat(kScript, " stop ", dir)); }
+  } stop{dir};
+
+  SinkOptions options = Options();
+  options.url = url;
+  options.ack_wait = absl::Seconds(1);
+  auto sink = MakeSink(options);
+  ASSERT_NE(sink, nullptr);
+  constexpr int kEvents = 3000;
+  std::set<uint64_t> acked_before_kill;
+  bool killed = false;
+  for (int id = 1; id <= kEvents; ++id) {
+    // 100 keys: up to 100 messages at the server when it dies, their acks lost.
+    ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k" + std::to_string(id % 100), id, id).ok());
+    sink->Poll(0);
+    while (sink->InFlight() >= 500) sink->Poll(100);  // the relay's window
+    if (!killed && reports_.size() >= 1000) {
+      for (const Report& r : reports_) acked_before_kill.insert(r.tag);
+      ASSERT_THAT(RunCommand(absl::StrCat(kScript, " kill ", dir)), Not(HasSubstr("failed")));
+      killed = true;
+      // Publishing goes on into the outage; the restart follows shortly.
+      for (int i = 0; i < 5; ++i) sink->Poll(100);
+      ASSERT_THAT(RunCommand(absl::StrCat(kScript, " restart ", dir)), Not(HasSubstr("failed")));
+    }
+  }
+  ASSERT_TRUE(killed);
+  AwaitReports(*sink, kEvents, absl::Seconds(120));
+  for (const Report& r : reports_) ASSERT_TRUE(r.status.ok()) << r.tag << ": " << r.status;
+
+  Client reader(url);
+  std::vector<Stored> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  std::map<std::string, int> count;
+  std::map<std::string, int> last_of_key;
+  for (const Stored& m : stored) {
+    const std::string& id = m.headers.at("id");
+    ++count[id];
+    const std::string& key = m.headers.at("aggregate_id");
+    EXPECT_GT(std::stoi(id), last_of_key[key]) << "key " << key << " out of order";
+    last_of_key[key] = std::stoi(id);
+  }
+  int lost = 0, duplicated = 0;
+  for (int id = 1; id <= kEvents; ++id) {
+    const int n = count[std::to_string(id)];
+    if (n == 0) ++lost;
+    if (n > 1) ++duplicated;
+  }
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(duplicated, 0);
+  EXPECT_EQ(stored.size(), static_cast<size_t>(kEvents));
+  std::printf(
+      "kill -9: %zu acknowledged before the kill, %d events, republished %llu, "
+      "duplicate acks %llu\n",
+      acked_before_kill.size(), kEvents,
+      static_cast<unsigned long long>(sink->counters().republished),
+      static_cast<unsigned long long>(sink->counters().duplicates));
+}
+
+}  // namespace
+}  // namespace outboxd::nats
