@@ -1,0 +1,215 @@
+// The CDC relay (relay::Relay, in process) publishing to NATS JetStream through
+// nats::Sink, as `outboxd run --sink nats` will once the CLI makes that sink: a real
+// PostgreSQL (OUTBOXD_TEST_PG) and a real nats-server (OUTBOXD_TEST_NATS), the stream
+// read back with a JetStream pull consumer.
+#include <nats/nats.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/stop_signal.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nats/sink.h"
+#include "relay/relay.h"
+#include "support/set_up_database.h"
+
+namespace outboxd {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Stored {
+  std::map<std::string, std::string> headers;
+  std::string value;
+};
+
+// The test's own libnats client: the stream's size, and its messages in order.
+class Reader {
+ public:
+  explicit Reader(const std::string& url) {
+    EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
+    EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
+  }
+  ~Reader() {
+    jsCtx_Destroy(js_);
+    natsConnection_Destroy(nc_);
+  }
+
+  uint64_t Count(const std::string& stream) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode code;
+    if (js_GetStreamInfo(&info, js_, stream.c_str(), nullptr, &code) != NATS_OK) return 0;
+    const uint64_t n = info->State.Msgs;
+    jsStreamInfo_Destroy(info);
+    return n;
+  }
+
+  std::vector<Stored> ReadAll(const std::string& stream, const std::string& subject) {
+    std::vector<Stored> out;
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = stream.c_str();
+    natsSubscription* sub = nullptr;
+    jsErrCode code;
+    EXPECT_EQ(js_PullSubscribe(&sub, js_, subject.c_str(), "reader", nullptr, &so, &code), NATS_OK);
+    for (;;) {
+      natsMsgList list{};
+      if (natsSubscription_Fetch(&list, sub, 256, 1000, &code) != NATS_OK || list.Count == 0) {
+        natsMsgList_Destroy(&list);
+        break;
+      }
+      for (int i = 0; i < list.Count; ++i) {
+        natsMsg* m = list.Msgs[i];
+        Stored got{{}, std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m))};
+        const char** keys = nullptr;
+        int count = 0;
+        if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
+          for (int k = 0; k < count; ++k) {
+            const char* value = nullptr;
+            if (natsMsgHeader_Get(m, keys[k], &value) == NATS_OK) got.headers[keys[k]] = value;
+          }
+          free(keys);
+        }
+        natsMsg_Ack(m, nullptr);
+        out.push_back(std::move(got));
+      }
+      natsMsgList_Destroy(&list);
+    }
+    natsSubscription_Destroy(sub);
+    return out;
+  }
+
+ private:
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+};
+
+class RelayNatsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* url = std::getenv("OUTBOXD_TEST_NATS");
+    if (url == nullptr || *url == '\0') {
+      GTEST_SKIP() << "OUTBOXD_TEST_NATS not set: run scripts/test, or scripts/nats start DIR "
+                      "and source DIR/env";
+    }
+    url_ = url;
+    db_ = test::CreateSetUpDatabase();
+    prefix_ = db_->name();  // unique per test and run: the stream and its subjects
+    stream_ = "S_" + prefix_;
+  }
+
+  void TearDown() override { Stop(); }
+
+  void Start() {
+    relay::RelayOptions options;
+    options.conninfo = db_->conninfo();
+    options.slot = db_->name();
+    options.feedback_interval = absl::Seconds(1);
+    options.make_sink = nats::Sink::Factory(
+        {.url = url_, .stream = {.name = stream_, .subjects = {prefix_ + ".>"}}});
+    relay_ = std::make_unique<relay::Relay>(options, &stats_, &stop_);
+    thread_ = std::thread([this] { status_ = relay_->Run(); });
+  }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_.Notify();
+    thread_.join();
+    EXPECT_TRUE(status_.ok()) << status_;
+  }
+
+  bool WaitForCount(Reader& reader, uint64_t n, absl::Duration timeout = absl::Seconds(60)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (reader.Count(stream_) < n) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return true;
+  }
+
+  std::string url_;
+  std::unique_ptr<test::TestDatabase> db_;
+  std::string prefix_;
+  std::string stream_;
+  relay::RelayStats stats_;
+  StopSignal stop_;
+  std::unique_ptr<relay::Relay> relay_;
+  std::thread thread_;
+  absl::Status status_;
+};
+
+TEST_F(RelayNatsTest, EveryCommittedEventArrivesOnceInOrderPerAggregateRolledBackNever) {
+  const std::string type = prefix_ + ".order.created";
+  db_->Exec(
+      absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'a' || (g % 5), '",
+                   type, "', jsonb_build_object('n', g) FROM generate_series(1, 150) g"));
+  Start();
+  db_->Exec(
+      absl::StrCat("BEGIN; INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('rolled', '",
+                   type, "', '{\"n\": 0}'); ROLLBACK"));
+  db_->Exec(
+      absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'a' || (g % 5), '",
+                   type, "', jsonb_build_object('n', g) FROM generate_series(151, 300) g"));
+  Reader reader(url_);
+  ASSERT_TRUE(WaitForCount(reader, 300)) << reader.Count(stream_) << " of 300 in the stream";
+  Stop();
+
+  std::vector<Stored> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  ASSERT_EQ(stored.size(), 300u);
+  std::map<std::string, std::string> id_of_n;
+  pg::Result rows = db_->Exec("SELECT payload->>'n', id::text FROM outbox");
+  for (int i = 0; i < rows.rows(); ++i) id_of_n[std::string(rows.Get(i, 0))] = rows.Get(i, 1);
+  std::map<std::string, int> last_n;
+  std::set<std::string> ids;
+  for (const Stored& m : stored) {
+    const std::string& aggregate = m.headers.at("aggregate_id");
+    EXPECT_NE(aggregate, "rolled");
+    const std::string n =
+        m.value.substr(m.value.find(':') + 1, m.value.find('}') - m.value.find(':') - 1);
+    const int number = std::stoi(n);
+    EXPECT_GT(number, last_n[aggregate]) << "aggregate " << aggregate << " out of order";
+    last_n[aggregate] = number;
+    EXPECT_TRUE(ids.insert(m.headers.at("id")).second) << "stored twice: " << m.headers.at("id");
+    EXPECT_EQ(m.headers.at("Nats-Msg-Id"), m.headers.at("id"));
+    EXPECT_EQ(m.headers.at("id"), id_of_n[std::to_string(number)]);
+    EXPECT_EQ(m.headers.at("type"), type);
+    EXPECT_TRUE(m.headers.contains("created_at"));
+    EXPECT_TRUE(m.headers.contains("lsn"));
+  }
+}
+
+// An event whose subject no stream takes is a dead letter with the server's reason;
+// its aggregate's next event follows it into the dead-letter table; others flow.
+TEST_F(RelayNatsTest, ASubjectNoStreamTakesIsDeadLetteredWithItsAggregatesFollowers) {
+  const std::string ok = prefix_ + ".order.created";
+  const std::string nowhere = "nowhere_" + prefix_ + ".order.created";
+  db_->Exec(absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ", "('u', '",
+                         nowhere, "', '{\"n\": 1}'), ('u', '", ok, "', '{\"n\": 2}'), ", "('x', '",
+                         ok, "', '{\"n\": 3}')"));
+  Start();
+  Reader reader(url_);
+  ASSERT_TRUE(WaitForCount(reader, 1));
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (db_->Scalar("SELECT count(*) FROM outbox_dead_letter") != "2" && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  Stop();
+  ASSERT_EQ(db_->Scalar("SELECT count(*) FROM outbox_dead_letter"), "2");
+  EXPECT_THAT(db_->Scalar("SELECT error FROM outbox_dead_letter WHERE topic = '" + nowhere + "'"),
+              HasSubstr("no JetStream stream takes subject " + nowhere));
+  std::vector<Stored> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].headers.at("aggregate_id"), "x");
+}
+
+}  // namespace
+}  // namespace outboxd
