@@ -2,12 +2,10 @@
 // nats::Sink, as `outboxd run --sink nats` will once the CLI makes that sink: a real
 // PostgreSQL (OUTBOXD_TEST_PG) and a real nats-server (OUTBOXD_TEST_NATS), the stream
 // read back with a JetStream pull consumer.
-#include <nats/nats.h>
-#include <stdlib.h>
-
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -20,85 +18,15 @@
 #include "gtest/gtest.h"
 #include "nats/sink.h"
 #include "relay/relay.h"
+#include "support/jetstream_client.h"
 #include "support/set_up_database.h"
 
 namespace outboxd {
 namespace {
 
+using ::outboxd::test::JetStreamClient;
+using ::outboxd::test::StoredMessage;
 using ::testing::HasSubstr;
-
-struct Stored {
-  std::map<std::string, std::string> headers;
-  std::string value;
-};
-
-// The test's own libnats client: the stream's size, and its messages in order.
-class Reader {
- public:
-  explicit Reader(const std::string& url) {
-    EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
-    EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
-  }
-  ~Reader() {
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(nc_);
-  }
-
-  uint64_t Count(const std::string& stream) {
-    jsStreamInfo* info = nullptr;
-    jsErrCode code;
-    if (js_GetStreamInfo(&info, js_, stream.c_str(), nullptr, &code) != NATS_OK) return 0;
-    const uint64_t n = info->State.Msgs;
-    jsStreamInfo_Destroy(info);
-    return n;
-  }
-
-  std::vector<Stored> ReadAll(const std::string& stream, const std::string& subject) {
-    std::vector<Stored> out;
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = stream.c_str();
-    natsSubscription* sub = nullptr;
-    jsErrCode code;
-    EXPECT_EQ(js_PullSubscribe(&sub, js_, subject.c_str(), "reader", nullptr, &so, &code), NATS_OK);
-    for (;;) {
-      natsMsgList list{};
-      if (natsSubscription_Fetch(&list, sub, 256, 1000, &code) != NATS_OK || list.Count == 0) {
-        natsMsgList_Destroy(&list);
-        break;
-      }
-      for (int i = 0; i < list.Count; ++i) {
-        natsMsg* m = list.Msgs[i];
-        Stored got{{}, std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m))};
-        const char** keys = nullptr;
-        int count = 0;
-        if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
-          for (int k = 0; k < count; ++k) {
-            const char* value = nullptr;
-            if (natsMsgHeader_Get(m, keys[k], &value) == NATS_OK) got.headers[keys[k]] = value;
-          }
-          free(keys);
-        }
-        natsMsg_Ack(m, nullptr);
-        out.push_back(std::move(got));
-      }
-      natsMsgList_Destroy(&list);
-    }
-    natsSubscription_Destroy(sub);
-    return out;
-  }
-
- private:
-  natsConnection* nc_ = nullptr;
-  jsCtx* js_ = nullptr;
-};
-
-// A header of a stored message, "<missing>" when it has none (a clear failure, not
-// an exception).
-std::string HeaderOf(const Stored& m, const std::string& name) {
-  auto it = m.headers.find(name);
-  return it == m.headers.end() ? "<missing>" : it->second;
-}
 
 class RelayNatsTest : public ::testing::Test {
  protected:
@@ -134,13 +62,19 @@ class RelayNatsTest : public ::testing::Test {
     EXPECT_TRUE(status_.ok()) << status_;
   }
 
-  bool WaitForCount(Reader& reader, uint64_t n, absl::Duration timeout = absl::Seconds(60)) {
+  bool WaitForCount(JetStreamClient& reader, uint64_t n,
+                    absl::Duration timeout = absl::Seconds(60)) {
     const absl::Time deadline = absl::Now() + timeout;
-    while (reader.Count(stream_) < n) {
+    while (Count(reader) < n) {
       if (absl::Now() > deadline) return false;
       absl::SleepFor(absl::Milliseconds(50));
     }
     return true;
+  }
+
+  uint64_t Count(JetStreamClient& reader) {
+    std::optional<test::StreamSummary> stream = reader.Stream(stream_);
+    return stream.has_value() ? stream->messages : 0;
   }
 
   std::string url_;
@@ -166,29 +100,29 @@ TEST_F(RelayNatsTest, EveryCommittedEventArrivesOnceInOrderPerAggregateRolledBac
   db_->Exec(
       absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'a' || (g % 5), '",
                    type, "', jsonb_build_object('n', g) FROM generate_series(151, 300) g"));
-  Reader reader(url_);
-  ASSERT_TRUE(WaitForCount(reader, 300)) << reader.Count(stream_) << " of 300 in the stream";
+  JetStreamClient reader(url_);
+  ASSERT_TRUE(WaitForCount(reader, 300)) << Count(reader) << " of 300 in the stream";
   Stop();
 
-  std::vector<Stored> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
   ASSERT_EQ(stored.size(), 300u);
   std::map<std::string, std::string> id_of_n;
   pg::Result rows = db_->Exec("SELECT payload->>'n', id::text FROM outbox");
   for (int i = 0; i < rows.rows(); ++i) id_of_n[std::string(rows.Get(i, 0))] = rows.Get(i, 1);
   std::map<std::string, int> last_n;
   std::set<std::string> ids;
-  for (const Stored& m : stored) {
-    const std::string aggregate = HeaderOf(m, "aggregate_id");
+  for (const StoredMessage& m : stored) {
+    const std::string aggregate = m.Header("aggregate_id");
     EXPECT_NE(aggregate, "rolled");
     const std::string n =
         m.value.substr(m.value.find(':') + 1, m.value.find('}') - m.value.find(':') - 1);
     const int number = std::stoi(n);
     EXPECT_GT(number, last_n[aggregate]) << "aggregate " << aggregate << " out of order";
     last_n[aggregate] = number;
-    EXPECT_TRUE(ids.insert(HeaderOf(m, "id")).second) << "stored twice: " << HeaderOf(m, "id");
-    EXPECT_EQ(HeaderOf(m, "Nats-Msg-Id"), HeaderOf(m, "id"));
-    EXPECT_EQ(HeaderOf(m, "id"), id_of_n[std::to_string(number)]);
-    EXPECT_EQ(HeaderOf(m, "type"), type);
+    EXPECT_TRUE(ids.insert(m.Header("id")).second) << "stored twice: " << m.Header("id");
+    EXPECT_EQ(m.Header("Nats-Msg-Id"), m.Header("id"));
+    EXPECT_EQ(m.Header("id"), id_of_n[std::to_string(number)]);
+    EXPECT_EQ(m.Header("type"), type);
     EXPECT_TRUE(m.headers.contains("created_at"));
     EXPECT_TRUE(m.headers.contains("lsn"));
   }
@@ -203,7 +137,7 @@ TEST_F(RelayNatsTest, ASubjectNoStreamTakesIsDeadLetteredWithItsAggregatesFollow
                          nowhere, "', '{\"n\": 1}'), ('u', '", ok, "', '{\"n\": 2}'), ", "('x', '",
                          ok, "', '{\"n\": 3}')"));
   Start();
-  Reader reader(url_);
+  JetStreamClient reader(url_);
   ASSERT_TRUE(WaitForCount(reader, 1));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (db_->Scalar("SELECT count(*) FROM outbox_dead_letter") != "2" && absl::Now() < deadline) {
@@ -213,9 +147,9 @@ TEST_F(RelayNatsTest, ASubjectNoStreamTakesIsDeadLetteredWithItsAggregatesFollow
   ASSERT_EQ(db_->Scalar("SELECT count(*) FROM outbox_dead_letter"), "2");
   EXPECT_THAT(db_->Scalar("SELECT error FROM outbox_dead_letter WHERE topic = '" + nowhere + "'"),
               HasSubstr("no JetStream stream takes subject " + nowhere));
-  std::vector<Stored> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
   ASSERT_EQ(stored.size(), 1u);
-  EXPECT_EQ(HeaderOf(stored[0], "aggregate_id"), "x");
+  EXPECT_EQ(stored[0].Header("aggregate_id"), "x");
 }
 
 }  // namespace

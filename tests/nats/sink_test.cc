@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,10 +20,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/captured_log.h"
+#include "support/jetstream_client.h"
 
 namespace outboxd::nats {
 namespace {
 
+using ::outboxd::test::JetStreamClient;
+using ::outboxd::test::StoredMessage;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -36,13 +40,6 @@ struct Report {
   std::string key;
 };
 
-// One message as a JetStream consumer reads it.
-struct Stored {
-  std::string subject;
-  std::string value;
-  std::map<std::string, std::string> headers;
-};
-
 std::string RunCommand(const std::string& command) {
   std::string output;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
@@ -52,103 +49,6 @@ std::string RunCommand(const std::string& command) {
   while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
   const int status = pclose(pipe);
   return status == 0 ? output : "failed: " + output;
-}
-
-// A plain libnats client of the test's own: makes streams the sink must meet, and
-// reads a stream back through an ephemeral-like durable pull consumer.
-class Client {
- public:
-  explicit Client(const std::string& url) {
-    EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
-    EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
-  }
-  ~Client() {
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(nc_);
-  }
-
-  void AddStream(const std::string& name, const std::string& subject, int64_t max_msgs = -1,
-                 int32_t max_msg_size = -1) {
-    jsStreamConfig config;
-    jsStreamConfig_Init(&config);
-    const char* subjects[] = {subject.c_str()};
-    config.Name = name.c_str();
-    config.Subjects = subjects;
-    config.SubjectsLen = 1;
-    config.Storage = js_FileStorage;
-    config.MaxMsgs = max_msgs;
-    config.MaxMsgSize = max_msg_size;
-    config.Discard = js_DiscardNew;
-    jsStreamInfo* info = nullptr;
-    jsErrCode code;
-    ASSERT_EQ(js_AddStream(&info, js_, &config, nullptr, &code), NATS_OK) << code;
-    jsStreamInfo_Destroy(info);
-  }
-
-  // The stream's config, or nullopt when it does not exist.
-  bool StreamConfig(const std::string& name, jsStorageType* storage, int64_t* duplicates) {
-    jsStreamInfo* info = nullptr;
-    jsErrCode code;
-    if (js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code) != NATS_OK) return false;
-    *storage = info->Config->Storage;
-    *duplicates = info->Config->Duplicates;
-    jsStreamInfo_Destroy(info);
-    return true;
-  }
-
-  // Every message of the stream, in stream order, through a pull consumer.
-  std::vector<Stored> ReadAll(const std::string& stream, const std::string& subject) {
-    std::vector<Stored> out;
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = stream.c_str();
-    natsSubscription* sub = nullptr;
-    jsErrCode code;
-    const std::string durable = "reader" + std::to_string(++readers_);
-    EXPECT_EQ(js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(), nullptr, &so, &code),
-              NATS_OK)
-        << code;
-    for (;;) {
-      natsMsgList list{};
-      natsStatus s = natsSubscription_Fetch(&list, sub, 256, 1000, &code);
-      if (s != NATS_OK || list.Count == 0) {
-        natsMsgList_Destroy(&list);
-        break;
-      }
-      for (int i = 0; i < list.Count; ++i) {
-        natsMsg* m = list.Msgs[i];
-        Stored got{
-            natsMsg_GetSubject(m), std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m)), {}};
-        const char** keys = nullptr;
-        int count = 0;
-        if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
-          for (int k = 0; k < count; ++k) {
-            const char* value = nullptr;
-            if (natsMsgHeader_Get(m, keys[k], &value) == NATS_OK) got.headers[keys[k]] = value;
-          }
-          free(keys);
-        }
-        natsMsg_Ack(m, nullptr);
-        out.push_back(std::move(got));
-      }
-      natsMsgList_Destroy(&list);
-    }
-    natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
-    return out;
-  }
-
- private:
-  natsConnection* nc_ = nullptr;
-  jsCtx* js_ = nullptr;
-  int readers_ = 0;
-};
-
-// A header of a stored message, "<missing>" when it has none (a clear failure, not
-// an exception).
-std::string HeaderOf(const Stored& m, const std::string& name) {
-  auto it = m.headers.find(name);
-  return it == m.headers.end() ? "<missing>" : it->second;
 }
 
 class NatsSinkTest : public ::testing::Test {
@@ -164,7 +64,7 @@ class NatsSinkTest : public ::testing::Test {
     // One stream and subject prefix per test: the tests share the server.
     prefix_ = absl::StrCat("t", getpid(), "_", test->name());
     stream_ = absl::StrCat("S_", prefix_);
-    client_ = std::make_unique<Client>(url_);
+    client_ = std::make_unique<JetStreamClient>(url_);
   }
 
   SinkOptions Options(Declare declare = Declare::kCreateIfMissing) {
@@ -209,18 +109,17 @@ class NatsSinkTest : public ::testing::Test {
   std::string url_;
   std::string prefix_;
   std::string stream_;
-  std::unique_ptr<Client> client_;
+  std::unique_ptr<JetStreamClient> client_;
   std::vector<Report> reports_;
 };
 
 TEST_F(NatsSinkTest, EveryEventArrivesOnceInOrderPerKeyWithItsHeaders) {
   auto sink = MakeSink(Options());
   ASSERT_NE(sink, nullptr);
-  jsStorageType storage;
-  int64_t duplicates = 0;
-  ASSERT_TRUE(client_->StreamConfig(stream_, &storage, &duplicates)) << "the sink made no stream";
-  EXPECT_EQ(storage, js_FileStorage);
-  EXPECT_EQ(duplicates, absl::ToInt64Nanoseconds(absl::Minutes(2)));
+  std::optional<test::StreamSummary> made = client_->Stream(stream_);
+  ASSERT_TRUE(made.has_value()) << "the sink made no stream";
+  EXPECT_TRUE(made->file_storage);
+  EXPECT_EQ(made->duplicate_window, absl::Minutes(2));
 
   // Three keys interleaved, 40 events each; ids are unique across keys.
   const std::vector<std::string> keys = {"a", "b", "c"};
@@ -238,22 +137,22 @@ TEST_F(NatsSinkTest, EveryEventArrivesOnceInOrderPerKeyWithItsHeaders) {
   }
   EXPECT_EQ(sink->InFlight(), 0);
 
-  std::vector<Stored> stored = client_->ReadAll(stream_, prefix_ + ".>");
+  std::vector<StoredMessage> stored = client_->ReadAll(stream_, prefix_ + ".>");
   ASSERT_EQ(stored.size(), 120u);
   std::map<std::string, int> last_of_key;
   std::set<std::string> ids;
-  for (const Stored& m : stored) {
+  for (const StoredMessage& m : stored) {
     EXPECT_EQ(m.subject, prefix_ + ".order.created");
-    const std::string key = HeaderOf(m, "aggregate_id");
-    const int this_id = std::stoi(HeaderOf(m, "id"));
+    const std::string key = m.Header("aggregate_id");
+    const int this_id = std::stoi(m.Header("id"));
     EXPECT_GT(this_id, last_of_key[key]) << "key " << key << " out of order";
     last_of_key[key] = this_id;
-    EXPECT_TRUE(ids.insert(HeaderOf(m, "id")).second) << "id " << this_id << " stored twice";
-    EXPECT_EQ(HeaderOf(m, "Nats-Msg-Id"), HeaderOf(m, "id"));
-    EXPECT_EQ(HeaderOf(m, "type"), "order.created");
-    EXPECT_EQ(HeaderOf(m, "created_at"), "2026-12-03T12:00:05.250000+00:00");
-    EXPECT_EQ(HeaderOf(m, "lsn"), "0/16B3748");
-    EXPECT_EQ(HeaderOf(m, "traceparent"), "00-abc-01");
+    EXPECT_TRUE(ids.insert(m.Header("id")).second) << "id " << this_id << " stored twice";
+    EXPECT_EQ(m.Header("Nats-Msg-Id"), m.Header("id"));
+    EXPECT_EQ(m.Header("type"), "order.created");
+    EXPECT_EQ(m.Header("created_at"), "2026-12-03T12:00:05.250000+00:00");
+    EXPECT_EQ(m.Header("lsn"), "0/16B3748");
+    EXPECT_EQ(m.Header("traceparent"), "00-abc-01");
     EXPECT_EQ(m.value, "{}");
   }
 }
@@ -299,13 +198,13 @@ TEST_F(NatsSinkTest, ASubjectNoStreamTakesIsDeadLetteredWithItsKeysFollowersBehi
   EXPECT_TRUE(ReportOf(3)->status.ok()) << ReportOf(3)->status;
   // 1 before 2: the relay dead-letters them in order.
   EXPECT_LT(ReportOf(1) - reports_.data(), ReportOf(2) - reports_.data());
-  std::vector<Stored> stored = client_->ReadAll(stream_, prefix_ + ".>");
+  std::vector<StoredMessage> stored = client_->ReadAll(stream_, prefix_ + ".>");
   ASSERT_EQ(stored.size(), 1u) << "the follower must not be stored before its predecessor";
-  EXPECT_EQ(HeaderOf(stored[0], "id"), "3");
+  EXPECT_EQ(stored[0].Header("id"), "3");
 }
 
 TEST_F(NatsSinkTest, AFullStreamThatDiscardsNewIsADeadLetterWithTheServersReason) {
-  client_->AddStream(stream_, prefix_ + ".>", /*max_msgs=*/2);
+  client_->AddStream(stream_, prefix_ + ".>", {.max_msgs = 2});
   auto sink = MakeSink(Options(Declare::kPassive));
   ASSERT_NE(sink, nullptr);
   for (int id = 1; id <= 4; ++id) ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", id, id).ok());
@@ -334,7 +233,7 @@ TEST_F(NatsSinkTest, AMessageOverMaxPayloadIsADeadLetterAndOthersFlow) {
 }
 
 TEST_F(NatsSinkTest, AMessageOverTheStreamsMaxMsgSizeIsADeadLetter) {
-  client_->AddStream(stream_, prefix_ + ".>", -1, /*max_msg_size=*/512);
+  client_->AddStream(stream_, prefix_ + ".>", {.max_msg_size = 512});
   auto sink = MakeSink(Options(Declare::kPassive));
   ASSERT_NE(sink, nullptr);
   ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 1, 1, std::string(1024, 'x')).ok());
@@ -350,10 +249,7 @@ TEST_F(NatsSinkTest, APassiveCheckOfAMissingStreamFailsWithTheFix) {
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(sink.status().message()), HasSubstr("--no-declare"));
-  jsStorageType storage;
-  int64_t duplicates;
-  EXPECT_FALSE(client_->StreamConfig(stream_, &storage, &duplicates))
-      << "a passive check created it";
+  EXPECT_FALSE(client_->Stream(stream_).has_value()) << "a passive check created it";
 }
 
 TEST_F(NatsSinkTest, AMessageNatsCannotCarryIsRefusedAtProduce) {
@@ -472,14 +368,14 @@ TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
   AwaitReports(*sink, kEvents, absl::Seconds(120));
   for (const Report& r : reports_) ASSERT_TRUE(r.status.ok()) << r.tag << ": " << r.status;
 
-  Client reader(url);
-  std::vector<Stored> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  JetStreamClient reader(url);
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
   std::map<std::string, int> count;
   std::map<std::string, int> last_of_key;
-  for (const Stored& m : stored) {
-    const std::string id = HeaderOf(m, "id");
+  for (const StoredMessage& m : stored) {
+    const std::string id = m.Header("id");
     ++count[id];
-    const std::string key = HeaderOf(m, "aggregate_id");
+    const std::string key = m.Header("aggregate_id");
     EXPECT_GT(std::stoi(id), last_of_key[key]) << "key " << key << " out of order";
     last_of_key[key] = std::stoi(id);
   }
