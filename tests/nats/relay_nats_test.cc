@@ -31,12 +31,8 @@ using ::testing::HasSubstr;
 class RelayNatsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* url = std::getenv("OUTBOXD_TEST_NATS");
-    if (url == nullptr || *url == '\0') {
-      GTEST_SKIP() << "OUTBOXD_TEST_NATS not set: run scripts/test, or scripts/nats start DIR "
-                      "and source DIR/env";
-    }
-    url_ = url;
+    url_ = test::TestNatsUrl();
+    if (url_.empty()) GTEST_SKIP() << test::kNoTestNats;
     db_ = test::CreateSetUpDatabase();
     prefix_ = db_->name();  // unique per test and run: the stream and its subjects
     stream_ = "S_" + prefix_;

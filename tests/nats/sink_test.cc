@@ -54,12 +54,8 @@ std::string RunCommand(const std::string& command) {
 class NatsSinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* url = std::getenv("OUTBOXD_TEST_NATS");
-    if (url == nullptr || *url == '\0') {
-      GTEST_SKIP() << "OUTBOXD_TEST_NATS not set: run scripts/test, or scripts/nats start DIR "
-                      "and source DIR/env";
-    }
-    url_ = url;
+    url_ = test::TestNatsUrl();
+    if (url_.empty()) GTEST_SKIP() << test::kNoTestNats;
     const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
     // One stream and subject prefix per test: the tests share the server.
     prefix_ = absl::StrCat("t", getpid(), "_", test->name());

@@ -3,6 +3,8 @@
 #include <nats/nats.h>
 #include <stdlib.h>
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace outboxd::test {
@@ -24,6 +26,11 @@ StoredMessage ToStored(natsMsg* m) {
 }
 
 }  // namespace
+
+std::string TestNatsUrl() {
+  const char* url = std::getenv("OUTBOXD_TEST_NATS");
+  return url == nullptr ? "" : url;
+}
 
 JetStreamClient::JetStreamClient(const std::string& url) {
   EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
