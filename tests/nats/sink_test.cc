@@ -328,6 +328,37 @@ TEST_F(NatsSinkTest, CredentialsAreNeverLogged) {
   EXPECT_THAT(text, Not(HasSubstr("pa55word")));
 }
 
+// A server that requires a user: a wrong password ends Create with Unauthenticated
+// and a message that names neither password; the right one publishes.
+TEST_F(NatsSinkTest, ARefusedLoginEndsCreateWithoutNamingThePassword) {
+  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string started = RunCommand(absl::StrCat(
+      kScript, " start ", dir, " 'authorization { user: alice, password: right-pa55 }'"));
+  ASSERT_THAT(started, HasSubstr("nats://")) << started;
+  struct Stop {
+    std::string dir;
+    ~Stop() { RunCommand(absl::StrCat(kScript, " stop ", dir)); }
+  } stop{dir};
+  test::CapturedLog log;
+  SinkOptions options = Options();
+  options.url = started.substr(0, started.find('\n'));
+  options.user = "alice";
+  options.password = "wrong-pa55";
+  auto refused = Sink::Create(options, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), Not(HasSubstr("pa55")));
+
+  options.password = "right-pa55";
+  auto sink = MakeSink(options);
+  ASSERT_NE(sink, nullptr);
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 1, 1).ok());
+  AwaitReports(*sink, 1);
+  EXPECT_TRUE(reports_[0].status.ok()) << reports_[0].status;
+  EXPECT_THAT(log.Take(), Not(HasSubstr("pa55")));
+}
+
 // kill -9 of the server while events are published, then a restart on the same file
 // store: every acknowledged event is in the stream once, per-key order holds, and the
 // sink delivers the rest by itself.
