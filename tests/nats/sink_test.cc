@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -53,6 +54,44 @@ std::string RunCommand(const std::string& command) {
   return status == 0 ? output : "failed: " + output;
 }
 
+// A nats-server of the test's own (scripts/nats), for faults that would disturb the
+// shared one; stopped and its directory removed at the end.
+class PrivateServer {
+ public:
+  // `config`: extra nats-server.conf lines, one shell word each.
+  explicit PrivateServer(const std::string& config = "") {
+    char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      ADD_FAILURE() << "mkdtemp failed";
+      return;
+    }
+    dir_ = dir;
+    const std::string out = RunCommand(absl::StrCat(kScript, " start ", dir_, " ", config));
+    EXPECT_THAT(out, HasSubstr("nats://")) << out;
+    url_ = out.substr(0, out.find('\n'));
+  }
+  ~PrivateServer() {
+    if (!dir_.empty()) RunCommand(absl::StrCat(kScript, " stop ", dir_));
+  }
+  PrivateServer(const PrivateServer&) = delete;
+  PrivateServer& operator=(const PrivateServer&) = delete;
+
+  const std::string& url() const { return url_; }
+  // kill -9; then a restart on the same ports and store. False when the script failed.
+  bool Kill() { return Script("kill"); }
+  bool Restart() { return Script("restart"); }
+
+ private:
+  bool Script(const char* verb) {
+    const std::string out = RunCommand(absl::StrCat(kScript, " ", verb, " ", dir_));
+    EXPECT_FALSE(absl::StartsWith(out, "failed")) << out;
+    return !absl::StartsWith(out, "failed");
+  }
+
+  std::string dir_;
+  std::string url_;
+};
+
 class NatsSinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -70,12 +109,16 @@ class NatsSinkTest : public ::testing::Test {
             .stream = {.name = stream_, .subjects = {prefix_ + ".>"}, .declare = declare}};
   }
 
-  std::unique_ptr<Sink> MakeSink(const SinkOptions& options) {
-    auto sink = Sink::Create(
-        options, {.on_delivery = [this](const sink::DeliveryReport& r) {
-          reports_.push_back({r.tag, r.status, std::string(r.topic), r.offset, std::string(r.key)});
-          reported_.fetch_add(1);
-        }});
+  std::unique_ptr<Sink> MakeSink(const SinkOptions& options,
+                                 absl::Duration delivery_timeout = absl::InfiniteDuration()) {
+    auto sink =
+        Sink::Create(options, {.on_delivery =
+                                   [this](const sink::DeliveryReport& r) {
+                                     reports_.push_back({r.tag, r.status, std::string(r.topic),
+                                                         r.offset, std::string(r.key)});
+                                     reported_.fetch_add(1);
+                                   },
+                               .delivery_timeout = delivery_timeout});
     EXPECT_TRUE(sink.ok()) << sink.status();
     return sink.ok() ? std::move(*sink) : nullptr;
   }
@@ -331,18 +374,10 @@ TEST_F(NatsSinkTest, CredentialsAreNeverLogged) {
 // A server that requires a user: a wrong password ends Create with Unauthenticated
 // and a message that names neither password; the right one publishes.
 TEST_F(NatsSinkTest, ARefusedLoginEndsCreateWithoutNamingThePassword) {
-  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string started = RunCommand(absl::StrCat(
-      kScript, " start ", dir, " 'authorization { user: alice, password: right-pa55 }'"));
-  ASSERT_THAT(started, HasSubstr("nats://")) << started;
-  struct Stop {
-    std::string dir;
-    ~Stop() { RunCommand(absl::StrCat(kScript, " stop ", dir)); }
-  } stop{dir};
+  PrivateServer server("'authorization { user: alice, password: right-pa55 }'");
   test::CapturedLog log;
   SinkOptions options = Options();
-  options.url = started.substr(0, started.find('\n'));
+  options.url = server.url();
   options.user = "alice";
   options.password = "wrong-pa55";
   auto refused = Sink::Create(options, {});
@@ -359,22 +394,55 @@ TEST_F(NatsSinkTest, ARefusedLoginEndsCreateWithoutNamingThePassword) {
   EXPECT_THAT(log.Take(), Not(HasSubstr("pa55")));
 }
 
+// A server down when the sink is made: Create succeeds, messages wait (none reported
+// OK), and once the server is up the sink creates its stream and delivers them.
+TEST_F(NatsSinkTest, AServerDownAtStartIsWaitedFor) {
+  PrivateServer server;
+  ASSERT_TRUE(server.Kill());
+  SinkOptions options = Options();
+  options.url = server.url();
+  auto sink = MakeSink(options);
+  ASSERT_NE(sink, nullptr);
+  for (int id = 1; id <= 5; ++id) {
+    ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k" + std::to_string(id % 2), id, id).ok());
+  }
+  for (int i = 0; i < 3; ++i) sink->Poll(100);
+  EXPECT_TRUE(reports_.empty()) << "reported with no server";
+  ASSERT_TRUE(server.Restart());
+  AwaitReports(*sink, 5);
+  for (const Report& r : reports_) EXPECT_TRUE(r.status.ok()) << r.tag << ": " << r.status;
+  JetStreamClient reader(server.url());
+  std::optional<test::StreamSummary> made = reader.Stream(stream_);
+  ASSERT_TRUE(made.has_value()) << "the stream was not created once the server came";
+  EXPECT_EQ(made->messages, 5u);
+}
+
+// With a delivery timeout (the polling relay's attempts), what the server did not
+// acknowledge in time is reported failed, never OK.
+TEST_F(NatsSinkTest, ADeliveryTimeoutReportsWhatWasNotAcknowledged) {
+  PrivateServer server;
+  SinkOptions options = Options();
+  options.url = server.url();
+  auto sink = MakeSink(options, absl::Milliseconds(500));
+  ASSERT_NE(sink, nullptr);
+  ASSERT_TRUE(server.Kill());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 1, 1).ok());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "k", 2, 2).ok());
+  ASSERT_TRUE(Send(*sink, prefix_ + ".x", "j", 3, 3).ok());
+  AwaitReports(*sink, 3, absl::Seconds(30));
+  for (const Report& r : reports_) EXPECT_FALSE(r.status.ok()) << r.tag;
+  EXPECT_THAT(std::string(ReportOf(1)->status.message()),
+              HasSubstr("not acknowledged by JetStream"));
+  EXPECT_EQ(sink->InFlight(), 0);
+}
+
 // kill -9 of the server while events are published, then a restart on the same file
 // store: every acknowledged event is in the stream once, per-key order holds, and the
 // sink delivers the rest by itself.
 TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
-  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string started = RunCommand(absl::StrCat(kScript, " start ", dir));
-  ASSERT_THAT(started, HasSubstr("nats://")) << started;
-  const std::string url = started.substr(0, started.find('\n'));
-  struct Stop {
-    std::string dir;
-    ~Stop() { RunCommand(absl::StrCat(kScript, " stop ", dir)); }
-  } stop{dir};
-
+  PrivateServer server;
   SinkOptions options = Options();
-  options.url = url;
+  options.url = server.url();
   options.ack_wait = absl::Seconds(1);
   auto sink = MakeSink(options);
   ASSERT_NE(sink, nullptr);
@@ -387,10 +455,10 @@ TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (reported_.load() < 1000 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
     acked_at_kill = reported_.load();
-    EXPECT_THAT(RunCommand(absl::StrCat(kScript, " kill ", dir)), Not(HasSubstr("failed")));
+    server.Kill();
     killed = true;
     absl::SleepFor(absl::Milliseconds(300));  // the outage
-    EXPECT_THAT(RunCommand(absl::StrCat(kScript, " restart ", dir)), Not(HasSubstr("failed")));
+    server.Restart();
   });
   for (int id = 1; id <= kEvents; ++id) {
     // 100 keys: up to 100 messages at the server at once.
@@ -403,7 +471,7 @@ TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
   AwaitReports(*sink, kEvents, absl::Seconds(120));
   for (const Report& r : reports_) ASSERT_TRUE(r.status.ok()) << r.tag << ": " << r.status;
 
-  JetStreamClient reader(url);
+  JetStreamClient reader(server.url());
   std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
   std::map<std::string, int> count;
   std::map<std::string, int> last_of_key;
