@@ -23,6 +23,8 @@
 // Per-key order: at most one message per key is at the server at a time
 // (nats/internal/key_lines.h); when one fails, its key's later messages are reported
 // failed right behind it. At most `max_pending` messages are at the server at once.
+// The price is a PubAck round trip per message of one key: one hot aggregate went at
+// ~800 events/s here (3,000 events in 3.7-3.8 s), 100 to 1,000 keys at 42,000-65,000.
 //
 // Credentials (a creds file, a user and password, or ones inside the URL) are never
 // logged: messages name the URL without its user information.
@@ -72,9 +74,15 @@ struct SinkOptions {
   std::string password;
   StreamOptions stream;
   // Messages published and not yet acknowledged, at most; the rest wait in the sink.
+  // Measured with 40,000 events over 1,000 or 5,000 keys, two runs each, on a shared
+  // 2-core machine: 64 gave 17,500-22,300 events/s, 256 23,700-43,400, 1,024
+  // 33,100-50,700, 4,096 31,400-58,000. Past 1,024 the noise is larger than the gain,
+  // and libnats holds a copy of each pending message.
   int max_pending = 1024;
   // No PubAck within this: the message is published again (the server may have it:
-  // the duplicate window drops the repeat).
+  // the duplicate window drops the repeat). libnats' own default wait; a restarted
+  // server (scripts/nats) answers again within 0.2-0.5 s, so a lost ack costs at most
+  // this, while a shorter wait would republish what a busy server only delays.
   absl::Duration ack_wait = absl::Seconds(5);
   // Waits before publishing again after a transient refusal: doubling base to cap.
   absl::Duration retry_base = absl::Milliseconds(50);
