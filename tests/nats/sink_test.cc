@@ -29,11 +29,10 @@ namespace outboxd::nats {
 namespace {
 
 using ::outboxd::test::JetStreamClient;
+using ::outboxd::test::PrivateNatsServer;
 using ::outboxd::test::StoredMessage;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kScript[] = OUTBOXD_SOURCE_DIR "/scripts/nats";
 
 struct Report {
   uint64_t tag;
@@ -41,55 +40,6 @@ struct Report {
   std::string topic;
   int64_t offset;
   std::string key;
-};
-
-std::string RunCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return "popen failed";
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return status == 0 ? output : "failed: " + output;
-}
-
-// A nats-server of the test's own (scripts/nats), for faults that would disturb the
-// shared one; stopped and its directory removed at the end.
-class PrivateServer {
- public:
-  // `config`: extra nats-server.conf lines, one shell word each.
-  explicit PrivateServer(const std::string& config = "") {
-    char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
-      return;
-    }
-    dir_ = dir;
-    const std::string out = RunCommand(absl::StrCat(kScript, " start ", dir_, " ", config));
-    EXPECT_THAT(out, HasSubstr("nats://")) << out;
-    url_ = out.substr(0, out.find('\n'));
-  }
-  ~PrivateServer() {
-    if (!dir_.empty()) RunCommand(absl::StrCat(kScript, " stop ", dir_));
-  }
-  PrivateServer(const PrivateServer&) = delete;
-  PrivateServer& operator=(const PrivateServer&) = delete;
-
-  const std::string& url() const { return url_; }
-  // kill -9; then a restart on the same ports and store. False when the script failed.
-  bool Kill() { return Script("kill"); }
-  bool Restart() { return Script("restart"); }
-
- private:
-  bool Script(const char* verb) {
-    const std::string out = RunCommand(absl::StrCat(kScript, " ", verb, " ", dir_));
-    EXPECT_FALSE(absl::StartsWith(out, "failed")) << out;
-    return !absl::StartsWith(out, "failed");
-  }
-
-  std::string dir_;
-  std::string url_;
 };
 
 class NatsSinkTest : public ::testing::Test {
@@ -374,7 +324,7 @@ TEST_F(NatsSinkTest, CredentialsAreNeverLogged) {
 // A server that requires a user: a wrong password ends Create with Unauthenticated
 // and a message that names neither password; the right one publishes.
 TEST_F(NatsSinkTest, ARefusedLoginEndsCreateWithoutNamingThePassword) {
-  PrivateServer server("'authorization { user: alice, password: right-pa55 }'");
+  PrivateNatsServer server("'authorization { user: alice, password: right-pa55 }'");
   test::CapturedLog log;
   SinkOptions options = Options();
   options.url = server.url();
@@ -397,7 +347,7 @@ TEST_F(NatsSinkTest, ARefusedLoginEndsCreateWithoutNamingThePassword) {
 // A server down when the sink is made: Create succeeds, messages wait (none reported
 // OK), and once the server is up the sink creates its stream and delivers them.
 TEST_F(NatsSinkTest, AServerDownAtStartIsWaitedFor) {
-  PrivateServer server;
+  PrivateNatsServer server;
   ASSERT_TRUE(server.Kill());
   SinkOptions options = Options();
   options.url = server.url();
@@ -420,7 +370,7 @@ TEST_F(NatsSinkTest, AServerDownAtStartIsWaitedFor) {
 // With a delivery timeout (the polling relay's attempts), what the server did not
 // acknowledge in time is reported failed, never OK.
 TEST_F(NatsSinkTest, ADeliveryTimeoutReportsWhatWasNotAcknowledged) {
-  PrivateServer server;
+  PrivateNatsServer server;
   SinkOptions options = Options();
   options.url = server.url();
   auto sink = MakeSink(options, absl::Milliseconds(500));
@@ -440,7 +390,7 @@ TEST_F(NatsSinkTest, ADeliveryTimeoutReportsWhatWasNotAcknowledged) {
 // store: every acknowledged event is in the stream once, per-key order holds, and the
 // sink delivers the rest by itself.
 TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
-  PrivateServer server;
+  PrivateNatsServer server;
   SinkOptions options = Options();
   options.url = server.url();
   options.ack_wait = absl::Seconds(1);

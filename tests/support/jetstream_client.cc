@@ -3,12 +3,26 @@
 #include <nats/nats.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "gtest/gtest.h"
 
 namespace outboxd::test {
 namespace {
+
+constexpr char kScript[] = OUTBOXD_SOURCE_DIR "/scripts/nats";
+
+// Runs `command` with sh; its output, prefixed "failed: " when it exits non-zero.
+std::string RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "failed: popen";
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  return pclose(pipe) == 0 ? output : "failed: " + output;
+}
 
 StoredMessage ToStored(natsMsg* m) {
   StoredMessage got{
@@ -30,6 +44,29 @@ StoredMessage ToStored(natsMsg* m) {
 std::string TestNatsUrl() {
   const char* url = std::getenv("OUTBOXD_TEST_NATS");
   return url == nullptr ? "" : url;
+}
+
+PrivateNatsServer::PrivateNatsServer(const std::string& config) {
+  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return;
+  }
+  dir_ = dir;
+  const std::string out = RunCommand(std::string(kScript) + " start " + dir_ + " " + config);
+  EXPECT_NE(out.find("nats://"), std::string::npos) << out;
+  url_ = out.substr(0, out.find('\n'));
+}
+
+PrivateNatsServer::~PrivateNatsServer() {
+  if (!dir_.empty()) RunCommand(std::string(kScript) + " stop " + dir_);
+}
+
+bool PrivateNatsServer::Script(const char* verb) {
+  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir_);
+  const bool ok = out.rfind("failed", 0) != 0;
+  EXPECT_TRUE(ok) << out;
+  return ok;
 }
 
 JetStreamClient::JetStreamClient(const std::string& url) {

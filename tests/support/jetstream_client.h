@@ -50,6 +50,32 @@ struct StreamSummary {
   uint64_t messages = 0;
 };
 
+// A nats-server of the test's own (scripts/nats start), for faults that would disturb
+// the shared one; stopped and its directory removed at the end.
+//
+//   test::PrivateNatsServer server;
+//   server.Kill();     // kill -9
+//   server.Restart();  // same ports and file store
+class PrivateNatsServer {
+ public:
+  // `config`: extra nats-server.conf lines, each one shell word.
+  explicit PrivateNatsServer(const std::string& config = "");
+  ~PrivateNatsServer();
+  PrivateNatsServer(const PrivateNatsServer&) = delete;
+  PrivateNatsServer& operator=(const PrivateNatsServer&) = delete;
+
+  const std::string& url() const { return url_; }
+  // False (and a test failure) when the script failed.
+  bool Kill() { return Script("kill"); }
+  bool Restart() { return Script("restart"); }
+
+ private:
+  bool Script(const char* verb);
+
+  std::string dir_;
+  std::string url_;
+};
+
 class JetStreamClient {
  public:
   // Connects; a failure fails the test.
