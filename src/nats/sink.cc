@@ -467,12 +467,19 @@ void Sink::Impl::PublishWaiting() {
   }
 }
 
+// Publishing pauses for the backoff (every key: the server is the likely cause) and
+// the message goes back to the waiting list. The outage's other lost acks join the
+// pause already set rather than lengthen it; the first of a series is warned about,
+// the later ones logged at debug, until an ack resets the series.
 void Sink::Impl::Retry(uint64_t seq, absl::string_view reason) {
   waiting.insert(seq);
+  const absl::Time now = absl::Now();
+  if (now < retry_at) return;
   const absl::Duration wait = retry_backoff.Next();
-  retry_at = absl::Now() + wait;
-  spdlog::warn("NATS at {} did not take a message to {} ({}); publishing it again in {}", where,
-               entries.at(seq).topic, std::string(reason), absl::FormatDuration(wait));
+  retry_at = now + wait;
+  const auto level = retry_backoff.attempts() == 1 ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level, "NATS at {} did not take a message to {} ({}); publishing again in {}",
+              where, entries.at(seq).topic, std::string(reason), absl::FormatDuration(wait));
 }
 
 void Sink::Impl::Report(const Entry& e, const absl::Status& status, uint64_t stream_seq) {
