@@ -478,8 +478,8 @@ void Sink::Impl::Retry(uint64_t seq, absl::string_view reason) {
   const absl::Duration wait = retry_backoff.Next();
   retry_at = now + wait;
   const auto level = retry_backoff.attempts() == 1 ? spdlog::level::warn : spdlog::level::debug;
-  spdlog::log(level, "NATS at {} did not take a message to {} ({}); publishing again in {}",
-              where, entries.at(seq).topic, std::string(reason), absl::FormatDuration(wait));
+  spdlog::log(level, "NATS at {} did not take a message to {} ({}); publishing again in {}", where,
+              entries.at(seq).topic, std::string(reason), absl::FormatDuration(wait));
 }
 
 void Sink::Impl::Report(const Entry& e, const absl::Status& status, uint64_t stream_seq) {
