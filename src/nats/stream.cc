@@ -1,0 +1,87 @@
+// PrepareStream: JetStream's stream info, then (when missing and allowed) its creation.
+#include "nats/internal/stream.h"
+
+#include <nats/nats.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/log.h"
+
+namespace outboxd::nats {
+namespace {
+
+using StreamInfo = std::unique_ptr<jsStreamInfo, decltype(&jsStreamInfo_Destroy)>;
+
+// libnats' own text for the last error on this thread (the server's description for
+// a JetStream API error); never holds credentials: it names no URL.
+std::string LastError(natsStatus s) {
+  natsStatus last = NATS_OK;
+  const char* text = nats_GetLastError(&last);
+  if (text != nullptr && *text != '\0') return text;
+  return natsStatus_GetText(s);
+}
+
+absl::Status Create(jsCtx* js, const StreamOptions& options, const std::string& where) {
+  if (options.subjects.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create JetStream stream ", options.name,
+                                                   " at ", where, ": no subjects given for it"));
+  }
+  std::vector<const char*> subjects;
+  for (const std::string& s : options.subjects) subjects.push_back(s.c_str());
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  config.Name = options.name.c_str();
+  config.Subjects = subjects.data();
+  config.SubjectsLen = static_cast<int>(subjects.size());
+  config.Storage = js_FileStorage;  // survives a server restart
+  config.Duplicates = absl::ToInt64Nanoseconds(options.duplicate_window);
+  jsStreamInfo* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_AddStream(&raw, js, &config, nullptr, &code);
+  StreamInfo info(raw, &jsStreamInfo_Destroy);
+  if (s == NATS_OK) {
+    spdlog::info(
+        "created JetStream stream {} at {} (subjects {}, file storage, duplicate window {})",
+        options.name, where, absl::StrJoin(options.subjects, ", "),
+        absl::FormatDuration(options.duplicate_window));
+    return absl::OkStatus();
+  }
+  if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS) {
+    return absl::UnavailableError(absl::StrCat("JetStream at ", where, " did not answer (",
+                                               LastError(s), "); is it enabled (-js)?"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("cannot create JetStream stream ", options.name,
+                                                 " at ", where, ": ", LastError(s)));
+}
+
+}  // namespace
+
+absl::Status PrepareStream(jsCtx* js, const StreamOptions& options, const std::string& where) {
+  if (options.name.empty()) return absl::InvalidArgumentError("the stream name is empty");
+  jsStreamInfo* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&raw, js, options.name.c_str(), nullptr, &code);
+  StreamInfo info(raw, &jsStreamInfo_Destroy);
+  if (s == NATS_OK) {
+    spdlog::info("JetStream stream {} at {}: duplicate window {}", options.name, where,
+                 absl::FormatDuration(absl::Nanoseconds(info->Config->Duplicates)));
+    return absl::OkStatus();
+  }
+  if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr) {
+    return absl::UnavailableError(absl::StrCat("cannot read JetStream stream ", options.name,
+                                               " at ", where, ": ", LastError(s)));
+  }
+  if (options.declare == Declare::kPassive) {
+    return absl::NotFoundError(absl::StrCat("JetStream stream ", options.name,
+                                            " does not exist at ", where,
+                                            "; create it, or let outboxd create it "
+                                            "(leave out --no-declare)"));
+  }
+  return Create(js, options, where);
+}
+
+}  // namespace outboxd::nats

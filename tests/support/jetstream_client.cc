@@ -1,0 +1,141 @@
+#include "support/jetstream_client.h"
+
+#include <nats/nats.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace outboxd::test {
+namespace {
+
+constexpr char kScript[] = OUTBOXD_SOURCE_DIR "/scripts/nats";
+
+// Runs `command` with sh; its output, prefixed "failed: " when it exits non-zero.
+std::string RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return "failed: popen";
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  return pclose(pipe) == 0 ? output : "failed: " + output;
+}
+
+StoredMessage ToStored(natsMsg* m) {
+  StoredMessage got{
+      natsMsg_GetSubject(m), std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m)), {}};
+  const char** keys = nullptr;
+  int count = 0;
+  if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
+    for (int k = 0; k < count; ++k) {
+      const char* value = nullptr;
+      if (natsMsgHeader_Get(m, keys[k], &value) == NATS_OK) got.headers[keys[k]] = value;
+    }
+    free(keys);  // the array only (nats.h, natsMsgHeader_Keys)
+  }
+  return got;
+}
+
+}  // namespace
+
+std::string TestNatsUrl() {
+  const char* url = std::getenv("OUTBOXD_TEST_NATS");
+  return url == nullptr ? "" : url;
+}
+
+PrivateNatsServer::PrivateNatsServer(const std::string& config) {
+  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return;
+  }
+  dir_ = dir;
+  const std::string out = RunCommand(std::string(kScript) + " start " + dir_ + " " + config);
+  EXPECT_NE(out.find("nats://"), std::string::npos) << out;
+  url_ = out.substr(0, out.find('\n'));
+}
+
+PrivateNatsServer::~PrivateNatsServer() {
+  if (!dir_.empty()) RunCommand(std::string(kScript) + " stop " + dir_);
+}
+
+bool PrivateNatsServer::Script(const char* verb) {
+  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir_);
+  const bool ok = out.rfind("failed", 0) != 0;
+  EXPECT_TRUE(ok) << out;
+  return ok;
+}
+
+JetStreamClient::JetStreamClient(const std::string& url) {
+  EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
+  EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
+}
+
+JetStreamClient::~JetStreamClient() {
+  jsCtx_Destroy(js_);
+  natsConnection_Destroy(nc_);
+}
+
+void JetStreamClient::AddStream(const std::string& name, const std::string& subject,
+                                StreamLimits limits) {
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  const char* subjects[] = {subject.c_str()};
+  config.Name = name.c_str();
+  config.Subjects = subjects;
+  config.SubjectsLen = 1;
+  config.Storage = js_FileStorage;
+  config.MaxMsgs = limits.max_msgs;
+  config.MaxMsgSize = limits.max_msg_size;
+  config.Discard = js_DiscardNew;
+  jsStreamInfo* info = nullptr;
+  jsErrCode code;
+  EXPECT_EQ(js_AddStream(&info, js_, &config, nullptr, &code), NATS_OK) << "error code " << code;
+  jsStreamInfo_Destroy(info);
+}
+
+std::optional<StreamSummary> JetStreamClient::Stream(const std::string& name) {
+  jsStreamInfo* info = nullptr;
+  jsErrCode code;
+  if (js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code) != NATS_OK) return std::nullopt;
+  StreamSummary summary{.file_storage = info->Config->Storage == js_FileStorage,
+                        .duplicate_window = absl::Nanoseconds(info->Config->Duplicates),
+                        .messages = info->State.Msgs};
+  jsStreamInfo_Destroy(info);
+  return summary;
+}
+
+std::vector<StoredMessage> JetStreamClient::ReadAll(const std::string& stream,
+                                                    const std::string& subject) {
+  std::vector<StoredMessage> out;
+  const std::optional<StreamSummary> summary = Stream(stream);
+  if (!summary.has_value()) return out;
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = stream.c_str();
+  natsSubscription* sub = nullptr;
+  jsErrCode code;
+  const std::string durable = "reader" + std::to_string(++readers_);
+  EXPECT_EQ(js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(), nullptr, &so, &code),
+            NATS_OK)
+      << "error code " << code;
+  // Until the stream's count at the start: no waiting out a fetch's timeout at the end.
+  while (out.size() < summary->messages) {
+    natsMsgList list{};
+    const natsStatus s = natsSubscription_Fetch(&list, sub, 256, 5000, &code);
+    for (int i = 0; i < list.Count; ++i) {
+      out.push_back(ToStored(list.Msgs[i]));
+      natsMsg_Ack(list.Msgs[i], nullptr);
+    }
+    natsMsgList_Destroy(&list);
+    if (s != NATS_OK) break;
+  }
+  natsSubscription_Unsubscribe(sub);
+  natsSubscription_Destroy(sub);
+  return out;
+}
+
+}  // namespace outboxd::test

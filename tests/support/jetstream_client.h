@@ -1,0 +1,103 @@
+// The tests' own NATS JetStream client (plain libnats, no outboxd code): makes the
+// streams a test needs the sink to meet, and reads a stream back through a durable
+// pull consumer, as an independent reader of what nats::Sink stored.
+//
+//   test::JetStreamClient client(url);
+//   client.AddStream("FULL", "full.>", {.max_msgs = 2});
+//   for (const test::StoredMessage& m : client.ReadAll("OUTBOXD", "order.>")) ...
+#ifndef OUTBOXD_TESTS_SUPPORT_JETSTREAM_CLIENT_H_
+#define OUTBOXD_TESTS_SUPPORT_JETSTREAM_CLIENT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+typedef struct __natsConnection natsConnection;
+typedef struct __jsCtx jsCtx;
+
+namespace outboxd::test {
+
+// The shared server's URL (OUTBOXD_TEST_NATS, from scripts/test or DIR/env of
+// scripts/nats), or "" when unset: the NATS tests then skip, saying why.
+std::string TestNatsUrl();
+inline constexpr char kNoTestNats[] =
+    "OUTBOXD_TEST_NATS not set: run scripts/test, or scripts/nats start DIR and source DIR/env";
+
+struct StoredMessage {
+  std::string subject;
+  std::string value;
+  std::map<std::string, std::string> headers;
+
+  // A header's value, "<missing>" when it has none (a mismatch, not an exception).
+  std::string Header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "<missing>" : it->second;
+  }
+};
+
+struct StreamLimits {
+  int64_t max_msgs = -1;      // with discard new: a full stream refuses
+  int32_t max_msg_size = -1;  // larger messages are refused
+};
+
+struct StreamSummary {
+  bool file_storage = false;
+  absl::Duration duplicate_window;
+  uint64_t messages = 0;
+};
+
+// A nats-server of the test's own (scripts/nats start), for faults that would disturb
+// the shared one; stopped and its directory removed at the end.
+//
+//   test::PrivateNatsServer server;
+//   server.Kill();     // kill -9
+//   server.Restart();  // same ports and file store
+class PrivateNatsServer {
+ public:
+  // `config`: extra nats-server.conf lines, each one shell word.
+  explicit PrivateNatsServer(const std::string& config = "");
+  ~PrivateNatsServer();
+  PrivateNatsServer(const PrivateNatsServer&) = delete;
+  PrivateNatsServer& operator=(const PrivateNatsServer&) = delete;
+
+  const std::string& url() const { return url_; }
+  // False (and a test failure) when the script failed.
+  bool Kill() { return Script("kill"); }
+  bool Restart() { return Script("restart"); }
+
+ private:
+  bool Script(const char* verb);
+
+  std::string dir_;
+  std::string url_;
+};
+
+class JetStreamClient {
+ public:
+  // Connects; a failure fails the test.
+  explicit JetStreamClient(const std::string& url);
+  ~JetStreamClient();
+  JetStreamClient(const JetStreamClient&) = delete;
+  JetStreamClient& operator=(const JetStreamClient&) = delete;
+
+  // A file-storage stream taking `subject`, discarding new messages at its limits.
+  void AddStream(const std::string& name, const std::string& subject, StreamLimits limits = {});
+  // nullopt when the stream does not exist.
+  std::optional<StreamSummary> Stream(const std::string& name);
+  // Every message of the stream on `subject`, in stream order, through a new durable
+  // pull consumer (each call reads from the start).
+  std::vector<StoredMessage> ReadAll(const std::string& stream, const std::string& subject);
+
+ private:
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+  int readers_ = 0;
+};
+
+}  // namespace outboxd::test
+
+#endif  // OUTBOXD_TESTS_SUPPORT_JETSTREAM_CLIENT_H_
