@@ -77,8 +77,9 @@ class BulkChangeStream final : public ChangeStream {
   ~BulkChangeStream() override;
 
   absl::StatusOr<pg::StreamMessage> Next() override;
-  // Records `confirmed`; once a chunk's rows are all acknowledged, advances the slot
-  // and peeks the next chunk (or switches to streaming).
+  // Records `confirmed` (what the pipeline's FeedbackRule reports, relay/feedback_rule.h,
+  // uncoalesced since batched()); once a chunk's rows are all acknowledged, advances
+  // the slot and peeks the next chunk (or switches to streaming).
   absl::Status SendFeedback(pg::Lsn received, pg::Lsn confirmed, Reply reply) override;
   bool wants_write() const override;
   absl::Status Flush() override;

@@ -66,9 +66,6 @@ constexpr int kCatchUpReadBatch = 20000;
 // backlog over 12 partitions stayed within the noise (7.2-8.5 against 8.7-9.8 us).
 // Every turn, live ones too: a turn's bytes are as much memory whatever its pace.
 constexpr size_t kReadBytes = size_t{512} << 10;
-// Confirmations are batched: at most one feedback message per this interval unless
-// the server asks for a reply.
-constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
 // Dead letters that follow their aggregate's first are summed up at most this often.
 constexpr absl::Duration kFollowersLogInterval = absl::Seconds(10);
 // Rejected outboxd messages (forged, unsigned, invalid) likewise: one line at once,
@@ -94,8 +91,7 @@ Pipeline::Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats
       clock_(std::move(clock)),
       sleep_(std::move(sleep)),
       mapper_(options_.columns),
-      encoder_(options_.format),
-      feedback_interval_(options_.feedback_interval) {
+      encoder_(options_.format) {
   // Preflight (relay/preflight.h) refused a name that does not parse before any relay
   // is built; kept whole, such a name would just match no Relation message.
   absl::StatusOr<pg::TableName> table = pg::TableName::Parse(options_.table);
@@ -135,16 +131,14 @@ void Pipeline::ForgetPosition() {
   tracker_.Rebase(0);
   standby_flush_ = 0;
   received_ = 0;
-  last_sent_flush_ = 0;
+  feedback_.Forget();
 }
 
 void Pipeline::Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
                       absl::Duration feedback_interval) {
   stream_ = std::move(stream);
-  feedback_interval_ = feedback_interval;
-  last_sent_flush_ = start;
+  feedback_.Restart(start, feedback_interval);
   received_ = std::max(received_, start);
-  last_feedback_ = absl::InfinitePast();
   catch_up_to_ = 0;
   stats_->streaming = true;
   PublishStats();
@@ -156,8 +150,8 @@ absl::StatusOr<Pipeline::Turn> Pipeline::Step() {
   OUTBOXD_RETURN_IF_ERROR(ServeDeliveries());
   LogParkedFollowers(/*now=*/false);
   LogRejections(/*now=*/false);
-  OUTBOXD_RETURN_IF_ERROR(
-      SendFeedback(batch.reply_requested ? Feedback::kNow : Feedback::kWhenDue));
+  OUTBOXD_RETURN_IF_ERROR(SendFeedback(batch.reply_requested ? FeedbackRule::Urgency::kNow
+                                                             : FeedbackRule::Urgency::kWhenDue));
   if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
   PublishStats();
   return batch.read == 0 ? Turn::kIdle : Turn::kRead;
@@ -194,11 +188,11 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
                                                              : Hold(data->data));
     } else if (auto* keepalive = std::get_if<pg::Keepalive>(&message)) {
       received_ = std::max(received_, keepalive->wal_end);
-      // Nothing in flight: everything up to the server's position was either
-      // published and acknowledged or not ours (other tables). Confirming it keeps
-      // an idle outbox from pinning WAL (docs/architecture.md trap "idle slot pins WAL").
       // A held transaction is not in the tracker yet, and lies before that position.
-      if (hold_.empty()) tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      if (FeedbackRule::ConfirmsKeepalive(
+              {.in_flight = !tracker_.Idle(), .held = !hold_.empty()})) {
+        tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      }
       batch.reply_requested |= keepalive->reply_requested;
     }
   }
@@ -448,7 +442,7 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
     // turn's figures and never see this wait turn into a stall.
     sink_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(SinkHealth());
-    if (stream_) OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
+    if (stream_) OUTBOXD_RETURN_IF_ERROR(SendFeedback(FeedbackRule::Urgency::kWhenDue));
     PublishStats();
     if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
@@ -612,24 +606,14 @@ void Pipeline::RecordAck(const sink::DeliveryReport& report) {
   stats_->health.Acknowledged(now);
 }
 
-absl::Status Pipeline::SendFeedback(Feedback when) {
+absl::Status Pipeline::SendFeedback(FeedbackRule::Urgency urgency) {
   const absl::Time now = clock_();
-  const pg::Lsn flush = tracker_.watermark();
-  // A batched stream's feedback is no message to the server, and the bulk catch-up's
-  // next step (the slot's advance at a chunk's end) waits for it: not coalesced.
-  const bool moved = flush != last_sent_flush_ &&
-                     (stream_->batched() || now - last_feedback_ >= kFeedbackCoalesce);
-  const bool due = now - last_feedback_ >= feedback_interval_;
-  if (when != Feedback::kNow && !moved && !due) return absl::OkStatus();
-  // On the timer, ask for a reply: the walsender answers with a keepalive carrying
-  // how far it has read, even while it is catching up through other tables' WAL and
-  // would otherwise send nothing until it is done. With nothing in flight that
-  // position is confirmed (ReadBatch), so the slot, and the horizon it proves for the
-  // recorded position, keep moving during a long catch-up.
-  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush,
-                                                due ? Reply::kRequested : Reply::kNotNeeded));
-  last_sent_flush_ = flush;
-  last_feedback_ = now;
+  const std::optional<FeedbackRule::Report> report = feedback_.Decide(
+      {.watermark = tracker_.watermark(), .received = received_, .batched = stream_->batched()},
+      now, urgency);
+  if (!report) return absl::OkStatus();
+  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(report->received, report->flush, report->reply));
+  feedback_.Sent(*report, now);
   return absl::OkStatus();
 }
 
@@ -638,8 +622,7 @@ void Pipeline::WaitForWork() {
   // stream but keep serving delivery reports and sending feedback (the walsender
   // must hear from us within wal_sender_timeout whatever the broker does).
   const bool want_stream = !InFlightFull() && !holding();
-  absl::Duration timeout = feedback_interval_ - (clock_() - last_feedback_);
-  if (tracker_.watermark() != last_sent_flush_) timeout = kFeedbackCoalesce;
+  absl::Duration timeout = feedback_.UntilDue(tracker_.watermark(), clock_());
   // Held for the standbys: the session reads their position every standby_interval.
   if (holding()) timeout = std::min(timeout, options_.standby_interval);
   fd_set readable, writable;
@@ -703,9 +686,9 @@ absl::Status Pipeline::Shutdown() {
   const absl::Time deadline = absl::Now() + options_.shutdown_timeout;
   while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline) {
     sink_->Poll(50);
-    OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
+    OUTBOXD_RETURN_IF_ERROR(SendFeedback(FeedbackRule::Urgency::kWhenDue));
   }
-  OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kNow));
+  OUTBOXD_RETURN_IF_ERROR(SendFeedback(FeedbackRule::Urgency::kNow));
   LogParkedFollowers(/*now=*/true);
   LogRejections(/*now=*/true);
   PublishStats();

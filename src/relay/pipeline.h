@@ -2,7 +2,7 @@
 // (pgoutput), mapped to outbox events, passed through the DeadLetterGate and handed
 // to the sink; the AckTracker turns the sink's delivery reports into the position
 // confirmed back to the stream. Flow control (reading pauses at the in-flight event
-// and byte limits) and feedback (coalesced, on a timer, at once when asked) live here
+// and byte limits) and sending the feedback relay/feedback_rule.h decides live here
 // too. It opens no connection: the session hands it each stream (relay/session.h),
 // so tests drive it with a scripted stream and a fake sink (tests/relay/).
 //
@@ -41,6 +41,7 @@
 #include "relay/ack_tracker.h"
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
+#include "relay/feedback_rule.h"
 #include "relay/relay_options.h"
 #include "relay/repeated_failure.h"
 #include "relay/standby_hold.h"
@@ -66,8 +67,6 @@ class Pipeline {
   enum class Turn { kRead, kIdle };
   // How long Drain() serves delivery reports.
   enum class DrainUntil { kRoomForOne, kNothingInFlight };
-  // When SendFeedback() sends.
-  enum class Feedback { kWhenDue, kNow };
 
   // `clock` is what feedback timing, refresh timing and latency figures read, `sleep`
   // what a backlog nap calls; tests pass their own.
@@ -208,7 +207,8 @@ class Pipeline {
   absl::Status SinkHealth() const;
   void OnDelivery(const sink::DeliveryReport& report);
   void RecordAck(const sink::DeliveryReport& report);
-  absl::Status SendFeedback(Feedback when);
+  // Sends what the FeedbackRule says is due.
+  absl::Status SendFeedback(FeedbackRule::Urgency urgency);
   void PublishStats();
 
   const RelayOptions& options_;
@@ -236,7 +236,6 @@ class Pipeline {
   uint64_t rejections_unlogged_ = 0;       // LogRejections
   absl::Time rejections_logged_at_ = absl::InfinitePast();
 
-  absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after
   uint64_t events_in_flight_peak_ = 0;
   uint64_t bytes_in_flight_peak_ = 0;
@@ -259,8 +258,7 @@ class Pipeline {
 
   pg::Lsn received_ = 0;
   pg::Lsn catch_up_to_ = 0;  // CatchUpTo
-  pg::Lsn last_sent_flush_ = 0;
-  absl::Time last_feedback_ = absl::InfinitePast();
+  FeedbackRule feedback_{options_.feedback_interval};
 
   std::string topic_buffer_;  // reused per event
 
