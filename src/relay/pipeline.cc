@@ -129,7 +129,7 @@ pg::Lsn Pipeline::ResumeFrom(pg::Lsn slot_confirmed) {
 
 void Pipeline::ForgetPosition() {
   tracker_.Rebase(0);
-  standby_flush_ = 0;
+  hold_.Forget();
   received_ = 0;
   feedback_.Forget();
 }
@@ -165,8 +165,8 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
     if (bytes >= kReadBytes) break;
     if (InFlightFull()) return batch;
     if (hold_.committed()) {  // --standby-slot: its messages first, once the standbys have it
-      if (standby_flush_ < hold_.end()) return batch;
-      OUTBOXD_ASSIGN_OR_RETURN(const std::optional<std::string_view> held, hold_.Next());
+      if (hold_.waiting()) return batch;
+      OUTBOXD_ASSIGN_OR_RETURN(const std::optional<std::string_view> held, hold_.Released());
       if (held) {
         bytes += held->size();
         OUTBOXD_RETURN_IF_ERROR(HandleData(*held));

@@ -119,12 +119,12 @@ class Pipeline {
   absl::Status PublishBackfilled(const outbox::OutboxEvent& event);
   absl::Status EndBackfill(pg::Lsn consistent_point);
 
-  // --standby-slot: how far every named standby has flushed (0: one is missing).
-  // A transaction is held, and reading with it, until this passes its commit.
-  void SetStandbyFlush(pg::Lsn flush) { standby_flush_ = flush; }
+  // --standby-slot: how far the named standbys have flushed (Session::standby_flushes).
+  // A transaction is held, and reading with it, until every one passed its commit.
+  void SetStandbys(const StandbyFlushes& standbys) { hold_.SetStandbys(standbys); }
   bool holding() const { return hold_.committed(); }
-  // The end of the committed transaction held for the standbys (0: none).
-  pg::Lsn held_end() const { return hold_.end(); }
+  // What is held and whom it waits for (relay/standby_hold.h).
+  const StandbyHold& standby_hold() const { return hold_; }
 
   // Where the session is, for RepeatedFailure when it fails: call before EndSession.
   FailurePoint failure_point() const {
@@ -263,9 +263,8 @@ class Pipeline {
   std::string topic_buffer_;  // reused per event
 
   // --standby-slot: the transaction kept back until the standbys have it (ReadBatch
-  // takes its messages out once they do), and their flush position.
+  // takes its messages out once they do).
   StandbyHold hold_{options_.max_in_flight_bytes};
-  pg::Lsn standby_flush_ = 0;
 
   std::optional<int64_t> stuck_commit_us_;  // SetStuck
   uint64_t null_rows_ = 0;                  // in this transaction, for their letters' ids

@@ -168,7 +168,7 @@ absl::Status Relay::Loop() {
     }
     OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
     catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
-    pipeline_.SetStandbyFlush(session_.standby_flush());
+    pipeline_.SetStandbys(session_.standby_flushes());
     if (!options_.standby_slots.empty()) ReportStandbyWait();
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
@@ -193,8 +193,9 @@ void Relay::ShowStuck() {
 }
 
 void Relay::ReportStandbyWait() {
-  if (pipeline_.held_end() == 0 && held_by_.empty()) return;  // most turns: nothing to say
-  const std::vector<std::string> behind = session_.StandbysBehind(pipeline_.held_end());
+  const StandbyHold& hold = pipeline_.standby_hold();
+  if (hold.end() == 0 && held_by_.empty()) return;  // most turns: nothing to say
+  const std::vector<std::string> behind = hold.WaitingFor();
   std::string held_by = absl::StrJoin(behind, ",");
   if (held_by == held_by_) return;
   for (const std::string& slot : options_.standby_slots) {

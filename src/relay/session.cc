@@ -241,7 +241,7 @@ absl::Status Session::AwaitStandbys(pg::Lsn end, StopSignal& stop) {
   bool said = false;
   while (true) {
     OUTBOXD_RETURN_IF_ERROR(ReadStandbys());
-    const std::vector<std::string> behind = StandbysBehind(end);
+    const std::vector<std::string> behind = StandbysBehind(standby_flushes_, end);
     if (behind.empty()) break;
     if (!said) {
       spdlog::warn("backfill waits for standby slot(s) {} to flush past {}",
@@ -266,27 +266,23 @@ absl::Status Session::ReadStandbys() {
           "FROM unnest($1::text[]) n(name) LEFT JOIN pg_replication_slots r "
           "ON r.slot_name = n.name AND r.slot_type = 'physical'",
           {absl::StrCat("{", absl::StrJoin(options_.standby_slots, ","), "}")}));
-  pg::Lsn flush = UINT64_MAX;
   std::string problem;
   standby_flushes_.clear();
   for (int i = 0; i < r.rows(); ++i) {
     const std::string name(r.Get(i, 0));
     absl::StatusOr<pg::Lsn> lsn =
         r.IsNull(i, 1) ? absl::NotFoundError("") : pg::ParseLsn(r.Get(i, 1));
-    standby_flushes_.emplace_back(name, lsn.value_or(0));
+    standby_flushes_.push_back({.slot = name, .flush = lsn.value_or(0)});
     if (!lsn.ok()) {
-      flush = 0;
       stats_->metrics.SetStandbyLag(name, std::nullopt);
       absl::StrAppend(&problem, problem.empty() ? "" : "; ", "standby slot ", name,
                       " does not exist on ", control_->endpoint(), " (or has no position)");
       continue;
     }
-    flush = std::min(flush, *lsn);
     int64_t lag = 0;
     (void)absl::SimpleAtoi(std::string(r.Get(i, 2)), &lag);
     stats_->metrics.SetStandbyLag(name, lag);
   }
-  standby_flush_ = flush == UINT64_MAX ? 0 : flush;
   if (problem != standby_problem_) {
     if (!problem.empty()) {
       spdlog::warn("{}: publishing is held until every --standby-slot has the transactions",
@@ -297,15 +293,6 @@ absl::Status Session::ReadStandbys() {
     standby_problem_ = problem;
   }
   return absl::OkStatus();
-}
-
-std::vector<std::string> Session::StandbysBehind(pg::Lsn end) const {
-  std::vector<std::string> behind;
-  if (end == 0) return behind;
-  for (const auto& [name, flush] : standby_flushes_) {
-    if (flush < end) behind.push_back(name);
-  }
-  return behind;
 }
 
 void Session::Close() {

@@ -35,6 +35,7 @@
 #include "relay/position_recorder.h"
 #include "relay/relay_options.h"
 #include "relay/slot_watch.h"
+#include "relay/standby_hold.h"
 
 namespace outboxd::relay {
 
@@ -86,12 +87,9 @@ class Session {
   const std::string& history() const { return history_; }
   // After a change of history: the horizons queued on the old timeline are dropped.
   void ForgetPositions() { position_.Forget(); }
-  // --standby-slot: how far every named standby has flushed, as last read (0 when
-  // one is missing), read in Upkeep every standby_interval: one query for all.
-  pg::Lsn standby_flush() const { return standby_flush_; }
-  // --standby-slot: the named standbys that had not flushed up to `end` when last read
-  // (a missing slot included), in the order named; none when `end` is 0.
-  std::vector<std::string> StandbysBehind(pg::Lsn end) const;
+  // --standby-slot: how far each named standby has flushed, as last read, in Upkeep
+  // every standby_interval (one query for all). What that holds is StandbyHold's.
+  const StandbyFlushes& standby_flushes() const { return standby_flushes_; }
   // --standby-slot: returns once every named standby has flushed past `end`, reading
   // them every standby_interval (Cancelled on a stop). What a backfill publishes was
   // committed before its slot's consistent point: a standby behind it could lose
@@ -143,8 +141,7 @@ class Session {
   SlotWatch slot_watch_;
   bool slot_unreserved_ = false;  // as last seen, to warn once per change
   std::string history_;
-  pg::Lsn standby_flush_ = 0;
-  std::vector<std::pair<std::string, pg::Lsn>> standby_flushes_;  // per slot; 0: missing
+  StandbyFlushes standby_flushes_;
   absl::Time next_standby_read_ = absl::InfinitePast();
   std::string standby_problem_;  // as last logged, to warn once per change
 };
