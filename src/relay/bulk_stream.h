@@ -61,9 +61,6 @@ struct BulkOptions {
   // Rows per FETCH; two results at most are held (the one read, the one prefetched).
   int fetch_rows = 1000;
   observe::Metrics* metrics = nullptr;  // outboxd_catchup_bulk_changes_total
-  // Set when a query failed in a way a retry will not fix (a privilege, the server's
-  // temp_file_limit): the relay streams from then on (relay/relay.cc).
-  bool* gave_up = nullptr;
 };
 
 class BulkChangeStream final : public ChangeStream {

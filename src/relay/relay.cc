@@ -60,6 +60,8 @@ absl::Status Relay::Run() {
         pipeline_.CloseSink();
         return status;
       }
+      // The bulk stream's errors surface in the pipeline's turns, hence here.
+      status = catch_up_plan_.SessionEnded(std::move(status));
       SessionFailed(status);
     }
     EndSession();
@@ -134,10 +136,14 @@ absl::Status Relay::Connect() {
   // Best effort: without the server's position there is only no progress to show,
   // and no bulk catch-up.
   absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control());
-  const bool bulk = server.ok() && UseBulkCatchUp(start, *server);
-  OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream,
-                           bulk ? session_.StartBulkStream(start, *server, &bulk_gave_up_)
-                                : session_.StartStream(start));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      const CatchUpPlan::Decision plan,
+      catch_up_plan_.Choose(start, server, [this] { return session_.BulkRefusal(); }));
+  if (plan.warn) spdlog::warn("{}", plan.reason);
+  const bool bulk = plan.mode == CatchUpPlan::Mode::kBulk;
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ChangeStream> stream,
+      bulk ? session_.StartBulkStream(start, *server) : session_.StartStream(start));
   pipeline_.Stream(std::move(stream), start, state.feedback_interval);
   spdlog::info("{} slot {} publication {} from {}",
                bulk ? "catching up through SQL (bulk) on" : "streaming", options_.slot,
@@ -147,16 +153,6 @@ absl::Status Relay::Connect() {
     pipeline_.CatchUpTo(*server);
   }
   return absl::OkStatus();
-}
-
-bool Relay::UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const {
-  if (options_.bulk_catch_up_threshold == 0 || server <= start) return false;
-  if (server - start < options_.bulk_catch_up_threshold) return false;
-  if (bulk_gave_up_) {
-    spdlog::warn("bulk catch-up failed before (logged above): streaming the backlog instead");
-    return false;
-  }
-  return true;
 }
 
 absl::Status Relay::Loop() {

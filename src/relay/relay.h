@@ -33,6 +33,7 @@
 #include "base/stop_signal.h"
 #include "pg/connection.h"
 #include "relay/catch_up.h"
+#include "relay/catch_up_plan.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
@@ -63,9 +64,6 @@ class Relay {
   // Opens a session and hands its stream to the pipeline (after a backfill, if one
   // is pending).
   absl::Status Connect();
-  // A backlog of at least --bulk-catch-up between `start` and the server's position
-  // `server`: read it through SQL (relay/bulk_stream.h).
-  bool UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const;
   // Streams until the stop signal (OK) or an error.
   absl::Status Loop();
   void EndSession();
@@ -90,8 +88,7 @@ class Relay {
   RepeatedFailure repeated_;
   std::string history_;  // the previous session's server history (Session::history)
   std::string held_by_;  // as last reported by ReportStandbyWait
-  // A bulk catch-up failed in a way retrying will not fix: stream from then on.
-  bool bulk_gave_up_ = false;
+  CatchUpPlan catch_up_plan_{options_.bulk_catch_up_threshold};  // streamed or in bulk
 };
 
 }  // namespace outboxd::relay

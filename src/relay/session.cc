@@ -188,22 +188,19 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
   return std::make_unique<PgChangeStream>(std::move(*stream));
 }
 
-absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn start,
-                                                                       pg::Lsn target,
-                                                                       bool* gave_up) {
-  // peek and advance need what START_REPLICATION needs (REPLICATION, or superuser);
-  // a role let in some other way (pg_hba, a replication-only grant) streams as before.
+absl::StatusOr<std::string> Session::BulkRefusal() {
+  // peek and advance need what START_REPLICATION needs (REPLICATION, or superuser).
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result role,
       control_->Exec(
           "SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"));
-  if (role.rows() != 1 || role.Get(0, 0) != "t") {
-    spdlog::warn(
-        "bulk catch-up needs the REPLICATION attribute on role {} (ALTER ROLE {} REPLICATION); "
-        "streaming the backlog instead",
-        control_->user(), pg::SqlIdentifier(control_->user()));
-    return StartStream(start);
-  }
+  if (role.rows() == 1 && role.Get(0, 0) == "t") return std::string();
+  return absl::StrCat("bulk catch-up needs the REPLICATION attribute on role ", control_->user(),
+                      " (ALTER ROLE ", pg::SqlIdentifier(control_->user()), " REPLICATION)");
+}
+
+absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn start,
+                                                                       pg::Lsn target) {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection sql, pg::Connection::Open(options_.conninfo));
   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<BulkChangeStream> stream,
                            BulkChangeStream::Start(std::move(sql), replication_,
@@ -213,8 +210,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
                                                     .start = start,
                                                     .target = target,
                                                     .chunk_changes = options_.bulk_catch_up_chunk,
-                                                    .metrics = &stats_->metrics,
-                                                    .gave_up = gave_up}));
+                                                    .metrics = &stats_->metrics}));
   return stream;
 }
 

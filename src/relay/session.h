@@ -69,12 +69,12 @@ class Session {
   absl::Status CheckSlotForStreaming(const pg::SlotInfo& slot);
   // START_REPLICATION from `start`; the replication connection goes with the stream.
   absl::StatusOr<std::unique_ptr<ChangeStream>> StartStream(pg::Lsn start);
+  // Why this session's role may not read the slot through SQL, as the bulk catch-up
+  // does ("" when it may): CatchUpPlan's Refusal.
+  absl::StatusOr<std::string> BulkRefusal();
   // The bulk catch-up from `start` up to `target` (relay/bulk_stream.h) on a
-  // connection of its own, streaming once there. A role that may not read the slot
-  // through SQL streams instead, with one warning.
-  // `gave_up`: BulkOptions::gave_up.
-  absl::StatusOr<std::unique_ptr<ChangeStream>> StartBulkStream(pg::Lsn start, pg::Lsn target,
-                                                                bool* gave_up);
+  // connection of its own, streaming once there; CatchUpPlan chose it.
+  absl::StatusOr<std::unique_ptr<ChangeStream>> StartBulkStream(pg::Lsn start, pg::Lsn target);
   // While streaming, each loop turn: the slot's wal_status and the recorded position,
   // each when its interval has passed.
   absl::Status Upkeep(pg::Lsn watermark);
