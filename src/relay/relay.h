@@ -11,6 +11,7 @@
 // reconnect with backoff, stand by while another relay holds the slot, recreate a
 // sink after a fatal error, stop); its parts, one job each:
 //   relay/session.h               connections, slot checks, feedback interval, stream start
+//                                 (behind relay/replication_session.h, scripted in tests)
 //   relay/pipeline.h              decode -> map -> gate -> sink, acks, flow control, feedback
 //   relay/dead_letter_gate.h      an aggregate's events follow its first dead letter
 //   relay/backfill_coordinator.h  rows a new slot will not stream, published before it
@@ -26,6 +27,8 @@
 #ifndef OUTBOXD_RELAY_RELAY_H_
 #define OUTBOXD_RELAY_RELAY_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,13 +41,21 @@
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
 #include "relay/repeated_failure.h"
-#include "relay/session.h"
+#include "relay/replication_session.h"
 
 namespace outboxd::relay {
 
 class Relay {
  public:
-  Relay(RelayOptions options, RelayStats* stats, StopSignal* stop);
+  // Makes each relay's PostgreSQL side: Session in production, a scripted one in
+  // tests (tests/relay/fake_session.h).
+  using SessionFactory =
+      std::function<std::unique_ptr<ReplicationSession>(const RelayOptions&, RelayStats*)>;
+  static std::unique_ptr<ReplicationSession> MakeSession(const RelayOptions& options,
+                                                         RelayStats* stats);
+
+  Relay(RelayOptions options, RelayStats* stats, StopSignal* stop,
+        SessionFactory make_session = MakeSession);
   ~Relay();
 
   // Runs until the stop signal (then: stop reading, wait up to shutdown_timeout for
@@ -58,7 +69,7 @@ class Relay {
   // A regular connection already open (the CLI's preflight one): the first session
   // uses it as its control connection instead of opening another; later sessions open
   // their own. Saves one connection's set-up (~40 ms here) before streaming starts.
-  void AdoptControlConnection(pg::Connection conn) { session_.Adopt(std::move(conn)); }
+  void AdoptControlConnection(pg::Connection conn) { session_->Adopt(std::move(conn)); }
 
  private:
   // Opens a session and hands its stream to the pipeline (after a backfill, if one
@@ -81,7 +92,7 @@ class Relay {
   RelayOptions options_;
   RelayStats* stats_;
   StopSignal* stop_;
-  Session session_;
+  std::unique_ptr<ReplicationSession> session_;
   DeadLetterGate gate_;
   Pipeline pipeline_;
   CatchUp catch_up_;

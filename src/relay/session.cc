@@ -11,7 +11,10 @@
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/replication_stream.h"
+#include "pg/table_name.h"
+#include "relay/backfill_coordinator.h"
 #include "relay/bulk_stream.h"
+#include "relay/catch_up.h"
 #include "relay/preflight.h"
 
 namespace outboxd::relay {
@@ -52,6 +55,19 @@ absl::Status Session::Open() {
   OUTBOXD_RETURN_IF_ERROR(CheckPrimary(*control_));
   return IdentifySystem();
 }
+
+absl::StatusOr<outbox::EmitKey> Session::ReadEmitKey() {
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
+  return outbox::EmitKeyStore(table).Read(*control_, options_.publication);
+}
+
+absl::StatusOr<pg::Lsn> Session::RunBackfill(Pipeline& pipeline, const pg::SlotInfo& slot,
+                                             const outbox::BackfillRequest& request,
+                                             StopSignal& stop) {
+  return Backfill(options_, *this, pipeline, slot, request, stop);
+}
+
+absl::StatusOr<pg::Lsn> Session::ServerPosition() { return CurrentWalLsn(*control_); }
 
 absl::Status Session::IdentifySystem() {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, replication_->Exec("IDENTIFY_SYSTEM"));

@@ -14,10 +14,16 @@ using Urgency = FeedbackRule::Urgency;
 constexpr absl::Duration kInterval = absl::Seconds(10);
 const absl::Time kStart = absl::FromUnixSeconds(1796299200);
 
-// A rule whose stream started at `start` and has sent its first feedback at kStart.
-FeedbackRule Started(pg::Lsn start) {
+// A rule whose stream (re)started at `start`, nothing sent yet.
+FeedbackRule Restarted(pg::Lsn start) {
   FeedbackRule rule(kInterval);
   rule.Restart(start, kInterval);
+  return rule;
+}
+
+// A rule whose stream started at `start` and has sent its first feedback at kStart.
+FeedbackRule Started(pg::Lsn start) {
+  FeedbackRule rule = Restarted(start);
   std::optional<FeedbackRule::Report> first =
       rule.Decide({.watermark = start, .received = start}, kStart, Urgency::kWhenDue);
   EXPECT_TRUE(first.has_value()) << "a new stream's first feedback is due at once";
@@ -26,10 +32,8 @@ FeedbackRule Started(pg::Lsn start) {
 }
 
 TEST(RelayFeedbackRule, ANewStreamReportsAtOnceAskingForAReply) {
-  FeedbackRule rule(kInterval);
-  rule.Restart(100, kInterval);
   const std::optional<FeedbackRule::Report> report =
-      rule.Decide({.watermark = 100, .received = 100}, kStart, Urgency::kWhenDue);
+      Restarted(100).Decide({.watermark = 100, .received = 100}, kStart, Urgency::kWhenDue);
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->flush, 100u);
   EXPECT_EQ(report->reply, Reply::kRequested);
@@ -73,11 +77,9 @@ TEST(RelayFeedbackRule, AKeepaliveAskingForAReplyIsAnsweredAtOnce) {
 }
 
 TEST(RelayFeedbackRule, TheReceivedPositionIsNeverBelowTheFlush) {
-  FeedbackRule rule(kInterval);
-  rule.Restart(0, kInterval);
   // A backfill's watermark (its consistent point) is past anything read from a stream.
   const std::optional<FeedbackRule::Report> report =
-      rule.Decide({.watermark = 500, .received = 0}, kStart, Urgency::kNow);
+      Restarted(0).Decide({.watermark = 500, .received = 0}, kStart, Urgency::kNow);
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->received, 500u);
 }
