@@ -195,7 +195,7 @@ void TransactionIntake::LogRejections(LogNow when) {
 
 bool TransactionIntake::WorthHolding(std::string_view data) {
   if (data.empty() || data[0] != 'M') return true;
-  if (!pgoutput::DecodeInto(data, message_).ok()) return true;  // HandleData says why
+  if (!pgoutput::DecodeInto(data, message_).ok()) return true;  // Handle says why
   const auto& message = std::get<pgoutput::LogicalMessage>(message_);
   if (message.prefix != outbox::kEmitPrefix || options_.source == Source::kTable) return false;
   if (message.content.size() <= outbox::kMaxEmittedContent) return true;

@@ -243,7 +243,12 @@ TEST_F(BulkStreamTest, AnErrorARetryWillNotFixIsMarkedSo) {
   // For the connections Start() opens from now on: the peek's result spills to a file.
   db_->Exec(absl::StrCat("ALTER DATABASE ", db_->name(), " SET work_mem = '64kB'"));
   db_->Exec(absl::StrCat("ALTER DATABASE ", db_->name(), " SET temp_file_limit = '1kB'"));
-  absl::StatusOr<std::unique_ptr<BulkChangeStream>> stream = Start(0);
+  // The first reader's lock goes with its connection, once the server has seen it close.
+  absl::StatusOr<std::unique_ptr<BulkChangeStream>> stream;
+  ASSERT_TRUE(test::WaitUntil(absl::Seconds(30), [&] {
+    stream = Start(0);
+    return pg::SqlStateOf(stream.status()) != "55006";
+  })) << stream.status();
   ASSERT_TRUE(stream.ok()) << stream.status();
   absl::Status failed;
   ASSERT_TRUE(test::WaitUntil(
