@@ -38,7 +38,6 @@
 #include "outbox/message_format.h"
 #include "outbox/topic_template.h"
 #include "pg/lsn.h"
-#include "pgoutput/decoder.h"
 #include "relay/ack_tracker.h"
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
