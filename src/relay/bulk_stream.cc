@@ -18,6 +18,7 @@
 #include "outbox/emitted_event.h"
 #include "pg/copy_data.h"
 #include "pg/replication_stream.h"
+#include "relay/catch_up_plan.h"
 
 namespace outboxd::relay {
 namespace {
@@ -161,7 +162,7 @@ absl::Status BulkChangeStream::QueryError(PGresult* result) const {
   const std::string sqlstate = state ? state : "";
   // The slot in use, a lost or closing connection: stand by or reconnect. Anything
   // else the bulk path cannot get past (a privilege, temp_file_limit): the relay then
-  // streams instead (relay/relay.cc).
+  // streams instead (relay/catch_up_plan.h).
   const bool transient =
       sqlstate == "55006" || absl::StartsWith(sqlstate, "08") || absl::StartsWith(sqlstate, "57");
   absl::Status error(
@@ -169,6 +170,7 @@ absl::Status BulkChangeStream::QueryError(PGresult* result) const {
       absl::StrCat("bulk catch-up of slot ", options_.slot, ": ",
                    primary ? primary : PQresultErrorMessage(result),
                    sqlstate.empty() ? "" : absl::StrCat(" (SQLSTATE ", sqlstate, ")")));
+  if (!transient) error = GiveUpBulk(std::move(error));
   return sqlstate.empty() ? error : pg::WithSqlState(error, sqlstate);
 }
 
@@ -177,8 +179,10 @@ absl::Status BulkChangeStream::Pump() {
   PGconn* conn = sql_->get();
   while (query_ != Query::kNone) {
     if (PQconsumeInput(conn) != 1) {
-      return absl::UnavailableError(
+      absl::Status lost = absl::UnavailableError(
           absl::StrCat("bulk catch-up: PostgreSQL connection lost: ", PQerrorMessage(conn)));
+      // After an error a retry will not fix (the query's, not yet returned).
+      return GivesUpBulk(query_error_) ? GiveUpBulk(std::move(lost)) : lost;
     }
     if (PQisBusy(conn)) return absl::OkStatus();
     PGresult* raw = PQgetResult(conn);
@@ -191,12 +195,7 @@ absl::Status BulkChangeStream::Pump() {
     pg::Result result(raw);
     const ExecStatusType status = PQresultStatus(raw);
     if (status == PGRES_FATAL_ERROR) {
-      if (query_error_.ok()) {
-        query_error_ = QueryError(raw);
-        if (query_error_.code() == absl::StatusCode::kInternal && options_.gave_up != nullptr) {
-          *options_.gave_up = true;
-        }
-      }
+      if (query_error_.ok()) query_error_ = QueryError(raw);
     } else if (status == PGRES_TUPLES_OK &&
                (query_ == Query::kOpenChunk || query_ == Query::kFetch)) {
       arrived_.emplace(std::move(result));

@@ -61,9 +61,6 @@ struct BulkOptions {
   // Rows per FETCH; two results at most are held (the one read, the one prefetched).
   int fetch_rows = 1000;
   observe::Metrics* metrics = nullptr;  // outboxd_catchup_bulk_changes_total
-  // Set when a query failed in a way a retry will not fix (a privilege, the server's
-  // temp_file_limit): the relay streams from then on (relay/relay.cc).
-  bool* gave_up = nullptr;
 };
 
 class BulkChangeStream final : public ChangeStream {
@@ -77,8 +74,9 @@ class BulkChangeStream final : public ChangeStream {
   ~BulkChangeStream() override;
 
   absl::StatusOr<pg::StreamMessage> Next() override;
-  // Records `confirmed`; once a chunk's rows are all acknowledged, advances the slot
-  // and peeks the next chunk (or switches to streaming).
+  // Records `confirmed` (what the pipeline's FeedbackRule reports, relay/feedback_rule.h,
+  // uncoalesced since batched()); once a chunk's rows are all acknowledged, advances
+  // the slot and peeks the next chunk (or switches to streaming).
   absl::Status SendFeedback(pg::Lsn received, pg::Lsn confirmed, Reply reply) override;
   bool wants_write() const override;
   absl::Status Flush() override;

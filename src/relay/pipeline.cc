@@ -1,6 +1,5 @@
-// The relay's data path. Reading order matters: pgoutput (protocol 1, no streaming)
-// sends only committed transactions, Begin .. rows .. Commit, so rows are produced as
-// they are decoded and the AckTracker closes the transaction at its Commit.
+// The relay's data path: reading turns, delivery (sink, AckTracker, dead letters) and
+// feedback; what a message means is the TransactionIntake's (relay/transaction_intake.cc).
 #include "relay/pipeline.h"
 
 #include <sys/select.h>
@@ -22,8 +21,6 @@
 namespace outboxd::relay {
 namespace {
 
-// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
-constexpr int64_t kPgEpochOffsetUs = 946684800LL * 1000000;
 // Messages read per loop turn before delivery reports and feedback get served.
 constexpr int kReadBatch = 2000;
 // A read of this many messages (three or more single-row transactions) whose last
@@ -66,14 +63,8 @@ constexpr int kCatchUpReadBatch = 20000;
 // backlog over 12 partitions stayed within the noise (7.2-8.5 against 8.7-9.8 us).
 // Every turn, live ones too: a turn's bytes are as much memory whatever its pace.
 constexpr size_t kReadBytes = size_t{512} << 10;
-// Confirmations are batched: at most one feedback message per this interval unless
-// the server asks for a reply.
-constexpr absl::Duration kFeedbackCoalesce = absl::Milliseconds(10);
 // Dead letters that follow their aggregate's first are summed up at most this often.
 constexpr absl::Duration kFollowersLogInterval = absl::Seconds(10);
-// Rejected outboxd messages (forged, unsigned, invalid) likewise: one line at once,
-// then at most one count per interval.
-constexpr absl::Duration kRejectionsLogInterval = absl::Seconds(10);
 // A session that ends waits this long for reports of what it already produced, so the
 // next one resumes after them instead of sending them again.
 constexpr absl::Duration kEndSessionGrace = absl::Seconds(2);
@@ -93,18 +84,12 @@ Pipeline::Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats
       stop_(stop),
       clock_(std::move(clock)),
       sleep_(std::move(sleep)),
-      mapper_(options_.columns),
       encoder_(options_.format),
-      feedback_interval_(options_.feedback_interval) {
+      intake_(options_, stats_, clock_, this) {
   // Preflight (relay/preflight.h) refused a name that does not parse before any relay
   // is built; kept whole, such a name would just match no Relation message.
   absl::StatusOr<pg::TableName> table = pg::TableName::Parse(options_.table);
   table_name_ = table.ok() ? table->name : options_.table;
-  if (table.ok()) table_schema_ = table->schema;
-  // Every reason's series from the start, at 0, so an alert sees a value.
-  for (outbox::Rejection reason : outbox::kEveryRejection) {
-    stats_->metrics.MessagesRejected(outbox::RejectionName(reason), 0);
-  }
 }
 
 Pipeline::~Pipeline() = default;
@@ -133,18 +118,16 @@ pg::Lsn Pipeline::ResumeFrom(pg::Lsn slot_confirmed) {
 
 void Pipeline::ForgetPosition() {
   tracker_.Rebase(0);
-  standby_flush_ = 0;
+  hold_.Forget();
   received_ = 0;
-  last_sent_flush_ = 0;
+  feedback_.Forget();
 }
 
 void Pipeline::Stream(std::unique_ptr<ChangeStream> stream, pg::Lsn start,
                       absl::Duration feedback_interval) {
   stream_ = std::move(stream);
-  feedback_interval_ = feedback_interval;
-  last_sent_flush_ = start;
+  feedback_.Restart(start, feedback_interval);
   received_ = std::max(received_, start);
-  last_feedback_ = absl::InfinitePast();
   catch_up_to_ = 0;
   stats_->streaming = true;
   PublishStats();
@@ -155,9 +138,9 @@ absl::StatusOr<Pipeline::Turn> Pipeline::Step() {
   Pace(batch);
   OUTBOXD_RETURN_IF_ERROR(ServeDeliveries());
   LogParkedFollowers(/*now=*/false);
-  LogRejections(/*now=*/false);
-  OUTBOXD_RETURN_IF_ERROR(
-      SendFeedback(batch.reply_requested ? Feedback::kNow : Feedback::kWhenDue));
+  intake_.LogRejections(TransactionIntake::LogNow::kWhenDue);
+  OUTBOXD_RETURN_IF_ERROR(SendFeedback(batch.reply_requested ? FeedbackRule::Urgency::kNow
+                                                             : FeedbackRule::Urgency::kWhenDue));
   if (stream_->wants_write()) OUTBOXD_RETURN_IF_ERROR(stream_->Flush());
   PublishStats();
   return batch.read == 0 ? Turn::kIdle : Turn::kRead;
@@ -171,11 +154,11 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
     if (bytes >= kReadBytes) break;
     if (InFlightFull()) return batch;
     if (hold_.committed()) {  // --standby-slot: its messages first, once the standbys have it
-      if (standby_flush_ < hold_.end()) return batch;
-      OUTBOXD_ASSIGN_OR_RETURN(const std::optional<std::string_view> held, hold_.Next());
+      if (hold_.waiting()) return batch;
+      OUTBOXD_ASSIGN_OR_RETURN(const std::optional<std::string_view> held, hold_.Released());
       if (held) {
         bytes += held->size();
-        OUTBOXD_RETURN_IF_ERROR(HandleData(*held));
+        OUTBOXD_RETURN_IF_ERROR(intake_.Handle(*held, /*sent_us=*/0));
         continue;
       }
     }
@@ -186,19 +169,20 @@ absl::StatusOr<Pipeline::Batch> Pipeline::ReadBatch() {
     }
     if (auto* data = std::get_if<pg::XLogData>(&message)) {
       received_ = std::max(received_, data->wal_start);
-      sent_us_ = options_.standby_slots.empty() && data->send_time != 0
-                     ? data->send_time + kPgEpochOffsetUs
-                     : 0;
       bytes += data->data.size();
-      OUTBOXD_RETURN_IF_ERROR(options_.standby_slots.empty() ? HandleData(data->data)
-                                                             : Hold(data->data));
+      if (!options_.standby_slots.empty()) {
+        OUTBOXD_RETURN_IF_ERROR(Hold(data->data));
+        continue;
+      }
+      const int64_t sent_us = data->send_time != 0 ? data->send_time + kPgEpochOffsetUs : 0;
+      OUTBOXD_RETURN_IF_ERROR(intake_.Handle(data->data, sent_us));
     } else if (auto* keepalive = std::get_if<pg::Keepalive>(&message)) {
       received_ = std::max(received_, keepalive->wal_end);
-      // Nothing in flight: everything up to the server's position was either
-      // published and acknowledged or not ours (other tables). Confirming it keeps
-      // an idle outbox from pinning WAL (docs/architecture.md trap "idle slot pins WAL").
       // A held transaction is not in the tracker yet, and lies before that position.
-      if (hold_.empty()) tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      if (FeedbackRule::ConfirmsKeepalive(
+              {.in_flight = !tracker_.Idle(), .held = !hold_.empty()})) {
+        tracker_.ConfirmIdlePosition(keepalive->wal_end);
+      }
       batch.reply_requested |= keepalive->reply_requested;
     }
   }
@@ -217,7 +201,7 @@ void Pipeline::Pace(const Batch& batch) {
   // held a message that arrived meanwhile for up to a round trip (issue 17 point 2).
   // A batched stream's short read (the bulk catch-up's) is a chunk's tail, whose last
   // acknowledgements the slot's advance waits for: a nap there held them 50 ms.
-  const bool old = clock_() - absl::FromUnixMicros(tx_commit_us_) > kBacklogAge;
+  const bool old = clock_() - absl::FromUnixMicros(intake_.transaction().commit_us) > kBacklogAge;
   const bool tail = stream_->batched() && batch.end == ReadEnd::kStreamIdle;
   if (batch.read >= kBacklogBatch && old && !tail) {
     sleep_(BacklogNap(batch.end, received_, catch_up_to_));
@@ -235,204 +219,56 @@ absl::Status Pipeline::ServeDeliveries() {
 // --standby-slot: each message of the transaction into the hold, but no copy of a
 // message the relay skips or refuses for its size, which could be as large as a bytea.
 absl::Status Pipeline::Hold(std::string_view data) {
-  return WorthHolding(data) ? hold_.Add(data) : absl::OkStatus();
+  return intake_.WorthHolding(data) ? hold_.Add(data) : absl::OkStatus();
 }
 
-absl::Status Pipeline::HandleData(std::string_view data) {
-  OUTBOXD_RETURN_IF_ERROR(pgoutput::DecodeInto(data, message_));
-  if (auto* insert = std::get_if<pgoutput::Insert>(&message_)) return HandleInsert(*insert);
-  if (auto* begin = std::get_if<pgoutput::Begin>(&message_)) {
-    tx_ = tracker_.Begin(begin->final_lsn, begin->commit_time + kPgEpochOffsetUs);
-    tx_lsn_ = begin->final_lsn;
-    tx_lsn_text_ = pg::FormatLsn(begin->final_lsn);
-    tx_commit_us_ = begin->commit_time + kPgEpochOffsetUs;
-    tx_commit_text_.clear();
-    null_rows_ = 0;
-    tx_sent_us_ = sent_us_;
-    tx_picked_up_ = false;
-  } else if (auto* commit = std::get_if<pgoutput::Commit>(&message_)) {
-    tracker_.Commit(commit->end_lsn);
-  } else if (auto* relation = std::get_if<pgoutput::Relation>(&message_)) {
-    return HandleRelation(*relation);
-  } else if (auto* logical = std::get_if<pgoutput::LogicalMessage>(&message_)) {
-    return HandleLogicalMessage(*logical);
-  }
-  // Update, Delete and Truncate are never published (the publication asks for
-  // inserts only; if someone widens it, we still ignore them). Origin and Type carry
-  // nothing for us.
-  return absl::OkStatus();
+AckTracker::TxId Pipeline::BeginTransaction(pg::Lsn commit_lsn, int64_t commit_us) {
+  return tracker_.Begin(commit_lsn, commit_us);
 }
 
-absl::Status Pipeline::HandleRelation(const pgoutput::Relation& relation) {
-  if (IsOutboxTable(relation)) {
-    // A new Relation for the outbox replaces the mapping (ALTER TABLE mid-stream).
-    OUTBOXD_RETURN_IF_ERROR(mapper_.SetRelation(relation));
-    outbox_relation_id_ = relation.id;
-  }
-  relations_.Put(relation);
-  return absl::OkStatus();
-}
+void Pipeline::CommitTransaction(pg::Lsn end_lsn) { tracker_.Commit(end_lsn); }
 
-bool Pipeline::IsOutboxTable(const pgoutput::Relation& relation) const {
-  return relation.relname == table_name_ &&
-         (table_schema_.empty() || relation.nspname == table_schema_);
-}
-
-absl::Status Pipeline::HandleInsert(const pgoutput::Insert& insert) {
-  if (insert.relation_id != outbox_relation_id_ || outbox_relation_id_ == 0) {
-    if (!warned_foreign_insert_) {
-      const pgoutput::Relation* rel = relations_.Find(insert.relation_id);
-      spdlog::warn("publication {} also covers table {}; its rows are not published",
-                   options_.publication,
-                   LogSafe(rel ? rel->relname : absl::StrCat(insert.relation_id)));
-      warned_foreign_insert_ = true;
-    }
-    return absl::OkStatus();
-  }
-  if (options_.source == Source::kMessages) {
-    if (!std::exchange(warned_ignored_row_, true)) {
-      spdlog::warn(
-          "rows inserted into {} are not published with --source messages; use "
-          "--source both to publish rows and emitted events",
-          options_.table);
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<outbox::OutboxEvent> event = mapper_.Map(insert.tuple);
-  if (!event.ok()) return DeadLetterNullRow(insert.tuple, event.status());
-  if (options_.columns.created_at.empty()) event->created_at = CommitTimeText();
-  return Publish(*event);
-}
-
-absl::Status Pipeline::DeadLetterNullRow(const pgoutput::Tuple& tuple, const absl::Status& error) {
-  // A row that does not match its Relation is no event at all: stop with the reason.
-  if (tuple.size() != mapper_.column_count()) {
-    return absl::FailedPreconditionError(absl::StrCat("outbox row in transaction ", tx_lsn_text_,
-                                                      " cannot be read: ", error.message()));
-  }
-  // A NULL (or a value not in text form) in a mapped column, which an adopted table
-  // may allow: stopping met the row again on every restart and held every aggregate.
-  tracker_.AddEvent(tx_);
-  outbox::OutboxEvent event = mapper_.MapPresent(tuple);
-  // Stand-ins for a missing id or aggregate, unique to the row: a NULL aggregate
-  // parks no other event (as an unreadable message's does not); replay leaves the
-  // letter until a person has set the real value (outbox::HasNullKey).
-  const std::string row = absl::StrCat(tx_lsn_text_, "#", ++null_rows_);
-  const std::string id =
-      event.id.empty() ? absl::StrCat(outbox::kNullKeyPrefix, row) : std::string(event.id);
-  const std::string aggregate = event.aggregate_id.empty()
-                                    ? absl::StrCat(outbox::kNullKeyPrefix, row)
-                                    : std::string(event.aggregate_id);
-  const sink::Header headers[] = {{.name = "id", .value = id},
-                                  {.name = "aggregate_id", .value = aggregate},
-                                  {.name = "type", .value = event.type},
-                                  {.name = "created_at", .value = event.created_at},
-                                  {.name = "lsn", .value = tx_lsn_text_}};
-  const sink::OutgoingMessage letter{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
-                                     .headers = headers,
-                                     .tag = tx_};
-  return DeadLetter(
-      letter, event.payload,
-      absl::InvalidArgumentError(absl::StrCat(outbox::kNullKeyError, " (", error.message(), ")")));
-}
-
-absl::Status Pipeline::HandleLogicalMessage(const pgoutput::LogicalMessage& message) {
-  // Other prefixes belong to other consumers of the WAL.
-  if (message.prefix != outbox::kEmitPrefix || options_.source == Source::kTable) {
-    return absl::OkStatus();
-  }
-  if ((message.flags & 1) == 0) {
-    // Written whether or not its transaction commits, and outside any transaction
-    // the AckTracker could confirm: publishing it could publish what was rolled back.
-    Reject(message.lsn, outbox::Rejection::kNonTransactional,
-           "is not transactional: events must be emitted inside their transaction, by "
-           "outboxd_emit");
-    return absl::OkStatus();
-  }
-  // Every role may call pg_logical_emit_message: only a signed content is an event
-  // (outbox/emitted_event.h). A refused one is not a dead letter: it names no aggregate
-  // that is really ours, so it must park none, and it is nobody's event to replay.
-  outbox::EmittedRead read = outbox::ReadEmittedEvent(message.content, emit_key_, message.lsn);
-  if (!read.ok()) {
-    Reject(message.lsn, read.rejected, read.why);
-    return absl::OkStatus();
-  }
-  if (read.event.created_at.empty()) read.event.created_at = CommitTimeText();
-  return Publish(read.event);
-}
-
-void Pipeline::Reject(pg::Lsn lsn, outbox::Rejection reason, std::string_view why) {
-  stats_->metrics.MessagesRejected(outbox::RejectionName(reason));
-  // A role flooding the WAL with forgeries must not flood the log too: one line, then
-  // a count every kRejectionsLogInterval (LogRejections).
-  if (clock_() - rejections_logged_at_ < kRejectionsLogInterval) {
-    ++rejections_unlogged_;
-    return;
-  }
-  spdlog::warn(
-      "outboxd message at {} rejected ({}), not published: its content {}. Only events "
-      "written by outboxd_emit are published; see docs/security.md",
-      pg::FormatLsn(lsn), outbox::RejectionName(reason), LogSafe(why));
-  rejections_logged_at_ = clock_();
-}
-
-void Pipeline::LogRejections(bool now) {
-  if (rejections_unlogged_ == 0) return;
-  if (!now && clock_() - rejections_logged_at_ < kRejectionsLogInterval) return;
-  spdlog::warn(
-      "{} more outboxd message(s) rejected, not published (outboxd_messages_rejected_total "
-      "counts them by reason)",
-      rejections_unlogged_);
-  rejections_unlogged_ = 0;
-  rejections_logged_at_ = clock_();
-}
-
-bool Pipeline::WorthHolding(std::string_view data) {
-  if (data.empty() || data[0] != 'M') return true;
-  if (!pgoutput::DecodeInto(data, message_).ok()) return true;  // HandleData says why
-  const auto& message = std::get<pgoutput::LogicalMessage>(message_);
-  if (message.prefix != outbox::kEmitPrefix || options_.source == Source::kTable) return false;
-  if (message.content.size() <= outbox::kMaxEmittedContent) return true;
-  Reject(message.lsn, outbox::Rejection::kTooLarge, "is over the size outboxd_emit writes");
-  return false;
-}
-
-std::string_view Pipeline::CommitTimeText() {
-  if (tx_commit_text_.empty()) {
-    // As PostgreSQL renders a timestamptz in UTC, so the encoder's IsoTimestamp
-    // treats it like a created-at column's value.
-    tx_commit_text_ = absl::FormatTime("%Y-%m-%d %H:%M:%E*S+00",
-                                       absl::FromUnixMicros(tx_commit_us_), absl::UTCTimeZone());
-  }
-  return tx_commit_text_;
-}
-
-absl::Status Pipeline::Publish(const outbox::OutboxEvent& event) {
-  tracker_.AddEvent(tx_);
+absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx) {
+  tracker_.AddEvent(tx.id);
   const outbox::BrokerMessage built = outbox::BuildBrokerMessage(
-      encoder_, event, tx_lsn_text_, topic_.Render(event.type, table_name_, topic_buffer_), tx_);
+      encoder_, event, tx.lsn_text, topic_.Render(event.type, table_name_, topic_buffer_), tx.id);
   // A payload that is not a JSON object or array, or has no --key-pointer field.
   if (!built.encoded.ok()) return DeadLetter(built.message, event.payload, built.encoded);
   OUTBOXD_ASSIGN_OR_RETURN(
       const bool follows,
       gate_->Follows(
           event.aggregate_id, event.id,
-          {.commit_lsn = tx_lsn_, .commit_time = absl::FromUnixMicros(tx_commit_us_), .tx = tx_}));
+          {.commit_lsn = tx.lsn, .commit_time = absl::FromUnixMicros(tx.commit_us), .tx = tx.id}));
   if (follows) {
     return DeadLetter(
         built.message, event.payload,
         absl::FailedPreconditionError("follows an earlier dead-lettered event of its aggregate"));
   }
-  return Produce(built.message, event.payload);
+  return Produce(built.message, event.payload, tx);
 }
 
-absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string_view payload) {
+absl::Status Pipeline::DeadLetterRow(const outbox::OutboxEvent& event, const Transaction& tx,
+                                     const absl::Status& error) {
+  tracker_.AddEvent(tx.id);
+  const sink::Header headers[] = {{.name = "id", .value = event.id},
+                                  {.name = "aggregate_id", .value = event.aggregate_id},
+                                  {.name = "type", .value = event.type},
+                                  {.name = "created_at", .value = event.created_at},
+                                  {.name = "lsn", .value = tx.lsn_text}};
+  const sink::OutgoingMessage letter{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
+                                     .headers = headers,
+                                     .tag = tx.id};
+  return DeadLetter(letter, event.payload, error);
+}
+
+absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string_view payload,
+                               Transaction& tx) {
   while (true) {
     absl::Status status = sink_->Produce(message);
     if (status.ok()) {
-      if (!tx_picked_up_ && tx_sent_us_ != 0) ObservePickup();
+      if (!tx.picked_up && tx.sent_us != 0) ObservePickup(tx);
       // Each event's way through the relay, for `--log-level debug` (scripts/demo).
-      if (spdlog::should_log(spdlog::level::debug)) LogSent(message);
+      if (spdlog::should_log(spdlog::level::debug)) LogSent(message, tx);
       AfterProduce();
       return status;
     }
@@ -448,7 +284,7 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
     // turn's figures and never see this wait turn into a stall.
     sink_->Poll(100);
     OUTBOXD_RETURN_IF_ERROR(SinkHealth());
-    if (stream_) OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
+    if (stream_) OUTBOXD_RETURN_IF_ERROR(SendFeedback(FeedbackRule::Urgency::kWhenDue));
     PublishStats();
     if (stop_->requested()) {
       return absl::CancelledError("stopped while the producer queue was full");
@@ -456,20 +292,20 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
   }
 }
 
-void Pipeline::LogSent(const sink::OutgoingMessage& message) {
+void Pipeline::LogSent(const sink::OutgoingMessage& message, const Transaction& tx) {
   std::string_view id;
   for (const sink::Header& h : message.headers) {
     if (h.name == "id") id = h.value;
   }
   spdlog::debug("sent event {} key={} to {} (commit {})", LogExcerpt(id), LogExcerpt(message.key),
-                LogSafe(message.topic), tx_lsn_text_);
+                LogSafe(message.topic), tx.lsn_text);
 }
 
-void Pipeline::ObservePickup() {
-  tx_picked_up_ = true;
-  const absl::Time sent = absl::FromUnixMicros(tx_sent_us_);
+void Pipeline::ObservePickup(Transaction& tx) {
+  tx.picked_up = true;
+  const absl::Time sent = absl::FromUnixMicros(tx.sent_us);
   stats_->metrics.PickedUp(
-      std::max(sent - absl::FromUnixMicros(tx_commit_us_), absl::ZeroDuration()),
+      std::max(sent - absl::FromUnixMicros(tx.commit_us), absl::ZeroDuration()),
       std::max(clock_() - sent, absl::ZeroDuration()));
 }
 
@@ -529,14 +365,13 @@ void Pipeline::LogParkedFollowers(bool now) {
 
 void Pipeline::BeginBackfill(pg::Lsn consistent_point) {
   tracker_.Reset(consistent_point);
-  tx_ = tracker_.Begin(consistent_point, absl::ToUnixMicros(absl::Now()));
-  tx_lsn_ = consistent_point;
-  tx_lsn_text_ = pg::FormatLsn(consistent_point);
+  intake_.BeginBackfill(tracker_.Begin(consistent_point, absl::ToUnixMicros(absl::Now())),
+                        consistent_point);
 }
 
 absl::Status Pipeline::PublishBackfilled(const outbox::OutboxEvent& event) {
   OUTBOXD_RETURN_IF_ERROR(Drain(DrainUntil::kRoomForOne));
-  return Publish(event);
+  return Publish(event, intake_.transaction());
 }
 
 absl::Status Pipeline::EndBackfill(pg::Lsn consistent_point) {
@@ -613,24 +448,14 @@ void Pipeline::RecordAck(const sink::DeliveryReport& report) {
   stats_->health.Acknowledged(now);
 }
 
-absl::Status Pipeline::SendFeedback(Feedback when) {
+absl::Status Pipeline::SendFeedback(FeedbackRule::Urgency urgency) {
   const absl::Time now = clock_();
-  const pg::Lsn flush = tracker_.watermark();
-  // A batched stream's feedback is no message to the server, and the bulk catch-up's
-  // next step (the slot's advance at a chunk's end) waits for it: not coalesced.
-  const bool moved = flush != last_sent_flush_ &&
-                     (stream_->batched() || now - last_feedback_ >= kFeedbackCoalesce);
-  const bool due = now - last_feedback_ >= feedback_interval_;
-  if (when != Feedback::kNow && !moved && !due) return absl::OkStatus();
-  // On the timer, ask for a reply: the walsender answers with a keepalive carrying
-  // how far it has read, even while it is catching up through other tables' WAL and
-  // would otherwise send nothing until it is done. With nothing in flight that
-  // position is confirmed (ReadBatch), so the slot, and the horizon it proves for the
-  // recorded position, keep moving during a long catch-up.
-  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(std::max(received_, flush), flush,
-                                                due ? Reply::kRequested : Reply::kNotNeeded));
-  last_sent_flush_ = flush;
-  last_feedback_ = now;
+  const std::optional<FeedbackRule::Report> report = feedback_.Decide(
+      {.watermark = tracker_.watermark(), .received = received_, .batched = stream_->batched()},
+      now, urgency);
+  if (!report) return absl::OkStatus();
+  OUTBOXD_RETURN_IF_ERROR(stream_->SendFeedback(report->received, report->flush, report->reply));
+  feedback_.Sent(*report, now);
   return absl::OkStatus();
 }
 
@@ -639,8 +464,7 @@ void Pipeline::WaitForWork() {
   // stream but keep serving delivery reports and sending feedback (the walsender
   // must hear from us within wal_sender_timeout whatever the broker does).
   const bool want_stream = !InFlightFull() && !holding();
-  absl::Duration timeout = feedback_interval_ - (clock_() - last_feedback_);
-  if (tracker_.watermark() != last_sent_flush_) timeout = kFeedbackCoalesce;
+  absl::Duration timeout = feedback_.UntilDue(tracker_.watermark(), clock_());
   // Held for the standbys: the session reads their position every standby_interval.
   if (holding()) timeout = std::min(timeout, options_.standby_interval);
   fd_set readable, writable;
@@ -690,11 +514,10 @@ void Pipeline::EndSession() {
     sink_->Poll(50);
   }
   LogParkedFollowers(/*now=*/true);
-  LogRejections(/*now=*/true);
+  intake_.LogRejections(TransactionIntake::LogNow::kNow);
   tracker_.Reset(tracker_.watermark());
   hold_.Clear();  // streamed again from the confirmed position
-  outbox_relation_id_ = 0;
-  tx_sent_us_ = 0;  // a backfill before the next stream has no walsender send time
+  intake_.EndSession();
   PublishStats();
 }
 
@@ -704,11 +527,11 @@ absl::Status Pipeline::Shutdown() {
   const absl::Time deadline = absl::Now() + options_.shutdown_timeout;
   while (tracker_.events_in_flight() > 0 && !tracker_.has_failed() && absl::Now() < deadline) {
     sink_->Poll(50);
-    OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kWhenDue));
+    OUTBOXD_RETURN_IF_ERROR(SendFeedback(FeedbackRule::Urgency::kWhenDue));
   }
-  OUTBOXD_RETURN_IF_ERROR(SendFeedback(Feedback::kNow));
+  OUTBOXD_RETURN_IF_ERROR(SendFeedback(FeedbackRule::Urgency::kNow));
   LogParkedFollowers(/*now=*/true);
-  LogRejections(/*now=*/true);
+  intake_.LogRejections(TransactionIntake::LogNow::kNow);
   PublishStats();
   // Held for the standbys: never sent, and streamed again from the confirmed position.
   stats_->events_abandoned = tracker_.events_in_flight() + hold_.events();

@@ -1,8 +1,9 @@
 // Pipeline: the relay's data path. Messages from the ChangeStream are decoded
-// (pgoutput), mapped to outbox events, passed through the DeadLetterGate and handed
-// to the sink; the AckTracker turns the sink's delivery reports into the position
+// (pgoutput) and mapped to outbox events by the TransactionIntake
+// (relay/transaction_intake.h), passed through the DeadLetterGate and handed to the
+// sink; the AckTracker turns the sink's delivery reports into the position
 // confirmed back to the stream. Flow control (reading pauses at the in-flight event
-// and byte limits) and feedback (coalesced, on a timer, at once when asked) live here
+// and byte limits) and sending the feedback relay/feedback_rule.h decides live here
 // too. It opens no connection: the session hands it each stream (relay/session.h),
 // so tests drive it with a scripted stream and a fake sink (tests/relay/).
 //
@@ -37,13 +38,14 @@
 #include "outbox/message_format.h"
 #include "outbox/topic_template.h"
 #include "pg/lsn.h"
-#include "pgoutput/decoder.h"
 #include "relay/ack_tracker.h"
 #include "relay/change_stream.h"
 #include "relay/dead_letter_gate.h"
+#include "relay/feedback_rule.h"
 #include "relay/relay_options.h"
 #include "relay/repeated_failure.h"
 #include "relay/standby_hold.h"
+#include "relay/transaction_intake.h"
 #include "sink/sink.h"
 
 namespace outboxd::relay {
@@ -57,7 +59,7 @@ enum class ReadEnd { kStreamIdle, kTurnLimit };
 // after a read that stopped at the turn's limit, since more is waiting already.
 absl::Duration BacklogNap(ReadEnd end, pg::Lsn received, pg::Lsn catch_up_to);
 
-class Pipeline {
+class Pipeline final : private IntakeTarget {
  public:
   using Clock = std::function<absl::Time()>;
   // How the loop naps (Pace); tests pass one that records the naps.
@@ -66,14 +68,12 @@ class Pipeline {
   enum class Turn { kRead, kIdle };
   // How long Drain() serves delivery reports.
   enum class DrainUntil { kRoomForOne, kNothingInFlight };
-  // When SendFeedback() sends.
-  enum class Feedback { kWhenDue, kNow };
 
   // `clock` is what feedback timing, refresh timing and latency figures read, `sleep`
   // what a backlog nap calls; tests pass their own.
   Pipeline(const RelayOptions& options, DeadLetterGate* gate, RelayStats* stats, StopSignal* stop,
            Clock clock = absl::Now, Sleep sleep = absl::SleepFor);
-  ~Pipeline();
+  ~Pipeline() override;
 
   // Parses the topic template and makes the first sink.
   absl::Status Start();
@@ -120,12 +120,12 @@ class Pipeline {
   absl::Status PublishBackfilled(const outbox::OutboxEvent& event);
   absl::Status EndBackfill(pg::Lsn consistent_point);
 
-  // --standby-slot: how far every named standby has flushed (0: one is missing).
-  // A transaction is held, and reading with it, until this passes its commit.
-  void SetStandbyFlush(pg::Lsn flush) { standby_flush_ = flush; }
+  // --standby-slot: how far the named standbys have flushed (Session::standby_flushes).
+  // A transaction is held, and reading with it, until every one passed its commit.
+  void SetStandbys(const StandbyFlushes& standbys) { hold_.SetStandbys(standbys); }
   bool holding() const { return hold_.committed(); }
-  // The end of the committed transaction held for the standbys (0: none).
-  pg::Lsn held_end() const { return hold_.end(); }
+  // What is held and whom it waits for (relay/standby_hold.h).
+  const StandbyHold& standby_hold() const { return hold_; }
 
   // Where the session is, for RepeatedFailure when it fails: call before EndSession.
   FailurePoint failure_point() const {
@@ -141,7 +141,7 @@ class Pipeline {
 
   // --source messages|both: the key outboxd_emit signs with (outbox/emit_key.h), read
   // by each session; a message it did not sign is rejected, never published.
-  void SetEmitKey(outbox::EmitKey key) { emit_key_ = std::move(key); }
+  void SetEmitKey(outbox::EmitKey key) { intake_.SetEmitKey(std::move(key)); }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
@@ -158,27 +158,6 @@ class Pipeline {
   // --standby-slot: a message of the current transaction into hold_ (ReadBatch takes
   // them out once the standbys have its commit).
   absl::Status Hold(std::string_view data);
-  absl::Status HandleData(std::string_view data);
-  absl::Status HandleRelation(const pgoutput::Relation& relation);
-  absl::Status HandleInsert(const pgoutput::Insert& insert);
-  // A row with NULL in a mapped column (a table that allows it): a dead letter that
-  // parks its aggregate, or none when the aggregate itself is NULL.
-  absl::Status DeadLetterNullRow(const pgoutput::Tuple& tuple, const absl::Status& error);
-  // --source messages|both: an outboxd_emit message is an event like a row.
-  absl::Status HandleLogicalMessage(const pgoutput::LogicalMessage& message);
-  // An outboxd message that is no event (forged, unsigned, invalid, too large):
-  // counted by reason, logged at most once per interval (LogRejections), skipped.
-  void Reject(pg::Lsn lsn, outbox::Rejection reason, std::string_view why);
-  // One line for the rejections not logged since the last one: every
-  // kRejectionsLogInterval, or `now`.
-  void LogRejections(bool now);
-  // --standby-slot: false for a logical message the relay would skip or refuse for its
-  // size (that one is counted here), so Hold keeps no copy of it.
-  bool WorthHolding(std::string_view data);
-  bool IsOutboxTable(const pgoutput::Relation& relation) const;
-  // The current transaction's commit time, rendered once per transaction: the
-  // created_at of events from a table without a created-at column.
-  std::string_view CommitTimeText();
   // Catching up: nap so a backlog gathers; live traffic: have the sink send now,
   // without waiting for it.
   void Pace(const Batch& batch);
@@ -189,12 +168,18 @@ class Pipeline {
   absl::Status Drain(DrainUntil until);
   // Flow control: a limit (events or bytes in flight) is reached; stop reading.
   bool InFlightFull() const;
-  // One outbox row, from the stream or a backfill: to the sink, or to the dead letters.
-  absl::Status Publish(const outbox::OutboxEvent& event);
+  // IntakeTarget: the AckTracker's transactions; one outbox event, from the stream or a
+  // backfill: to the sink, or to the dead letters.
+  AckTracker::TxId BeginTransaction(pg::Lsn commit_lsn, int64_t commit_us) override;
+  void CommitTransaction(pg::Lsn end_lsn) override;
+  absl::Status Publish(const outbox::OutboxEvent& event, Transaction& tx) override;
+  absl::Status DeadLetterRow(const outbox::OutboxEvent& event, const Transaction& tx,
+                             const absl::Status& error) override;
   // `payload`: the event's own, for a dead letter (the value may be encoded).
-  absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload);
-  void ObservePickup();  // the current transaction's first event: outboxd_pickup_seconds
-  void LogSent(const sink::OutgoingMessage& message);  // at --log-level debug
+  absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload,
+                       Transaction& tx);
+  void ObservePickup(Transaction& tx);  // its first event: outboxd_pickup_seconds
+  void LogSent(const sink::OutgoingMessage& message, const Transaction& tx);  // --log-level debug
   // One line for the dead letters that followed an already parked aggregate since the
   // last one: every kFollowersLogInterval, or `now`.
   void LogParkedFollowers(bool now);
@@ -208,7 +193,8 @@ class Pipeline {
   absl::Status SinkHealth() const;
   void OnDelivery(const sink::DeliveryReport& report);
   void RecordAck(const sink::DeliveryReport& report);
-  absl::Status SendFeedback(Feedback when);
+  // Sends what the FeedbackRule says is due.
+  absl::Status SendFeedback(FeedbackRule::Urgency urgency);
   void PublishStats();
 
   const RelayOptions& options_;
@@ -218,59 +204,33 @@ class Pipeline {
   Clock clock_;
   Sleep sleep_;
   outbox::TopicTemplate topic_;
-  std::string table_name_;    // unqualified, for {table}
-  std::string table_schema_;  // empty: any schema
+  std::string table_name_;  // unqualified, for {table}
 
   std::unique_ptr<ChangeStream> stream_;
   std::unique_ptr<sink::Sink> sink_;
   absl::Status pending_error_;  // raised in a delivery callback, returned by Step()
   AckTracker tracker_;
-  pgoutput::RelationCache relations_;
-  outbox::EventMapper mapper_;
   outbox::MessageEncoder encoder_;  // checks the payload too
-  pgoutput::Message message_;       // reused across DecodeInto calls
-  uint32_t outbox_relation_id_ = 0;
-  bool warned_foreign_insert_ = false;
-  bool warned_ignored_row_ = false;        // --source messages: a row arrived
-  outbox::EmitKey emit_key_;               // SetEmitKey
-  uint64_t rejections_unlogged_ = 0;       // LogRejections
-  absl::Time rejections_logged_at_ = absl::InfinitePast();
+  TransactionIntake intake_;        // decode, the current transaction, row -> event
 
-  absl::Duration feedback_interval_;
   uint64_t produced_ = 0;  // events handed to sinks, for test_fatal_error_after
   uint64_t events_in_flight_peak_ = 0;
   uint64_t bytes_in_flight_peak_ = 0;
-
-  // Current transaction.
-  AckTracker::TxId tx_ = 0;
-  pg::Lsn tx_lsn_ = 0;
-  std::string tx_lsn_text_;     // commit LSN "X/Y" for the lsn header
-  int64_t tx_commit_us_ = 0;    // Unix microseconds
-  std::string tx_commit_text_;  // "" until CommitTimeText() renders it
-  // The walsender's send time of the message read last and of the current
-  // transaction's Begin (Unix µs; 0: unknown, as in a bulk catch-up or while held for
-  // standbys), for outboxd_pickup_seconds, observed once per transaction.
-  int64_t sent_us_ = 0;
-  int64_t tx_sent_us_ = 0;
-  bool tx_picked_up_ = false;
 
   uint64_t followers_unlogged_ = 0;  // LogParkedFollowers
   absl::Time followers_logged_at_ = absl::InfinitePast();
 
   pg::Lsn received_ = 0;
   pg::Lsn catch_up_to_ = 0;  // CatchUpTo
-  pg::Lsn last_sent_flush_ = 0;
-  absl::Time last_feedback_ = absl::InfinitePast();
+  FeedbackRule feedback_{options_.feedback_interval};
 
   std::string topic_buffer_;  // reused per event
 
   // --standby-slot: the transaction kept back until the standbys have it (ReadBatch
-  // takes its messages out once they do), and their flush position.
+  // takes its messages out once they do).
   StandbyHold hold_{options_.max_in_flight_bytes};
-  pg::Lsn standby_flush_ = 0;
 
   std::optional<int64_t> stuck_commit_us_;  // SetStuck
-  uint64_t null_rows_ = 0;                  // in this transaction, for their letters' ids
 };
 
 }  // namespace outboxd::relay

@@ -13,7 +13,7 @@
 #include "base/status_macros.h"
 #include "outbox/emit_key.h"
 #include "pg/lsn.h"
-#include "relay/backfill_coordinator.h"
+#include "relay/session.h"
 
 namespace outboxd::relay {
 namespace {
@@ -23,12 +23,17 @@ constexpr std::string_view kSlotInUse = "55006";
 
 }  // namespace
 
-Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop)
+std::unique_ptr<ReplicationSession> Relay::MakeSession(const RelayOptions& options,
+                                                       RelayStats* stats) {
+  return std::make_unique<Session>(options, stats);
+}
+
+Relay::Relay(RelayOptions options, RelayStats* stats, StopSignal* stop, SessionFactory make_session)
     : options_(std::move(options)),
       stats_(stats),
       stop_(stop),
-      session_(options_, stats),
-      gate_(session_.dead_letter_table()),
+      session_(make_session(options_, stats)),
+      gate_(session_->dead_letter_table()),
       pipeline_(options_, &gate_, stats, stop),
       catch_up_(&stats->metrics) {
   // Each named standby's series from the start, so a dashboard tells 0 from absent.
@@ -60,6 +65,8 @@ absl::Status Relay::Run() {
         pipeline_.CloseSink();
         return status;
       }
+      // The bulk stream's errors surface in the pipeline's turns, hence here.
+      status = catch_up_plan_.SessionEnded(std::move(status));
       SessionFailed(status);
     }
     EndSession();
@@ -98,18 +105,18 @@ absl::Status Relay::Run() {
 }
 
 absl::Status Relay::Connect() {
-  OUTBOXD_RETURN_IF_ERROR(session_.Open());
-  const bool failover = !history_.empty() && session_.history() != history_;
-  const std::string endpoint = session_.control().endpoint();
+  OUTBOXD_RETURN_IF_ERROR(session_->Open());
+  const bool failover = !history_.empty() && session_->history() != history_;
+  const std::string endpoint = session_->endpoint();
   if (failover) {
     spdlog::warn(
         "PostgreSQL failed over: the primary is now {} (system id/timeline {} -> {}); "
         "resuming from the slot's position, not from {} acknowledged on the old timeline",
-        endpoint, history_, session_.history(), pg::FormatLsn(pipeline_.watermark()));
+        endpoint, history_, session_->history(), pg::FormatLsn(pipeline_.watermark()));
     pipeline_.ForgetPosition();
-    session_.ForgetPositions();
+    session_->ForgetPositions();
   }
-  history_ = session_.history();
+  history_ = session_->history();
   const size_t colon = endpoint.rfind(':');
   stats_->metrics.SetPrimary(endpoint.substr(0, colon),
                              colon == std::string::npos ? "" : endpoint.substr(colon + 1),
@@ -117,27 +124,29 @@ absl::Status Relay::Connect() {
   OUTBOXD_RETURN_IF_ERROR(gate_.Refresh());
   if (options_.source != Source::kTable) {
     // Each session: a key replaced by setup is in use from the next reconnect.
-    OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
-    OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key, outbox::EmitKeyStore(table).Read(
-                                                      session_.control(), options_.publication));
+    OUTBOXD_ASSIGN_OR_RETURN(outbox::EmitKey key, session_->ReadEmitKey());
     pipeline_.SetEmitKey(std::move(key));
   }
-  OUTBOXD_ASSIGN_OR_RETURN(Session::SlotState state, session_.InspectSlot());
+  OUTBOXD_ASSIGN_OR_RETURN(SlotState state, session_->InspectSlot());
   pg::Lsn start = 0;
   if (state.backfill) {
-    OUTBOXD_ASSIGN_OR_RETURN(
-        start, Backfill(options_, session_, pipeline_, state.slot, *state.backfill, *stop_));
+    OUTBOXD_ASSIGN_OR_RETURN(start,
+                             session_->RunBackfill(pipeline_, state.slot, *state.backfill, *stop_));
   } else {
-    OUTBOXD_RETURN_IF_ERROR(session_.CheckSlotForStreaming(state.slot));
+    OUTBOXD_RETURN_IF_ERROR(session_->CheckSlotForStreaming(state.slot));
     start = pipeline_.ResumeFrom(state.slot.confirmed_flush_lsn);
   }
   // Best effort: without the server's position there is only no progress to show,
   // and no bulk catch-up.
-  absl::StatusOr<pg::Lsn> server = CurrentWalLsn(session_.control());
-  const bool bulk = server.ok() && UseBulkCatchUp(start, *server);
-  OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ChangeStream> stream,
-                           bulk ? session_.StartBulkStream(start, *server, &bulk_gave_up_)
-                                : session_.StartStream(start));
+  absl::StatusOr<pg::Lsn> server = session_->ServerPosition();
+  OUTBOXD_ASSIGN_OR_RETURN(
+      const CatchUpPlan::Decision plan,
+      catch_up_plan_.Choose(start, server, [this] { return session_->BulkRefusal(); }));
+  if (plan.warn) spdlog::warn("{}", plan.reason);
+  const bool bulk = plan.mode == CatchUpPlan::Mode::kBulk;
+  OUTBOXD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ChangeStream> stream,
+      bulk ? session_->StartBulkStream(start, *server) : session_->StartStream(start));
   pipeline_.Stream(std::move(stream), start, state.feedback_interval);
   spdlog::info("{} slot {} publication {} from {}",
                bulk ? "catching up through SQL (bulk) on" : "streaming", options_.slot,
@@ -149,16 +158,6 @@ absl::Status Relay::Connect() {
   return absl::OkStatus();
 }
 
-bool Relay::UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const {
-  if (options_.bulk_catch_up_threshold == 0 || server <= start) return false;
-  if (server - start < options_.bulk_catch_up_threshold) return false;
-  if (bulk_gave_up_) {
-    spdlog::warn("bulk catch-up failed before (logged above): streaming the backlog instead");
-    return false;
-  }
-  return true;
-}
-
 absl::Status Relay::Loop() {
   while (!stop_->requested()) {
     OUTBOXD_ASSIGN_OR_RETURN(const Pipeline::Turn turn, pipeline_.Step());
@@ -166,9 +165,9 @@ absl::Status Relay::Loop() {
       spdlog::info("no longer stuck: confirmed {}", pg::FormatLsn(pipeline_.watermark()));
       ShowStuck();
     }
-    OUTBOXD_RETURN_IF_ERROR(session_.Upkeep(pipeline_.watermark()));
+    OUTBOXD_RETURN_IF_ERROR(session_->Upkeep(pipeline_.watermark()));
     catch_up_.Observe(pipeline_.received(), pipeline_.watermark());
-    pipeline_.SetStandbyFlush(session_.standby_flush());
+    pipeline_.SetStandbys(session_->standby_flushes());
     if (!options_.standby_slots.empty()) ReportStandbyWait();
     if (turn == Pipeline::Turn::kIdle) pipeline_.WaitForWork();
   }
@@ -193,8 +192,9 @@ void Relay::ShowStuck() {
 }
 
 void Relay::ReportStandbyWait() {
-  if (pipeline_.held_end() == 0 && held_by_.empty()) return;  // most turns: nothing to say
-  const std::vector<std::string> behind = session_.StandbysBehind(pipeline_.held_end());
+  const StandbyHold& hold = pipeline_.standby_hold();
+  if (hold.end() == 0 && held_by_.empty()) return;  // most turns: nothing to say
+  const std::vector<std::string> behind = hold.WaitingFor();
   std::string held_by = absl::StrJoin(behind, ",");
   if (held_by == held_by_) return;
   for (const std::string& slot : options_.standby_slots) {
@@ -208,7 +208,7 @@ void Relay::EndSession() {
   catch_up_.End();
   pipeline_.EndSession();
   if (!options_.standby_slots.empty()) ReportStandbyWait();  // nothing is held any more
-  session_.Close();
+  session_->Close();
 }
 
 void Relay::WaitFor(absl::Duration duration) { pipeline_.IdleFor(duration); }

@@ -11,6 +11,7 @@
 // reconnect with backoff, stand by while another relay holds the slot, recreate a
 // sink after a fatal error, stop); its parts, one job each:
 //   relay/session.h               connections, slot checks, feedback interval, stream start
+//                                 (behind relay/replication_session.h, scripted in tests)
 //   relay/pipeline.h              decode -> map -> gate -> sink, acks, flow control, feedback
 //   relay/dead_letter_gate.h      an aggregate's events follow its first dead letter
 //   relay/backfill_coordinator.h  rows a new slot will not stream, published before it
@@ -26,6 +27,8 @@
 #ifndef OUTBOXD_RELAY_RELAY_H_
 #define OUTBOXD_RELAY_RELAY_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,17 +36,26 @@
 #include "base/stop_signal.h"
 #include "pg/connection.h"
 #include "relay/catch_up.h"
+#include "relay/catch_up_plan.h"
 #include "relay/dead_letter_gate.h"
 #include "relay/pipeline.h"
 #include "relay/relay_options.h"
 #include "relay/repeated_failure.h"
-#include "relay/session.h"
+#include "relay/replication_session.h"
 
 namespace outboxd::relay {
 
 class Relay {
  public:
-  Relay(RelayOptions options, RelayStats* stats, StopSignal* stop);
+  // Makes each relay's PostgreSQL side: Session in production, a scripted one in
+  // tests (tests/relay/fake_session.h).
+  using SessionFactory =
+      std::function<std::unique_ptr<ReplicationSession>(const RelayOptions&, RelayStats*)>;
+  static std::unique_ptr<ReplicationSession> MakeSession(const RelayOptions& options,
+                                                         RelayStats* stats);
+
+  Relay(RelayOptions options, RelayStats* stats, StopSignal* stop,
+        SessionFactory make_session = MakeSession);
   ~Relay();
 
   // Runs until the stop signal (then: stop reading, wait up to shutdown_timeout for
@@ -57,15 +69,12 @@ class Relay {
   // A regular connection already open (the CLI's preflight one): the first session
   // uses it as its control connection instead of opening another; later sessions open
   // their own. Saves one connection's set-up (~40 ms here) before streaming starts.
-  void AdoptControlConnection(pg::Connection conn) { session_.Adopt(std::move(conn)); }
+  void AdoptControlConnection(pg::Connection conn) { session_->Adopt(std::move(conn)); }
 
  private:
   // Opens a session and hands its stream to the pipeline (after a backfill, if one
   // is pending).
   absl::Status Connect();
-  // A backlog of at least --bulk-catch-up between `start` and the server's position
-  // `server`: read it through SQL (relay/bulk_stream.h).
-  bool UseBulkCatchUp(pg::Lsn start, pg::Lsn server) const;
   // Streams until the stop signal (OK) or an error.
   absl::Status Loop();
   void EndSession();
@@ -83,15 +92,14 @@ class Relay {
   RelayOptions options_;
   RelayStats* stats_;
   StopSignal* stop_;
-  Session session_;
+  std::unique_ptr<ReplicationSession> session_;
   DeadLetterGate gate_;
   Pipeline pipeline_;
   CatchUp catch_up_;
   RepeatedFailure repeated_;
   std::string history_;  // the previous session's server history (Session::history)
   std::string held_by_;  // as last reported by ReportStandbyWait
-  // A bulk catch-up failed in a way retrying will not fix: stream from then on.
-  bool bulk_gave_up_ = false;
+  CatchUpPlan catch_up_plan_{options_.bulk_catch_up_threshold};  // streamed or in bulk
 };
 
 }  // namespace outboxd::relay

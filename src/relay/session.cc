@@ -11,7 +11,10 @@
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 #include "pg/replication_stream.h"
+#include "pg/table_name.h"
+#include "relay/backfill_coordinator.h"
 #include "relay/bulk_stream.h"
+#include "relay/catch_up.h"
 #include "relay/preflight.h"
 
 namespace outboxd::relay {
@@ -52,6 +55,19 @@ absl::Status Session::Open() {
   OUTBOXD_RETURN_IF_ERROR(CheckPrimary(*control_));
   return IdentifySystem();
 }
+
+absl::StatusOr<outbox::EmitKey> Session::ReadEmitKey() {
+  OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options_.table));
+  return outbox::EmitKeyStore(table).Read(*control_, options_.publication);
+}
+
+absl::StatusOr<pg::Lsn> Session::RunBackfill(Pipeline& pipeline, const pg::SlotInfo& slot,
+                                             const outbox::BackfillRequest& request,
+                                             StopSignal& stop) {
+  return Backfill(options_, *this, pipeline, slot, request, stop);
+}
+
+absl::StatusOr<pg::Lsn> Session::ServerPosition() { return CurrentWalLsn(*control_); }
 
 absl::Status Session::IdentifySystem() {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, replication_->Exec("IDENTIFY_SYSTEM"));
@@ -188,22 +204,19 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
   return std::make_unique<PgChangeStream>(std::move(*stream));
 }
 
-absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn start,
-                                                                       pg::Lsn target,
-                                                                       bool* gave_up) {
-  // peek and advance need what START_REPLICATION needs (REPLICATION, or superuser);
-  // a role let in some other way (pg_hba, a replication-only grant) streams as before.
+absl::StatusOr<std::string> Session::BulkRefusal() {
+  // peek and advance need what START_REPLICATION needs (REPLICATION, or superuser).
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result role,
       control_->Exec(
           "SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"));
-  if (role.rows() != 1 || role.Get(0, 0) != "t") {
-    spdlog::warn(
-        "bulk catch-up needs the REPLICATION attribute on role {} (ALTER ROLE {} REPLICATION); "
-        "streaming the backlog instead",
-        control_->user(), pg::SqlIdentifier(control_->user()));
-    return StartStream(start);
-  }
+  if (role.rows() == 1 && role.Get(0, 0) == "t") return std::string();
+  return absl::StrCat("bulk catch-up needs the REPLICATION attribute on role ", control_->user(),
+                      " (ALTER ROLE ", pg::SqlIdentifier(control_->user()), " REPLICATION)");
+}
+
+absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn start,
+                                                                       pg::Lsn target) {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection sql, pg::Connection::Open(options_.conninfo));
   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<BulkChangeStream> stream,
                            BulkChangeStream::Start(std::move(sql), replication_,
@@ -213,8 +226,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
                                                     .start = start,
                                                     .target = target,
                                                     .chunk_changes = options_.bulk_catch_up_chunk,
-                                                    .metrics = &stats_->metrics,
-                                                    .gave_up = gave_up}));
+                                                    .metrics = &stats_->metrics}));
   return stream;
 }
 
@@ -241,7 +253,7 @@ absl::Status Session::AwaitStandbys(pg::Lsn end, StopSignal& stop) {
   bool said = false;
   while (true) {
     OUTBOXD_RETURN_IF_ERROR(ReadStandbys());
-    const std::vector<std::string> behind = StandbysBehind(end);
+    const std::vector<std::string> behind = StandbysBehind(standby_flushes_, end);
     if (behind.empty()) break;
     if (!said) {
       spdlog::warn("backfill waits for standby slot(s) {} to flush past {}",
@@ -266,27 +278,23 @@ absl::Status Session::ReadStandbys() {
           "FROM unnest($1::text[]) n(name) LEFT JOIN pg_replication_slots r "
           "ON r.slot_name = n.name AND r.slot_type = 'physical'",
           {absl::StrCat("{", absl::StrJoin(options_.standby_slots, ","), "}")}));
-  pg::Lsn flush = UINT64_MAX;
   std::string problem;
   standby_flushes_.clear();
   for (int i = 0; i < r.rows(); ++i) {
     const std::string name(r.Get(i, 0));
     absl::StatusOr<pg::Lsn> lsn =
         r.IsNull(i, 1) ? absl::NotFoundError("") : pg::ParseLsn(r.Get(i, 1));
-    standby_flushes_.emplace_back(name, lsn.value_or(0));
+    standby_flushes_.push_back({.slot = name, .flush = lsn.value_or(0)});
     if (!lsn.ok()) {
-      flush = 0;
       stats_->metrics.SetStandbyLag(name, std::nullopt);
       absl::StrAppend(&problem, problem.empty() ? "" : "; ", "standby slot ", name,
                       " does not exist on ", control_->endpoint(), " (or has no position)");
       continue;
     }
-    flush = std::min(flush, *lsn);
     int64_t lag = 0;
     (void)absl::SimpleAtoi(std::string(r.Get(i, 2)), &lag);
     stats_->metrics.SetStandbyLag(name, lag);
   }
-  standby_flush_ = flush == UINT64_MAX ? 0 : flush;
   if (problem != standby_problem_) {
     if (!problem.empty()) {
       spdlog::warn("{}: publishing is held until every --standby-slot has the transactions",
@@ -297,15 +305,6 @@ absl::Status Session::ReadStandbys() {
     standby_problem_ = problem;
   }
   return absl::OkStatus();
-}
-
-std::vector<std::string> Session::StandbysBehind(pg::Lsn end) const {
-  std::vector<std::string> behind;
-  if (end == 0) return behind;
-  for (const auto& [name, flush] : standby_flushes_) {
-    if (flush < end) behind.push_back(name);
-  }
-  return behind;
 }
 
 void Session::Close() {

@@ -34,7 +34,9 @@
 #include "relay/dead_letter_gate.h"
 #include "relay/position_recorder.h"
 #include "relay/relay_options.h"
+#include "relay/replication_session.h"
 #include "relay/slot_watch.h"
+#include "relay/standby_hold.h"
 
 namespace outboxd::relay {
 
@@ -42,56 +44,58 @@ namespace outboxd::relay {
 // wal_sender_timeout (0: none) so a paused reader is never taken for a dead one.
 absl::Duration ChooseFeedbackInterval(absl::Duration configured, absl::Duration wal_sender_timeout);
 
-class Session {
+class Session final : public ReplicationSession {
  public:
-  struct SlotState {
-    pg::SlotInfo slot;
-    std::optional<outbox::BackfillRequest> backfill;  // left by `outboxd setup`
-    absl::Duration feedback_interval;
-  };
+  using SlotState = relay::SlotState;
 
   Session(const RelayOptions& options, RelayStats* stats);
 
   // A regular connection already open: the next Open() uses it as its control
   // connection instead of opening another.
-  void Adopt(pg::Connection conn) { adopted_control_.emplace(std::move(conn)); }
+  void Adopt(pg::Connection conn) override { adopted_control_.emplace(std::move(conn)); }
   // Opens the replication and control connections, and reads the server's history
   // (IDENTIFY_SYSTEM).
-  absl::Status Open();
+  absl::Status Open() override;
+  std::string endpoint() const override { return control_->endpoint(); }
+  absl::StatusOr<outbox::EmitKey> ReadEmitKey() override;
+  // relay/backfill_coordinator.h on this session.
+  absl::StatusOr<pg::Lsn> RunBackfill(Pipeline& pipeline, const pg::SlotInfo& slot,
+                                      const outbox::BackfillRequest& request,
+                                      StopSignal& stop) override;
+  // CurrentWalLsn (relay/catch_up.h) on the control connection.
+  absl::StatusOr<pg::Lsn> ServerPosition() override;
   // The slot, and a pending backfill: one setup asked for, or, with
   // --recreate-missing-slot, one asked for here when the slot is missing though
   // relays recorded positions for it (a failover to a server without it).
-  absl::StatusOr<SlotState> InspectSlot();
+  absl::StatusOr<SlotState> InspectSlot() override;
   // The slot must exist (else NotFound naming the fix, relay/preflight.h), and must
   // not have lost WAL (FailedPrecondition with the recovery); an unreserved one is
   // warned about.
-  absl::Status CheckSlotForStreaming(const pg::SlotInfo& slot);
+  absl::Status CheckSlotForStreaming(const pg::SlotInfo& slot) override;
   // START_REPLICATION from `start`; the replication connection goes with the stream.
-  absl::StatusOr<std::unique_ptr<ChangeStream>> StartStream(pg::Lsn start);
+  absl::StatusOr<std::unique_ptr<ChangeStream>> StartStream(pg::Lsn start) override;
+  // Why this session's role may not read the slot through SQL, as the bulk catch-up
+  // does ("" when it may): CatchUpPlan's Refusal.
+  absl::StatusOr<std::string> BulkRefusal() override;
   // The bulk catch-up from `start` up to `target` (relay/bulk_stream.h) on a
-  // connection of its own, streaming once there. A role that may not read the slot
-  // through SQL streams instead, with one warning.
-  // `gave_up`: BulkOptions::gave_up.
-  absl::StatusOr<std::unique_ptr<ChangeStream>> StartBulkStream(pg::Lsn start, pg::Lsn target,
-                                                                bool* gave_up);
+  // connection of its own, streaming once there; CatchUpPlan chose it.
+  absl::StatusOr<std::unique_ptr<ChangeStream>> StartBulkStream(pg::Lsn start,
+                                                                pg::Lsn target) override;
   // While streaming, each loop turn: the slot's wal_status and the recorded position,
   // each when its interval has passed.
-  absl::Status Upkeep(pg::Lsn watermark);
+  absl::Status Upkeep(pg::Lsn watermark) override;
   // Closes the connections (the stream's went with the pipeline's stream).
-  void Close();
+  void Close() override;
 
   // The server's WAL history as of Open(): "<system id>/<timeline>". It changes
   // with a promotion (a failover): LSNs of the old timeline past the switch point
   // name nothing on the new one.
-  const std::string& history() const { return history_; }
+  const std::string& history() const override { return history_; }
   // After a change of history: the horizons queued on the old timeline are dropped.
-  void ForgetPositions() { position_.Forget(); }
-  // --standby-slot: how far every named standby has flushed, as last read (0 when
-  // one is missing), read in Upkeep every standby_interval: one query for all.
-  pg::Lsn standby_flush() const { return standby_flush_; }
-  // --standby-slot: the named standbys that had not flushed up to `end` when last read
-  // (a missing slot included), in the order named; none when `end` is 0.
-  std::vector<std::string> StandbysBehind(pg::Lsn end) const;
+  void ForgetPositions() override { position_.Forget(); }
+  // --standby-slot: how far each named standby has flushed, as last read, in Upkeep
+  // every standby_interval (one query for all). What that holds is StandbyHold's.
+  const StandbyFlushes& standby_flushes() const override { return standby_flushes_; }
   // --standby-slot: returns once every named standby has flushed past `end`, reading
   // them every standby_interval (Cancelled on a stop). What a backfill publishes was
   // committed before its slot's consistent point: a standby behind it could lose
@@ -102,7 +106,7 @@ class Session {
   pg::Connection& control() { return *control_; }
   pg::Connection& replication() { return *replication_; }
   // The dead-letter table, on the control connection.
-  DeadLetterTable* dead_letter_table() { return &dead_letter_table_; }
+  DeadLetterTable* dead_letter_table() override { return &dead_letter_table_; }
   const outbox::RelayStateStore& state() const { return state_; }
 
  private:
@@ -143,8 +147,7 @@ class Session {
   SlotWatch slot_watch_;
   bool slot_unreserved_ = false;  // as last seen, to warn once per change
   std::string history_;
-  pg::Lsn standby_flush_ = 0;
-  std::vector<std::pair<std::string, pg::Lsn>> standby_flushes_;  // per slot; 0: missing
+  StandbyFlushes standby_flushes_;
   absl::Time next_standby_read_ = absl::InfinitePast();
   std::string standby_problem_;  // as last logged, to warn once per change
 };

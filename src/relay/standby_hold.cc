@@ -1,8 +1,11 @@
-// StandbyHold: a transaction's messages in memory up to a budget, then in a file.
+// StandbyHold: the --standby-slot rule; the held transaction's messages in memory up
+// to a budget, then in a file.
 #include "relay/standby_hold.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "pg/copy_data.h"
@@ -18,6 +21,33 @@ absl::Status FileError(const char* what) {
 }
 
 }  // namespace
+
+std::vector<std::string> StandbysBehind(const StandbyFlushes& standbys, pg::Lsn end) {
+  std::vector<std::string> behind;
+  if (end == 0) return behind;
+  for (const StandbyFlush& standby : standbys) {
+    if (standby.flush < end) behind.push_back(standby.slot);
+  }
+  return behind;
+}
+
+pg::Lsn SlowestFlush(const StandbyFlushes& standbys) {
+  if (standbys.empty()) return 0;
+  pg::Lsn slowest = UINT64_MAX;
+  for (const StandbyFlush& standby : standbys) slowest = std::min(slowest, standby.flush);
+  return slowest;
+}
+
+void StandbyHold::SetStandbys(const StandbyFlushes& standbys) {
+  if (standbys == standbys_) return;  // most turns: read every standby_interval
+  standbys_ = standbys;
+  flush_ = SlowestFlush(standbys_);
+}
+
+absl::StatusOr<std::optional<std::string_view>> StandbyHold::Released() {
+  if (!committed() || waiting()) return std::nullopt;
+  return Next();
+}
 
 absl::Status StandbyHold::Add(std::string_view message) {
   // Begin: 'B', final_lsn (8), commit_time (8), xid (4); Commit: 'C', flags (1),

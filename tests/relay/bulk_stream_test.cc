@@ -16,8 +16,10 @@
 #include "outbox/emitted_event.h"
 #include "pg/lsn.h"
 #include "pgoutput/decoder.h"
+#include "relay/catch_up_plan.h"
 #include "support/pg_fixture.h"
 #include "support/private_cluster.h"
+#include "support/wait_until.h"
 
 namespace outboxd::relay {
 namespace {
@@ -227,6 +229,36 @@ TEST_F(BulkStreamTest, ASecondReaderFindsTheSlotLocked) {
   absl::StatusOr<bool> mine = TryLockSlot(other, db_->name());
   ASSERT_TRUE(mine.ok()) << mine.status();
   EXPECT_FALSE(*mine) << "a streaming relay must wait too";
+}
+
+// A peek failing for a reason a retry will not fix (here: the server's
+// temp_file_limit, too small for the materialised chunk) says so, and the relay streams from then
+// on (relay/catch_up_plan.h); a slot held by another reader is no such failure.
+TEST_F(BulkStreamTest, AnErrorARetryWillNotFixIsMarkedSo) {
+  Write(2000);
+  absl::StatusOr<std::unique_ptr<BulkChangeStream>> first = Start(0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(GivesUpBulk(Start(0).status())) << "the slot locked: stand by and retry";
+  first->reset();
+  // For the connections Start() opens from now on: the peek's result spills to a file.
+  db_->Exec(absl::StrCat("ALTER DATABASE ", db_->name(), " SET work_mem = '64kB'"));
+  db_->Exec(absl::StrCat("ALTER DATABASE ", db_->name(), " SET temp_file_limit = '1kB'"));
+  // The first reader's lock goes with its connection, once the server has seen it close.
+  absl::StatusOr<std::unique_ptr<BulkChangeStream>> stream;
+  ASSERT_TRUE(test::WaitUntil(absl::Seconds(30), [&] {
+    stream = Start(0);
+    return pg::SqlStateOf(stream.status()) != "55006";
+  })) << stream.status();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::Status failed;
+  ASSERT_TRUE(test::WaitUntil(
+      absl::Seconds(30),
+      [&] {
+        failed = (*stream)->Next().status();
+        return !failed.ok();
+      },
+      absl::Milliseconds(25)));
+  EXPECT_TRUE(GivesUpBulk(failed)) << failed;
 }
 
 TEST_F(BulkStreamTest, EndAdvancesTheSlotToTheConfirmedPositionMidChunk) {

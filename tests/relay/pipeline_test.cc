@@ -761,13 +761,13 @@ TEST_F(RelayPipelineTest, StandbySlotHoldsEachTransactionUntilTheStandbysFlushed
   Step();
   EXPECT_TRUE(fake_->produced().empty());
   EXPECT_TRUE(pipeline_->holding());
-  pipeline_->SetStandbyFlush(first - 1);
+  pipeline_->SetStandbys({{.slot = "standby", .flush = first - 1}});
   Step();
   EXPECT_TRUE(fake_->produced().empty());
-  pipeline_->SetStandbyFlush(first);
+  pipeline_->SetStandbys({{.slot = "standby", .flush = first}});
   Step();
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1"));
-  pipeline_->SetStandbyFlush(second);
+  pipeline_->SetStandbys({{.slot = "standby", .flush = second}});
   Step();
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
   EXPECT_FALSE(pipeline_->holding());
@@ -794,7 +794,7 @@ TEST_F(RelayPipelineTest, AHeldTransactionLargerThanTheByteLimitFlowsOutInOrder)
   EXPECT_TRUE(fake_->produced().empty());
   EXPECT_EQ(Gauge(stats_.metrics.Render(), "outboxd_events_in_flight"), 300);
 
-  pipeline_->SetStandbyFlush(end);
+  pipeline_->SetStandbys({{.slot = "standby", .flush = end}});
   for (int turn = 0; turn < 100 && pipeline_->holding(); ++turn) {
     Step();
     EXPECT_LE(pipeline_->events_in_flight(), 50u) << "flow control while the hold drains";
@@ -859,7 +859,7 @@ TEST_F(RelayPipelineTest, StandbySlotHoldsNoCopyOfAMessageItWillNotPublish) {
   }
   ASSERT_TRUE(pipeline_->holding());
   EXPECT_LT(largest, 64u << 10) << "a copy of the 4 or 2 MiB message was held";
-  pipeline_->SetStandbyFlush(end);
+  pipeline_->SetStandbys({{.slot = "standby", .flush = end}});
   Step();
   EXPECT_THAT(Ids(fake_->produced()), ElementsAre(id));
   EXPECT_EQ(

@@ -1,5 +1,8 @@
-// StandbyHold: a held transaction of any size keeps at most its budget in memory, and
-// gives every message back in order, from memory then from its file.
+// StandbyHold (relay/standby_hold.h): a committed transaction is released only once
+// every named standby has flushed past its commit (a missing one holds it), the hold
+// names whom it waits for, and a failover forgets the standbys' positions; a held
+// transaction of any size keeps at most its budget in memory, and gives every message
+// back in order, from memory then from its file.
 #include "relay/standby_hold.h"
 
 #include <string>
@@ -67,6 +70,73 @@ TEST(StandbyHold, ASmallTransactionNeverTouchesAFileAndClearForgetsIt) {
 TEST(StandbyHold, ATruncatedCommitIsAnError) {
   StandbyHold hold(1024);
   EXPECT_EQ(hold.Add(std::string("C\0\0", 3)).code(), absl::StatusCode::kDataLoss);
+}
+
+// Takes every released message; the count.
+size_t TakeReleased(StandbyHold& hold) {
+  size_t taken = 0;
+  while (true) {
+    absl::StatusOr<std::optional<std::string_view>> next = hold.Released();
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok() || !next->has_value()) return taken;
+    ++taken;
+  }
+}
+
+TEST(StandbyHold, ACommittedTransactionWaitsUntilEveryStandbyFlushedItsCommit) {
+  const std::vector<std::string> tx = Transaction(2, 100, 0x7000000, 0x7000030);
+  StandbyHold hold(64 * 1024);
+  hold.SetStandbys({{.slot = "a", .flush = 0x7000000}, {.slot = "b", .flush = 0x7000030}});
+  for (size_t i = 0; i + 1 < tx.size(); ++i) ASSERT_TRUE(hold.Add(tx[i]).ok());
+  EXPECT_FALSE(hold.waiting()) << "not committed yet: the stream is read on";
+  EXPECT_EQ(TakeReleased(hold), 0u) << "nothing before its Commit";
+  ASSERT_TRUE(hold.Add(tx.back()).ok());
+
+  EXPECT_TRUE(hold.waiting()) << "standby a is behind its commit's end";
+  EXPECT_EQ(hold.WaitingFor(), std::vector<std::string>{"a"});
+  EXPECT_EQ(TakeReleased(hold), 0u);
+
+  hold.SetStandbys({{.slot = "a", .flush = 0x7000030}, {.slot = "b", .flush = 0x7000030}});
+  EXPECT_FALSE(hold.waiting());
+  EXPECT_TRUE(hold.WaitingFor().empty());
+  EXPECT_EQ(TakeReleased(hold), tx.size()) << "every message, once";
+  EXPECT_TRUE(hold.empty());
+  EXPECT_FALSE(hold.committed());
+}
+
+TEST(StandbyHold, AMissingStandbySlotHoldsEverythingAndIsNamed) {
+  const std::vector<std::string> tx = Transaction(1, 100, 0x8000000, 0x8000030);
+  StandbyHold hold(64 * 1024);
+  // Session::ReadStandbys: a slot that is missing (or has no position) reads 0.
+  hold.SetStandbys({{.slot = "a", .flush = 0x9000000}, {.slot = "gone", .flush = 0}});
+  for (const std::string& m : tx) ASSERT_TRUE(hold.Add(m).ok());
+  EXPECT_TRUE(hold.waiting());
+  EXPECT_EQ(hold.WaitingFor(), std::vector<std::string>{"gone"});
+  EXPECT_EQ(TakeReleased(hold), 0u);
+}
+
+TEST(StandbyHold, NothingIsWaitedForWhenNothingCommittedIsHeld) {
+  StandbyHold hold(1024);
+  hold.SetStandbys({{.slot = "a", .flush = 0}, {.slot = "b", .flush = 0}});
+  EXPECT_FALSE(hold.waiting());
+  EXPECT_TRUE(hold.WaitingFor().empty());
+}
+
+TEST(StandbyHold, AFailoverForgetsTheStandbysPositionsAndClearKeepsThem) {
+  const std::vector<std::string> tx = Transaction(1, 100, 0xA000000, 0xA000030);
+  StandbyHold hold(64 * 1024);
+  hold.SetStandbys({{.slot = "a", .flush = 0xB000000}});
+  for (const std::string& m : tx) ASSERT_TRUE(hold.Add(m).ok());
+  EXPECT_FALSE(hold.waiting());
+  hold.Forget();  // read on the old timeline
+  EXPECT_TRUE(hold.waiting()) << "no position until the standbys are read again";
+  hold.Clear();  // a session's end: the transaction is streamed again
+  for (const std::string& m : tx) ASSERT_TRUE(hold.Add(m).ok());
+  hold.SetStandbys({{.slot = "a", .flush = 0xB000000}});
+  hold.Clear();
+  for (const std::string& m : tx) ASSERT_TRUE(hold.Add(m).ok());
+  EXPECT_FALSE(hold.waiting()) << "the standbys' positions outlive the transaction";
+  EXPECT_EQ(TakeReleased(hold), tx.size());
 }
 
 }  // namespace

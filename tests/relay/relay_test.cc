@@ -1,0 +1,128 @@
+// Relay (relay/relay.h) in process, on a scripted PostgreSQL side
+// (tests/relay/fake_session.h) and the fake sink: a lost stream reconnects, an error
+// before the slot was ever reached is the configuration's, a slot held by another
+// relay means standing by, a new server history (a failover) resumes from the slot's
+// position, and a bulk catch-up that failed for good makes the next session stream.
+#include "relay/relay.h"
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pg/connection.h"
+#include "relay/catch_up_plan.h"
+#include "relay/fake_session.h"
+#include "support/fake_sink.h"
+
+namespace outboxd::relay {
+namespace {
+
+using test::SessionScript;
+
+// The stream sends a keepalive at `lsn`: with nothing in flight, it is confirmed.
+std::function<void(test::ScriptedStream&)> KeepaliveAt(pg::Lsn lsn) {
+  return [lsn](test::ScriptedStream& s) { s.PushKeepalive(lsn, /*reply_requested=*/false); };
+}
+
+// A counter of the relay's /metrics, 0 when absent.
+double Counter(const RelayStats& stats, const std::string& name) {
+  const std::string text = stats.metrics.Render();
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+class RelayTest : public ::testing::Test {
+ protected:
+  RelayTest() {
+    options_.make_sink = fake_.Factory();
+    options_.reconnect_base = absl::Milliseconds(1);
+    options_.reconnect_cap = absl::Milliseconds(1);
+    options_.standby_poll = absl::Milliseconds(1);
+    options_.shutdown_timeout = absl::ZeroDuration();
+  }
+  // Runs a new relay over `scripts` until they run out.
+  absl::Status Run(std::deque<SessionScript> scripts, std::function<void()> on_open = nullptr) {
+    relay_.reset();
+    stop_ = std::make_unique<StopSignal>();
+    stats_ = std::make_unique<RelayStats>();
+    relay_ = std::make_unique<Relay>(options_, stats_.get(), stop_.get(),
+                                     test::FakeSession::Factory(scripts, stop_.get(), &session_));
+    if (on_open) session_->set_on_open(std::move(on_open));
+    return relay_->Run();
+  }
+
+  RelayOptions options_;
+  std::unique_ptr<StopSignal> stop_;
+  std::unique_ptr<RelayStats> stats_;
+  test::FakeSink::Handle fake_;
+  test::FakeSession* session_ = nullptr;  // owned by relay_
+  std::unique_ptr<Relay> relay_;
+};
+
+TEST_F(RelayTest, ALostStreamReconnectsAndResumesFromTheConfirmedPosition) {
+  const absl::Status refused = absl::UnavailableError("connection refused");
+  ASSERT_TRUE(
+      Run({{.send = KeepaliveAt(0x500)}, {.open = refused}, {.slot_confirmed = 0x100}}).ok());
+  ASSERT_EQ(session_->starts().size(), 2u);
+  EXPECT_EQ(session_->starts()[0].at, 0x100u);
+  EXPECT_EQ(session_->starts()[1].at, 0x500u)
+      << "the slot lags what this process confirmed: the watermark never goes back";
+  EXPECT_EQ(Counter(*stats_, "outboxd_reconnects_total"), 3)
+      << "each stream's end (the script's last one too) and the refusal";
+}
+
+TEST_F(RelayTest, AnErrorBeforeTheSlotWasReachedIsReturnedButLaterOnesAreRetried) {
+  const absl::Status odd = absl::InternalError("unexpected answer to IDENTIFY_SYSTEM");
+  EXPECT_EQ(Run({{.open = odd}}).code(), absl::StatusCode::kInternal);
+
+  ASSERT_TRUE(Run({{}, {.open = odd}, {}}).ok());
+  EXPECT_EQ(session_->starts().size(), 2u) << "streamed once: the environment works";
+}
+
+TEST_F(RelayTest, ASlotHeldByAnotherRelayMeansStandingByUntilItIsFree) {
+  std::vector<bool> standing_by;  // at each Open
+  const absl::Status in_use =
+      pg::WithSqlState(absl::UnavailableError("replication slot is active"), "55006");
+  ASSERT_TRUE(Run({{.start = in_use}, {.start = in_use}, {}}, [&] {
+                standing_by.push_back(stats_->health.Snapshot().standing_by);
+              }).ok());
+  EXPECT_EQ(standing_by, (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(session_->starts().size(), 3u);
+  EXPECT_EQ(Counter(*stats_, "outboxd_reconnects_total"), 1)
+      << "standing by is no reconnect; only the stream's end after taking over is";
+}
+
+TEST_F(RelayTest, ANewServerHistoryResumesFromTheSlotNotFromTheOldTimeline) {
+  ASSERT_TRUE(Run({{.history = "7000000000000000001/1", .send = KeepaliveAt(0x500)},
+                   {.history = "7000000000000000001/2", .slot_confirmed = 0x300}})
+                  .ok());
+  ASSERT_EQ(session_->starts().size(), 2u);
+  EXPECT_EQ(session_->starts()[1].at, 0x300u) << "0x500 names nothing on timeline 2";
+  EXPECT_EQ(session_->forgotten(), 1);
+
+  // The same history: this process's confirmed position stands.
+  ASSERT_TRUE(Run({{.send = KeepaliveAt(0x500)}, {.slot_confirmed = 0x300}}).ok());
+  EXPECT_EQ(session_->starts()[1].at, 0x500u);
+  EXPECT_EQ(session_->forgotten(), 0);
+}
+
+TEST_F(RelayTest, ABulkCatchUpThatFailedForGoodMakesTheNextSessionsStream) {
+  const pg::Lsn far = 0x100 + options_.bulk_catch_up_threshold;
+  const absl::Status lost = absl::UnavailableError("bulk catch-up: connection lost");
+  const absl::Status temp_file = GiveUpBulk(absl::InternalError("temp_file_limit"));
+  ASSERT_TRUE(Run({{.server = far, .stream_error = lost},
+                   {.server = far, .stream_error = temp_file},
+                   {.server = far},
+                   {.server = 0x101}})
+                  .ok());
+  ASSERT_EQ(session_->starts().size(), 4u);
+  EXPECT_TRUE(session_->starts()[0].bulk);
+  EXPECT_TRUE(session_->starts()[1].bulk) << "a lost connection is retried in bulk";
+  EXPECT_FALSE(session_->starts()[2].bulk) << "after temp_file_limit: streamed";
+  EXPECT_FALSE(session_->starts()[3].bulk);
+}
+
+}  // namespace
+}  // namespace outboxd::relay
