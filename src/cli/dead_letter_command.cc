@@ -70,12 +70,9 @@ struct DeadLetterCommand {
   std::string table = "outbox";
   std::string slot = "outboxd";
   std::string aggregate;
-  std::vector<std::string> kafka_properties;
   FormatFlags format;
   ops::ReplayOptions replay;
-  bool allow_unsafe_kafka = false;
-  kafka::PublisherOptions kafka_options;  // the sink: replay.make_sink is made from it
-  SinkFlags sink_flags;
+  SinkFlags sink_flags;  // the sink: replay.make_sink
   bool json = false;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
@@ -107,12 +104,7 @@ struct DeadLetterCommand {
            "included, instead of the table: seq, id, aggregate_id, type, topic, created_at, lsn, "
            "dead_at, error, payload (bytes that are not UTF-8 as U+FFFD), slot (null for a letter "
            "from before slots were recorded)");
-    Flag(replay_cmd, "brokers", kafka_options.brokers,
-         "Kafka bootstrap servers (required with --sink kafka)");
-    Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
-    AddSinkFlags(replay_cmd, sink_flags);
-    AddAllowUnsafeKafkaFlag(replay_cmd, allow_unsafe_kafka);
-    AddKafkaSecretFlags(replay_cmd, secrets);
+    AddSinkFlags(replay_cmd, sink_flags, "Kafka bootstrap servers (required with --sink kafka)");
     Flag(replay_cmd, "topic", replay.topic_template,
          "Topic template for the replay (default: each letter's original topic)");
     // As the relay that dead-lettered them ran: letters hold the payload, not the value.
@@ -173,18 +165,12 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    for (absl::Status s : {ParseKafkaProperties(kafka_properties, kafka_options),
-                           ResolveFormat(format, replay.format)}) {
+    for (absl::Status s : {ResolveFormat(format, replay.format), ResolveSinkFlags(sink_flags)}) {
       if (!s.ok()) return Fail(s, Phase::kStarting);
     }
-    if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok())
-      return Fail(s, Phase::kStarting);
-    if (absl::Status s = CheckBrokersGiven(sink_flags, kafka_options); !s.ok())
-      return Fail(s, Phase::kStarting);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
-    bool unsafe_kafka = false;
     absl::StatusOr<sink::SinkFactory> make_sink =
-        RetryingSinkFactory(sink_flags, kafka_options, allow_unsafe_kafka, &unsafe_kafka);
+        MakeSinkFactory(sink_flags, kafka::MessageTimeout::kMayBeFinite);
     if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);
     replay.make_sink = *std::move(make_sink);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);
