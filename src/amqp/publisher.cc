@@ -96,22 +96,6 @@ absl::Status CheckSendable(const OutgoingMessage& m) {
 
 }  // namespace
 
-std::string_view OutcomeName(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAcked:
-      return "acked";
-    case Outcome::kUnroutable:
-      return "unroutable";
-    case Outcome::kNacked:
-      return "nacked";
-    case Outcome::kRejected:
-      return "rejected";
-    case Outcome::kConnectionLost:
-      return "connection-lost";
-  }
-  return "unknown";
-}
-
 struct Publisher::Impl {
   // A published message until its confirm; what a basic.return or a channel.close
   // needs to find it.

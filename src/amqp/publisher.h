@@ -81,8 +81,6 @@ enum class Outcome {
   kConnectionLost,  // the connection or channel ended first: publish it again
 };
 
-std::string_view OutcomeName(Outcome outcome);
-
 struct Completion {
   uint64_t tag = 0;
   Outcome outcome = Outcome::kAcked;

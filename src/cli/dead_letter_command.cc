@@ -65,8 +65,7 @@ std::string LetterJson(const outbox::DeadLetter& l) {
 }
 
 struct DeadLetterCommand {
-  std::string pg;
-  SecretFlags secrets;
+  PgFlags pg;
   std::string table = "outbox";
   std::string slot = "outboxd";
   std::string aggregate;
@@ -89,8 +88,7 @@ struct DeadLetterCommand {
                                      "Republish dead letters in order, removing each "
                                      "once acknowledged");
     for (CLI::App* sub : {list, replay_cmd}) {
-      Flag(sub, "pg", pg, "PostgreSQL conninfo or URI")->required();
-      AddPgSecretFlags(sub, secrets);
+      AddPgFlags(sub, pg);
       Flag(sub, "table", table, "Outbox table (dead letters live in <table>_dead_letter)")
           ->capture_default_str();
       Flag(sub, "slot", slot,
@@ -113,11 +111,10 @@ struct DeadLetterCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     absl::StatusOr<pg::TableName> outbox_table = outbox::ParseOutboxTable(table);
     if (!outbox_table.ok()) return Fail(outbox_table.status(), Phase::kStarting);
     replay.table_name = outbox_table->name;
-    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    absl::StatusOr<pg::Connection> conn = ConnectPg(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     outbox::DeadLetterStore store(table, slot);
     if (!aggregate.empty()) replay.aggregate = aggregate;

@@ -62,6 +62,16 @@ void AddPgSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
        "File holding the PostgreSQL password (kept out of argv, environment and logs)");
 }
 
+void AddPgFlags(CLI::App* cmd, PgFlags& flags) {
+  Flag(cmd, "pg", flags.conninfo, "PostgreSQL conninfo or URI")->required();
+  AddPgSecretFlags(cmd, flags.secrets);
+}
+
+absl::StatusOr<pg::Connection> ConnectPg(PgFlags& flags) {
+  OUTBOXD_RETURN_IF_ERROR(ApplyPgSecrets(flags.secrets, flags.conninfo));
+  return pg::Connection::Open(flags.conninfo);
+}
+
 absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path) {
   absl::StatusOr<std::string> read = ReadFile(path, kMaxSecretFileBytes);
   if (read.status().code() == absl::StatusCode::kOutOfRange) {

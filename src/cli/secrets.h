@@ -6,8 +6,9 @@
 // broker's client) in memory and redacted from every log line.
 //
 //   SecretFlags secrets;
-//   AddPgSecretFlags(cmd, secrets);                 // in Register
-//   if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
+//   PgFlags pg;
+//   AddPgFlags(cmd, pg);                            // in Register: --pg, --pg-password-file
+//   absl::StatusOr<pg::Connection> conn = ConnectPg(pg);   // the password read, redacted
 #ifndef OUTBOXD_CLI_SECRETS_H_
 #define OUTBOXD_CLI_SECRETS_H_
 
@@ -16,6 +17,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pg/connection.h"
 
 namespace outboxd::cli {
 
@@ -25,6 +27,17 @@ struct SecretFlags {
 
 // --pg-password-file (OUTBOXD_PG_PASSWORD_FILE).
 void AddPgSecretFlags(CLI::App* cmd, SecretFlags& secrets);
+
+// --pg (required) and --pg-password-file side by side, for the commands that work on
+// the database alone (setup, cleanup, status, reconcile, dead-letter).
+struct PgFlags {
+  std::string conninfo;
+  SecretFlags secrets;
+};
+void AddPgFlags(CLI::App* cmd, PgFlags& flags);
+
+// ApplyPgSecrets, then a connection to that database.
+absl::StatusOr<pg::Connection> ConnectPg(PgFlags& flags);
 
 // Reads --pg-password-file into `conninfo` (see pg::ConninfoWithPassword) and marks
 // every PostgreSQL password it holds (from the file or written inline) for redaction.
