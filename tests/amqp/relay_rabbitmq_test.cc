@@ -241,6 +241,18 @@ class AheadCheck {
   std::vector<std::pair<pg::Lsn, size_t>> samples_;
 };
 
+// The end of a test under load: the load stopped, every committed event arrived once
+// and in order per aggregate, the slot never confirmed ahead of the queue (when
+// sampled), and the figures printed.
+void StopLoadAndExpectNothingLost(RabbitHarness& h, Load& load, const AheadCheck* ahead) {
+  load.Stop();
+  const size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
+  if (ahead != nullptr) ahead->Verify(h);
+  std::printf("%d transactions, %zu messages, %zu duplicates, %zu slot samples\n",
+              load.transactions(), h.messages().size(), duplicates,
+              ahead != nullptr ? ahead->samples() : 0);
+}
+
 TEST(RelayOnRabbitMq, EveryCommittedEventArrivesOnceInOrderWithPropertiesAndHeaders) {
   RabbitHarness h;
   h.StartRelay({"--header", "trace=/trace"});
@@ -412,12 +424,8 @@ TEST(RelayOnRabbitMq, ClosedConnectionsUnderLoadLoseNothingAndNeverConfirmAhead)
     h.broker().Ctl({"close_all_connections", "-p", h.broker().vhost(), "test"});
     for (int i = 0; i < 3; ++i) ahead.Sample(h);
   }
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  ahead.Verify(h);
+  StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_THAT(h.relay().Log(), HasSubstr("reconnected to RabbitMQ"));
-  std::printf("%d transactions, %zu messages, %zu duplicates, %zu slot samples\n",
-              load.transactions(), h.messages().size(), duplicates, ahead.samples());
 }
 
 // kill -9 of the RabbitMQ node under load, then a restart on the same data: the
@@ -444,12 +452,8 @@ TEST(RelayOnRabbitMq, KillNineOfTheNodeUnderLoadLosesNothing) {
   ASSERT_TRUE(h.relay().WaitForLog("reconnected to RabbitMQ", absl::Seconds(60)))
       << h.relay().Log();
   for (int i = 0; i < 3; ++i) ahead.Sample(h);
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  ahead.Verify(h);
+  StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_GT(h.ConfirmedFlushLsn(), confirmed_down);
-  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
-              h.messages().size(), duplicates);
 }
 
 // A memory alarm held 10 s: the relay stops reading (received_lsn stays behind what
@@ -494,12 +498,8 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   ASSERT_TRUE(h.relay().WaitForLog("RabbitMQ unblocked the connection", absl::Seconds(60)))
       << h.relay().Log();
   for (int i = 0; i < 3; ++i) ahead.Sample(h);
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  ahead.Verify(h);
+  StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_TRUE(h.relay().Running());
-  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
-              h.messages().size(), duplicates);
 }
 
 // kill -9 of the relay under load, three times: the next one resumes from the slot;
@@ -514,10 +514,7 @@ TEST(RelayOnRabbitMq, KillNineOfTheRelayUnderLoadLosesNothing) {
     ASSERT_EQ(h.relay().Wait(absl::Seconds(10)), 128 + SIGKILL);
     h.StartRelay();
   }
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
-              h.messages().size(), duplicates);
+  StopLoadAndExpectNothingLost(h, load, /*ahead=*/nullptr);
 }
 
 // Competing consumers with per-aggregate order (docs/usage.md, "RabbitMQ instead of

@@ -3,7 +3,9 @@
 // behind it in order.
 #include "sink/key_order.h"
 
+#include <initializer_list>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -14,6 +16,13 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+
+// A KeyOrder that took `messages` (sequence, key) in order.
+KeyOrder Holding(std::initializer_list<std::pair<uint64_t, const char*>> messages) {
+  KeyOrder order;
+  for (const auto& [seq, key] : messages) order.Add(seq, key);
+  return order;
+}
 
 // Takes every ready message as a broker would: the ready ones, lowest first.
 std::vector<uint64_t> SendReady(KeyOrder& order) {
@@ -26,22 +35,14 @@ std::vector<uint64_t> SendReady(KeyOrder& order) {
 }
 
 TEST(KeyOrder, OnlyTheFirstOfEachKeyIsReady) {
-  KeyOrder order;
-  order.Add(1, "a");
-  order.Add(2, "b");
-  order.Add(3, "a");
-  order.Add(4, "c");
-  order.Add(5, "b");
+  KeyOrder order = Holding({{1, "a"}, {2, "b"}, {3, "a"}, {4, "c"}, {5, "b"}});
   EXPECT_EQ(order.ready(), 3u);
   EXPECT_THAT(SendReady(order), ElementsAre(1, 2, 4));
   EXPECT_EQ(order.NextReady(), std::nullopt);
 }
 
 TEST(KeyOrder, AReportedMessageLetsTheNextOfItsKeyGo) {
-  KeyOrder order;
-  order.Add(1, "a");
-  order.Add(2, "a");
-  order.Add(3, "a");
+  KeyOrder order = Holding({{1, "a"}, {2, "a"}, {3, "a"}});
   EXPECT_THAT(SendReady(order), ElementsAre(1));
   order.Remove(1, "a");
   EXPECT_THAT(SendReady(order), ElementsAre(2));
@@ -55,9 +56,7 @@ TEST(KeyOrder, AReportedMessageLetsTheNextOfItsKeyGo) {
 }
 
 TEST(KeyOrder, AMessageSentAgainGoesBeforeLaterOnes) {
-  KeyOrder order;
-  order.Add(1, "a");
-  order.Add(2, "b");
+  KeyOrder order = Holding({{1, "a"}, {2, "b"}});
   EXPECT_THAT(SendReady(order), ElementsAre(1, 2));
   order.Add(3, "c");
   // The connection was lost before 1 and 2 were confirmed: both go again, first.
@@ -67,12 +66,7 @@ TEST(KeyOrder, AMessageSentAgainGoesBeforeLaterOnes) {
 }
 
 TEST(KeyOrder, AFailedMessagesFollowersAreItsKeysLaterOnesInOrder) {
-  KeyOrder order;
-  order.Add(1, "a");
-  order.Add(2, "b");
-  order.Add(3, "a");
-  order.Add(4, "b");
-  order.Add(5, "a");
+  KeyOrder order = Holding({{1, "a"}, {2, "b"}, {3, "a"}, {4, "b"}, {5, "a"}});
   EXPECT_THAT(SendReady(order), ElementsAre(1, 2));
   EXPECT_THAT(order.Followers(1), ElementsAre(3, 5));
   EXPECT_THAT(order.Followers(2), ElementsAre(4));
@@ -87,9 +81,7 @@ TEST(KeyOrder, AFailedMessagesFollowersAreItsKeysLaterOnesInOrder) {
 }
 
 TEST(KeyOrder, AMessageReportedWhileReadyLeavesTheReadyList) {
-  KeyOrder order;
-  order.Add(1, "a");
-  order.Add(2, "a");
+  KeyOrder order = Holding({{1, "a"}, {2, "a"}});
   // Timed out before it was ever sent (the broker unreachable).
   order.Remove(1, "a");
   EXPECT_EQ(order.NextReady(), 2u);
