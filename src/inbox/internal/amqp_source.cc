@@ -1,12 +1,12 @@
 // The RabbitMQ source over rabbitmq-c, on amqp::Connection (amqp/connection.h): one
 // connection, channel 1, basic.qos bounding the unacked messages, basic.consume with
-// manual acks. Settle() is basic.ack, sent
-// only after the inbox transaction committed; a crash before it leaves the message
-// unacked, so the broker delivers it again and the inbox skips it. Redeliver() is
-// basic.nack with requeue, then the connection is dropped: the messages prefetched
-// behind the failed one go back too, to their places, so after the backoff they come
-// again in queue order (nacking the one alone would let its successors overtake it).
-// A lost connection is reopened by the next Next(); what was unacked comes again.
+// manual acks. Settle() is basic.ack, sent only after the inbox transaction
+// committed; a crash before it leaves the message unacked, so the broker delivers it
+// again and the inbox skips it. Redeliver() is basic.nack with requeue, then the
+// connection is dropped: the messages prefetched behind the failed one go back too,
+// to their places, so after the backoff they come again in queue order (nacking the
+// one alone would let its successors overtake it). A lost connection is reopened by
+// the next Next(); what was unacked comes again.
 #include <amqp.h>
 #include <amqp_framing.h>
 #include <sys/time.h>
