@@ -33,7 +33,6 @@
 //         --queue live_1000_rabbitmq --routing-key live_1000_rabbitmq --expect-file F
 #include <amqp.h>
 #include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
 #include <librdkafka/rdkafka.h>
 #include <sys/time.h>
 
@@ -45,13 +44,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "amqp/connection.h"
 
 namespace {
+
+namespace amqp = outboxd::amqp;
 
 struct Flags {
   std::string brokers;
@@ -251,62 +255,34 @@ int RunKafka(const Flags& flags) {
   return code;
 }
 
-bool AmqpOk(amqp_connection_state_t conn, const char* what) {
-  amqp_rpc_reply_t reply = amqp_get_rpc_reply(conn);
-  if (reply.reply_type == AMQP_RESPONSE_NORMAL) return true;
-  std::fprintf(stderr, "outboxd-bench-probe: %s failed (%s)\n", what,
-               reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-                   ? amqp_error_string2(reply.library_error)
-                   : "refused by the broker");
-  return false;
-}
-
-// Connects, declares the exchange (as the relay does), the durable queue and its
-// binding, and starts a no-ack consumer on it; nullptr after printing why not.
-amqp_connection_state_t AmqpConsumer(const Flags& flags) {
-  std::string url = flags.amqp_url;
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(url.data(), &info) != AMQP_STATUS_OK) {
-    std::fprintf(stderr, "outboxd-bench-probe: --amqp-url is not an AMQP URL\n");
+// Connects (amqp/connection.h, as the relay does), declares the exchange, the durable
+// queue and its binding, and starts a no-ack consumer on it; nullptr after printing
+// why not.
+std::unique_ptr<amqp::Connection> AmqpConsumer(const Flags& flags) {
+  absl::StatusOr<std::unique_ptr<amqp::Connection>> conn =
+      amqp::Connection::Open({.url = flags.amqp_url,
+                              .heartbeat = absl::ZeroDuration(),
+                              .connection_name = "outboxd-bench-probe"});
+  const std::string keys[] = {flags.routing_key};
+  absl::Status s = conn.status();
+  if (s.ok()) s = (*conn)->DeclareExchange(flags.exchange, amqp::ExchangeMode::kDeclare);
+  if (s.ok()) s = (*conn)->DeclareBoundQueue(flags.exchange, flags.queue, keys);
+  if (s.ok()) {
+    amqp_basic_consume((*conn)->get(), amqp::kChannel, amqp_cstring_bytes(flags.queue.c_str()),
+                       amqp_empty_bytes, 0, /*no_ack=*/1, 0, amqp_empty_table);
+    s = (*conn)->LastReply("basic.consume");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "outboxd-bench-probe: %s\n", std::string(s.message()).c_str());
     return nullptr;
   }
-  amqp_connection_state_t conn = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn);
-  if (socket == nullptr || amqp_socket_open(socket, info.host, info.port) != AMQP_STATUS_OK) {
-    std::fprintf(stderr, "outboxd-bench-probe: cannot connect to %s:%d\n", info.host, info.port);
-    amqp_destroy_connection(conn);
-    return nullptr;
-  }
-  const char* vhost = *info.vhost == '\0' ? "/" : info.vhost;
-  amqp_rpc_reply_t login = amqp_login(conn, vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0,
-                                      AMQP_SASL_METHOD_PLAIN, info.user, info.password);
-  bool ok = login.reply_type == AMQP_RESPONSE_NORMAL;
-  if (!ok) std::fprintf(stderr, "outboxd-bench-probe: AMQP login failed\n");
-  const amqp_bytes_t queue = amqp_cstring_bytes(flags.queue.c_str());
-  const amqp_bytes_t exchange = amqp_cstring_bytes(flags.exchange.c_str());
-  ok = ok && (amqp_channel_open(conn, 1), AmqpOk(conn, "channel.open"));
-  ok = ok && (amqp_exchange_declare(conn, 1, exchange, amqp_cstring_bytes("topic"), 0, 1, 0, 0,
-                                    amqp_empty_table),
-              AmqpOk(conn, "exchange.declare"));
-  ok = ok && (amqp_queue_declare(conn, 1, queue, 0, 1, 0, 0, amqp_empty_table),
-              AmqpOk(conn, "queue.declare"));
-  ok = ok && (amqp_queue_bind(conn, 1, queue, exchange,
-                              amqp_cstring_bytes(flags.routing_key.c_str()), amqp_empty_table),
-              AmqpOk(conn, "queue.bind"));
-  ok = ok &&
-       (amqp_basic_consume(conn, 1, queue, amqp_empty_bytes, 0, /*no_ack=*/1, 0, amqp_empty_table),
-        AmqpOk(conn, "basic.consume"));
-  if (!ok) {
-    amqp_destroy_connection(conn);
-    return nullptr;
-  }
-  return conn;
+  return *std::move(conn);
 }
 
 int RunAmqp(const Flags& flags) {
-  amqp_connection_state_t conn = AmqpConsumer(flags);
-  if (conn == nullptr) return 2;
+  std::unique_ptr<amqp::Connection> connection = AmqpConsumer(flags);
+  if (connection == nullptr) return 2;
+  amqp_connection_state_t conn = connection->get();
   Ready(flags);
   const int code = Collect(flags, [conn](int timeout_ms) -> std::optional<Got> {
     amqp_maybe_release_buffers(conn);
@@ -319,8 +295,7 @@ int RunAmqp(const Flags& flags) {
     amqp_destroy_envelope(&envelope);
     return got;
   });
-  amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
-  amqp_destroy_connection(conn);
+  connection->Close();
   return code;
 }
 

@@ -24,18 +24,12 @@
 namespace outboxd::amqp {
 namespace {
 
-constexpr amqp_channel_t kChannel = 1;
 // AMQP reply codes (the AMQP 0-9-1 specification, "Constants").
 constexpr int kNoRoute = 312;
-constexpr int kAccessRefused = 403;
-constexpr int kNotFound = 404;
 constexpr int kPreconditionFailed = 406;
-constexpr int kNotAllowed = 530;
 // Frames handled per Poll() after the first, so one Poll() cannot run for ever while
 // the broker keeps sending.
 constexpr int kMaxFramesPerPoll = 10000;
-
-using ConnectionPtr = std::unique_ptr<amqp_connection_state_t_, int (*)(amqp_connection_state_t)>;
 
 amqp_bytes_t Bytes(std::string_view s) {
   return amqp_bytes_t{.len = s.size(), .bytes = const_cast<char*>(s.data())};
@@ -49,99 +43,6 @@ timeval AsTimeval(absl::Duration d) {
   if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
   return absl::ToTimeval(d);
 }
-
-absl::Status StatusForReplyCode(int code, std::string message) {
-  switch (code) {
-    case kAccessRefused:
-    case kNotAllowed:
-      return absl::PermissionDeniedError(std::move(message));
-    case kNotFound:
-      return absl::NotFoundError(std::move(message));
-    case kPreconditionFailed:
-      return absl::FailedPreconditionError(std::move(message));
-    default:
-      return absl::UnavailableError(std::move(message));
-  }
-}
-
-// The reply of a synchronous method as a Status prefixed with `what`.
-absl::Status ReplyStatus(const amqp_rpc_reply_t& reply, absl::string_view what) {
-  switch (reply.reply_type) {
-    case AMQP_RESPONSE_NORMAL:
-      return absl::OkStatus();
-    case AMQP_RESPONSE_NONE:
-      return absl::UnavailableError(absl::StrCat(what, ": no reply from the broker"));
-    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-      return absl::UnavailableError(
-          absl::StrCat(what, ": ", amqp_error_string2(reply.library_error)));
-    case AMQP_RESPONSE_SERVER_EXCEPTION:
-      break;
-  }
-  int code = 0;
-  absl::string_view text;
-  if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-    auto* m = static_cast<amqp_connection_close_t*>(reply.reply.decoded);
-    code = m->reply_code;
-    text = View(m->reply_text);
-  } else if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-    auto* m = static_cast<amqp_channel_close_t*>(reply.reply.decoded);
-    code = m->reply_code;
-    text = View(m->reply_text);
-  }
-  return StatusForReplyCode(code, absl::StrCat(what, ": ", text));
-}
-
-// The URL's parts; the char pointers point into `buffer`, which amqp_parse_url edits.
-struct ParsedUrl {
-  std::string buffer;
-  amqp_connection_info info{};
-  std::string vhost;
-};
-
-absl::StatusOr<std::unique_ptr<ParsedUrl>> ParseUrl(std::string_view url) {
-  auto parsed = std::make_unique<ParsedUrl>();
-  parsed->buffer = std::string(url);
-  amqp_default_connection_info(&parsed->info);
-  if (amqp_parse_url(parsed->buffer.data(), &parsed->info) != AMQP_STATUS_OK) {
-    return absl::InvalidArgumentError(
-        "--amqp-url is not an AMQP URL: expected amqp://user:pass@host:port/vhost or amqps://...");
-  }
-  // "amqp://host/" names the empty vhost by the URI spec, which RabbitMQ has not got;
-  // like pika we read it as the default vhost "/".
-  parsed->vhost = *parsed->info.vhost == '\0' ? "/" : parsed->info.vhost;
-  return parsed;
-}
-
-std::string Redacted(const ParsedUrl& url) {
-  return absl::StrCat(url.info.ssl ? "amqps://" : "amqp://", url.info.host, ":", url.info.port, "/",
-                      url.vhost == "/" ? "" : url.vhost);
-}
-
-// Client properties: the capabilities without which RabbitMQ never sends
-// connection.blocked, nor says ACCESS_REFUSED before closing on a wrong password
-// (otherwise the socket just closes, which reads as a broker outage and is retried),
-// and the name shown by `rabbitmqctl list_connections`.
-struct ClientProperties {
-  amqp_table_entry_t capabilities[3];
-  amqp_table_entry_t entries[2];
-  amqp_table_t table;
-
-  explicit ClientProperties(const std::string& connection_name) {
-    capabilities[0] = {.key = Bytes("connection.blocked"),
-                       .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value = {.boolean = 1}}};
-    capabilities[1] = {.key = Bytes("publisher_confirms"),
-                       .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value = {.boolean = 1}}};
-    capabilities[2] = {.key = Bytes("authentication_failure_close"),
-                       .value = {.kind = AMQP_FIELD_KIND_BOOLEAN, .value = {.boolean = 1}}};
-    entries[0] = {.key = Bytes("capabilities"),
-                  .value = {.kind = AMQP_FIELD_KIND_TABLE,
-                            .value = {.table = {.num_entries = 3, .entries = capabilities}}}};
-    entries[1] = {
-        .key = Bytes("connection_name"),
-        .value = {.kind = AMQP_FIELD_KIND_UTF8, .value = {.bytes = Bytes(connection_name)}}};
-    table = {.num_entries = 2, .entries = entries};
-  }
-};
 
 // "message size 2000000 is larger than configured max size 1048576" (rabbit_channel's
 // check_msg_size) -> 2000000.
@@ -195,27 +96,6 @@ absl::Status CheckSendable(const OutgoingMessage& m) {
 
 }  // namespace
 
-std::string_view OutcomeName(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAcked:
-      return "acked";
-    case Outcome::kUnroutable:
-      return "unroutable";
-    case Outcome::kNacked:
-      return "nacked";
-    case Outcome::kRejected:
-      return "rejected";
-    case Outcome::kConnectionLost:
-      return "connection-lost";
-  }
-  return "unknown";
-}
-
-absl::StatusOr<std::string> RedactedUrl(std::string_view url) {
-  OUTBOXD_ASSIGN_OR_RETURN(auto parsed, ParseUrl(url));
-  return Redacted(*parsed);
-}
-
 struct Publisher::Impl {
   // A published message until its confirm; what a basic.return or a channel.close
   // needs to find it.
@@ -229,9 +109,8 @@ struct Publisher::Impl {
 
   PublisherOptions options;
   CompletionHandler on_completion;
-  std::unique_ptr<ParsedUrl> url;
   std::string where;  // the redacted URL, for errors
-  ConnectionPtr conn{nullptr, &amqp_destroy_connection};
+  std::unique_ptr<Connection> conn;
   uint64_t next_delivery_tag = 1;
   std::map<uint64_t, Pending> pending;  // by delivery tag
   uint64_t pending_bytes = 0;
@@ -242,7 +121,6 @@ struct Publisher::Impl {
   std::vector<amqp_table_entry_t> header_entries;  // reused by Produce
 
   absl::Status Open();
-  absl::Status OpenSocket();
   absl::Status SetUpChannel();
   absl::Status Produce(const OutgoingMessage& message);
   int Poll(absl::Duration timeout);
@@ -255,67 +133,10 @@ struct Publisher::Impl {
   void Deliver(Pending& p, Outcome outcome, std::string_view reason);
 };
 
-absl::Status Publisher::Impl::OpenSocket() {
-  conn.reset(amqp_new_connection());
-  if (conn == nullptr) return absl::ResourceExhaustedError("amqp_new_connection failed");
-  amqp_socket_t* socket = nullptr;
-  if (url->info.ssl) {
-    socket = amqp_ssl_socket_new(conn.get());
-    if (socket == nullptr) return absl::InternalError("amqp_ssl_socket_new failed");
-    const TlsOptions& tls = options.tls;
-    if (!tls.ca_file.empty() && amqp_ssl_socket_set_cacert(socket, tls.ca_file.c_str()) != 0) {
-      return absl::InvalidArgumentError("cannot load the TLS CA file " + tls.ca_file);
-    }
-    if (!tls.cert_file.empty() &&
-        amqp_ssl_socket_set_key(socket, tls.cert_file.c_str(), tls.key_file.c_str()) != 0) {
-      return absl::InvalidArgumentError("cannot load the TLS client certificate " + tls.cert_file +
-                                        " with key " + tls.key_file);
-    }
-    amqp_ssl_socket_set_verify_peer(socket, tls.verify_peer);
-    amqp_ssl_socket_set_verify_hostname(socket, tls.verify_hostname);
-  } else {
-    socket = amqp_tcp_socket_new(conn.get());
-    if (socket == nullptr) return absl::InternalError("amqp_tcp_socket_new failed");
-  }
-  timeval timeout = AsTimeval(options.connect_timeout);
-  amqp_set_handshake_timeout(conn.get(), &timeout);
-  amqp_set_rpc_timeout(conn.get(), &timeout);
-  int rc = amqp_socket_open_noblock(socket, url->info.host, url->info.port, &timeout);
-  if (rc != AMQP_STATUS_OK) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to the AMQP broker at ", where, ": ", amqp_error_string2(rc)));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Publisher::Impl::SetUpChannel() {
-  ClientProperties properties(options.connection_name);
-  int heartbeat = static_cast<int>(absl::ToInt64Seconds(options.heartbeat));
-  amqp_rpc_reply_t login = amqp_login_with_properties(
-      conn.get(), url->vhost.c_str(), /*channel_max=*/0, AMQP_DEFAULT_FRAME_SIZE, heartbeat,
-      &properties.table, AMQP_SASL_METHOD_PLAIN, url->info.user, url->info.password);
-  absl::Status s = ReplyStatus(login, absl::StrCat("AMQP login to ", where));
-  if (s.code() == absl::StatusCode::kPermissionDenied &&
-      login.reply.id == AMQP_CONNECTION_CLOSE_METHOD &&
-      static_cast<amqp_connection_close_t*>(login.reply.decoded)->reply_code == kAccessRefused) {
-    return absl::UnauthenticatedError(absl::StrCat(s.message(), "; check the user and password"));
-  }
-  OUTBOXD_RETURN_IF_ERROR(s);
-  amqp_channel_open(conn.get(), kChannel);
-  OUTBOXD_RETURN_IF_ERROR(ReplyStatus(amqp_get_rpc_reply(conn.get()), "channel.open"));
-  amqp_confirm_select(conn.get(), kChannel);
-  OUTBOXD_RETURN_IF_ERROR(ReplyStatus(amqp_get_rpc_reply(conn.get()), "confirm.select"));
-  bool passive = options.exchange_mode == ExchangeMode::kPassive;
-  amqp_exchange_declare(conn.get(), kChannel, Bytes(options.exchange), Bytes("topic"), passive,
-                        /*durable=*/1, /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
-  s = ReplyStatus(amqp_get_rpc_reply(conn.get()),
-                  absl::StrCat(passive ? "checking" : "declaring", " exchange ", options.exchange));
-  if (s.code() == absl::StatusCode::kNotFound) {
-    return absl::NotFoundError(absl::StrCat(s.message(),
-                                            "; declare it as a durable topic exchange "
-                                            "or let outboxd declare it"));
-  }
-  return s;
+  amqp_confirm_select(conn->get(), kChannel);
+  OUTBOXD_RETURN_IF_ERROR(conn->LastReply("confirm.select"));
+  return conn->DeclareExchange(options.exchange, options.exchange_mode);
 }
 
 absl::Status Publisher::Impl::Open() {
@@ -323,8 +144,17 @@ absl::Status Publisher::Impl::Open() {
   last_returned = 0;
   blocked = false;
   blocked_reason.clear();
-  absl::Status s = OpenSocket();
-  if (s.ok()) s = SetUpChannel();
+  absl::StatusOr<std::unique_ptr<Connection>> opened =
+      Connection::Open({.url = options.url,
+                        .tls = options.tls,
+                        .connect_timeout = options.connect_timeout,
+                        .heartbeat = options.heartbeat,
+                        .connection_name = options.connection_name});
+  absl::Status s = opened.status();
+  if (s.ok()) {
+    conn = *std::move(opened);
+    s = SetUpChannel();
+  }
   if (!s.ok()) {
     conn.reset();
     health = absl::UnavailableError(s.message());
@@ -375,7 +205,7 @@ absl::Status Publisher::Impl::Produce(const OutgoingMessage& message) {
                      .entries = header_entries.data()};
   }
   int rc =
-      amqp_basic_publish(conn.get(), kChannel, Bytes(options.exchange), Bytes(message.routing_key),
+      amqp_basic_publish(conn->get(), kChannel, Bytes(options.exchange), Bytes(message.routing_key),
                          /*mandatory=*/1, /*immediate=*/0, &props, Bytes(message.body));
   if (rc != AMQP_STATUS_OK) {
     absl::Status lost = absl::UnavailableError(
@@ -397,7 +227,7 @@ int Publisher::Impl::Poll(absl::Duration timeout) {
   timeval zero{0, 0};
   for (int frames = 0; conn != nullptr && frames < kMaxFramesPerPoll; ++frames) {
     amqp_frame_t frame;
-    int rc = amqp_simple_wait_frame_noblock(conn.get(), &frame, frames == 0 ? &first : &zero);
+    int rc = amqp_simple_wait_frame_noblock(conn->get(), &frame, frames == 0 ? &first : &zero);
     if (rc == AMQP_STATUS_TIMEOUT) break;
     if (rc != AMQP_STATUS_OK) {
       served += Lose(absl::UnavailableError(
@@ -406,7 +236,7 @@ int Publisher::Impl::Poll(absl::Duration timeout) {
     }
     served += HandleFrame(frame);
   }
-  if (conn != nullptr) amqp_maybe_release_buffers(conn.get());
+  if (conn != nullptr) amqp_maybe_release_buffers(conn->get());
   return served;
 }
 
@@ -476,7 +306,7 @@ int Publisher::Impl::HandleReturn(const amqp_basic_return_t& m) {
                            : absl::StrCat("returned: ", m.reply_code, " ", View(m.reply_text),
                                           " for routing key ", routing_key);
   amqp_message_t message;
-  amqp_rpc_reply_t read = amqp_read_message(conn.get(), kChannel, &message, 0);
+  amqp_rpc_reply_t read = amqp_read_message(conn->get(), kChannel, &message, 0);
   if (read.reply_type != AMQP_RESPONSE_NORMAL) {
     return Lose(absl::UnavailableError(absl::StrCat("reading a returned message from ", where, ": ",
                                                     ReplyStatus(read, "basic.return").message())));
@@ -502,7 +332,7 @@ int Publisher::Impl::HandleReturn(const amqp_basic_return_t& m) {
 // channel; the broker's text names the size, which tells the refused one apart.
 int Publisher::Impl::HandleChannelClose(const amqp_channel_close_t& m) {
   amqp_channel_close_ok_t ok{};
-  amqp_send_method(conn.get(), kChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+  amqp_send_method(conn->get(), kChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
   absl::string_view text = View(m.reply_text);
   int served = 0;
   std::optional<uint64_t> size;
@@ -523,7 +353,7 @@ int Publisher::Impl::HandleChannelClose(const amqp_channel_close_t& m) {
 
 int Publisher::Impl::HandleConnectionClose(const amqp_connection_close_t& m) {
   amqp_connection_close_ok_t ok{};
-  amqp_send_method(conn.get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+  amqp_send_method(conn->get(), 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
   return Lose(absl::UnavailableError(absl::StrCat("connection closed by the broker at ", where,
                                                   ": ", m.reply_code, " ", View(m.reply_text))));
 }
@@ -554,8 +384,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Connect(const PublisherOpt
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->on_completion = std::move(on_completion);
-  OUTBOXD_ASSIGN_OR_RETURN(impl->url, ParseUrl(options.url));
-  impl->where = Redacted(*impl->url);
+  OUTBOXD_ASSIGN_OR_RETURN(impl->where, RedactedUrl(options.url));
   OUTBOXD_RETURN_IF_ERROR(impl->Open());
   return std::unique_ptr<Publisher>(new Publisher(std::move(impl)));
 }
@@ -586,7 +415,7 @@ absl::Status Publisher::Reconnect() {
 void Publisher::Close() {
   if (impl_->conn == nullptr) return;
   // Bounded by the rpc timeout set at connect; frames for the channel are skipped.
-  amqp_connection_close(impl_->conn.get(), AMQP_REPLY_SUCCESS);
+  amqp_connection_close(impl_->conn->get(), AMQP_REPLY_SUCCESS);
   impl_->Lose(absl::UnavailableError(absl::StrCat("connection to ", impl_->where, " closed")));
 }
 
@@ -597,12 +426,12 @@ bool Publisher::Blocked() const { return impl_->blocked; }
 std::string_view Publisher::BlockedReason() const { return impl_->blocked_reason; }
 
 int Publisher::socket_fd() const {
-  return impl_->conn == nullptr ? -1 : amqp_get_sockfd(impl_->conn.get());
+  return impl_->conn == nullptr ? -1 : amqp_get_sockfd(impl_->conn->get());
 }
 
 bool Publisher::HasBufferedFrames() const {
   return impl_->conn != nullptr &&
-         (amqp_frames_enqueued(impl_->conn.get()) || amqp_data_in_buffer(impl_->conn.get()));
+         (amqp_frames_enqueued(impl_->conn->get()) || amqp_data_in_buffer(impl_->conn->get()));
 }
 
 int Publisher::InFlight() const { return static_cast<int>(impl_->pending.size()); }

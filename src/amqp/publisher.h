@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "amqp/connection.h"
 
 namespace outboxd::amqp {
 
@@ -80,8 +81,6 @@ enum class Outcome {
   kConnectionLost,  // the connection or channel ended first: publish it again
 };
 
-std::string_view OutcomeName(Outcome outcome);
-
 struct Completion {
   uint64_t tag = 0;
   Outcome outcome = Outcome::kAcked;
@@ -92,40 +91,17 @@ struct Completion {
 
 using CompletionHandler = std::function<void(const Completion&)>;
 
-enum class ExchangeMode {
-  kDeclare,  // exchange.declare: creates the durable topic exchange if missing
-  kPassive,  // passive declare: the exchange must exist already
-};
-
-// For amqps:// URLs (rabbitmq-c built with OpenSSL). rabbitmq-c does not load the
-// system's CA store, so verify_peer needs ca_file; verify_hostname checks the
-// certificate's DNS names and CN only (rabbitmq-c 0.11), so name the host in the URL,
-// not its IP address.
-struct TlsOptions {
-  std::string ca_file;
-  std::string cert_file;  // client certificate, with key_file
-  std::string key_file;
-  bool verify_peer = true;
-  bool verify_hostname = true;
-};
-
 struct PublisherOptions {
   std::string url;  // amqp://user:pass@host:port/vhost or amqps://...; "/" alone = vhost "/"
   std::string exchange = "outboxd";
   ExchangeMode exchange_mode = ExchangeMode::kDeclare;
+  // As in ConnectionOptions (amqp/connection.h); rabbitmq-c answers heartbeats only
+  // inside Poll()/Produce(), so the caller must poll more often than heartbeat/2.
   TlsOptions tls;
-  // Bounds the TCP (and TLS) connect, the handshake and each set-up RPC.
   absl::Duration connect_timeout = absl::Seconds(10);
-  // Negotiated heartbeat; 0 turns heartbeats off. rabbitmq-c sends and checks them
-  // only inside Poll()/Produce(), so the caller must poll more often than this/2.
   absl::Duration heartbeat = absl::Seconds(30);
-  // Shown by `rabbitmqctl list_connections client_properties` and the management UI.
   std::string connection_name = "outboxd";
 };
-
-// The host, port and vhost of an amqp:// URL, never its password (for logs/errors).
-// InvalidArgument for what rabbitmq-c cannot parse.
-absl::StatusOr<std::string> RedactedUrl(std::string_view url);
 
 class Publisher {
  public:

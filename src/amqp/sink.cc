@@ -1,6 +1,6 @@
-// amqp::Sink: the entries the relay produced until each is reported, chained per key
-// so that only the first of each key is ever published; the waiting list (never
-// sent, or to be sent again) published lowest sequence first; and the reconnect,
+// amqp::Sink: the entries the relay produced until each is reported; their per-key
+// order (sink/key_order.h: only the first of each key is ever published, the ready
+// ones lowest sequence first, never sent or to be sent again); and the reconnect,
 // retry and timeout deadlines behind one timerfd, watched with the connection's
 // socket by one epoll descriptor (wake_fd()).
 #include "amqp/sink.h"
@@ -16,12 +16,10 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -29,6 +27,7 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "sink/key_order.h"
 
 namespace outboxd::amqp {
 namespace {
@@ -44,8 +43,8 @@ constexpr std::string_view kCreatedAtHeader = "created_at";
 constexpr std::string_view kJsonContentType = "application/json";
 // What an entry holds beside its StoredMessage, counted in InFlightBytes() so the
 // relay's --max-in-flight-bytes bounds the sink's memory, not only the message text:
-// the map node with the Entry (~120 bytes), the two allocations' headers, and the
-// waiting-set node or key line it may have.
+// the map node with the Entry (~120 bytes), the two allocations' headers, and what
+// KeyOrder holds for it (a ready-set node, or a link behind its key's previous one).
 constexpr uint64_t kEntryOverhead = 192;
 
 // created_at as the encoder writes it (ISO-8601 with offset, e.g.
@@ -135,13 +134,6 @@ struct Sink::Impl {
     absl::Time produced_at;
     uint64_t bytes = 0;  // what it holds in memory (see kEntryOverhead)
     int publishes = 0;
-    uint64_t next_of_key = 0;  // the next entry with this key, held until this one is reported
-  };
-  // The unreported entries of one key, chained through Entry::next_of_key: `first` is
-  // the only one that may be published; the others wait for its report.
-  struct KeyLine {
-    uint64_t first = 0;
-    uint64_t last = 0;
   };
   // A Publisher completion, kept until Step() serves it (its reason copied: the
   // Publisher's view ends with the callback).
@@ -168,8 +160,7 @@ struct Sink::Impl {
   absl::Status fatal;
 
   std::map<uint64_t, Entry> entries;  // by sequence = produce order
-  std::set<uint64_t> waiting;         // to publish (again), lowest first; firsts of keys only
-  absl::flat_hash_map<std::string, KeyLine> lines;  // by key
+  sink::KeyOrder order;               // which entries may be published (again) now
   uint64_t next_seq = 1;
   uint64_t bytes = 0;
   std::vector<Done> done;
@@ -195,12 +186,11 @@ struct Sink::Impl {
   void TryReconnect();
   OutgoingMessage ToAmqp(uint64_t seq, const Entry& e);
   absl::Status PublishOne(uint64_t seq);
-  void PublishWaiting();
+  void PublishReady();
   int Step();
   int ServeDone();
   int ExpireTimedOut();
   void NoticeState();
-  void Enqueue(uint64_t seq);
   void Report(std::map<uint64_t, Entry>::iterator it, const absl::Status& status);
   int Fail(std::map<uint64_t, Entry>::iterator it, const absl::Status& status);
   void Remove(std::map<uint64_t, Entry>::iterator it);
@@ -243,7 +233,7 @@ void Sink::Impl::TryReconnect() {
     if (ever_connected) {
       ++counters.reconnects;
       spdlog::info("reconnected to RabbitMQ at {}; publishing {} waiting messages again, in order",
-                   where, waiting.size());
+                   where, order.ready());
     }
     ever_connected = true;
     return;
@@ -275,26 +265,26 @@ OutgoingMessage Sink::Impl::ToAmqp(uint64_t seq, const Entry& e) {
   return m;
 }
 
-// Publishes one waiting entry. Unavailable: the connection was lost (the Publisher
+// Publishes one ready entry. Unavailable: the connection was lost (the Publisher
 // completed the unconfirmed ones as lost); ResourceExhausted: blocked; InvalidArgument:
 // AMQP cannot carry this message.
 absl::Status Sink::Impl::PublishOne(uint64_t seq) {
   Entry& e = entries.at(seq);
   absl::Status s = publisher->Produce(ToAmqp(seq, e));
   if (!s.ok()) return s;
-  waiting.erase(seq);
+  order.Sent(seq);
   if (e.publishes++ > 0) ++counters.republished;
   return s;
 }
 
-void Sink::Impl::PublishWaiting() {
-  while (!waiting.empty() && connected && publisher->Health().ok() && !publisher->Blocked() &&
+void Sink::Impl::PublishReady() {
+  while (order.ready() > 0 && connected && publisher->Health().ok() && !publisher->Blocked() &&
          absl::Now() >= retry_at) {
-    const uint64_t seq = *waiting.begin();
+    const uint64_t seq = *order.NextReady();
     absl::Status s = PublishOne(seq);
     if (s.code() == absl::StatusCode::kInvalidArgument) {
       // Reported from Step(), like every outcome: never from inside Produce().
-      waiting.erase(seq);
+      order.Sent(seq);
       done.push_back(
           {.seq = seq, .outcome = Outcome::kRejected, .reason = std::string(s.message())});
       continue;
@@ -303,41 +293,15 @@ void Sink::Impl::PublishWaiting() {
   }
 }
 
-// A new entry goes behind the unreported ones of its key; the first of a key waits
-// to be published at once. One message per key at the broker keeps per-key order
-// past a basic.return, a refusal or a nack: a follower published before the broker
-// answered for its predecessor would already sit in a queue when the predecessor
-// comes back to be dead-lettered, replayed later, behind it.
-void Sink::Impl::Enqueue(uint64_t seq) {
-  Entry& e = entries.at(seq);
-  auto [line, fresh] =
-      lines.try_emplace(std::string(e.message.key()), KeyLine{.first = seq, .last = seq});
-  if (fresh) {
-    waiting.insert(seq);
-    return;
-  }
-  entries.at(line->second.last).next_of_key = seq;
-  line->second.last = seq;
-}
-
 // Reports go in key order (a follower is published only after its predecessor's
 // report, expiry goes oldest first), so `it` is the first of its key: the next one
 // takes its place and may be published.
 void Sink::Impl::Remove(std::map<uint64_t, Entry>::iterator it) {
   const Entry& e = it->second;
-  // This abseil's string_view is its own type: the heterogeneous lookup needs one.
   const std::string_view key = e.message.key();
-  auto line = lines.find(absl::string_view(key.data(), key.size()));
-  const bool first = line != lines.end() && line->second.first == it->first;
-  assert(first && "an entry is reported only as the first of its key");
-  if (first && e.next_of_key == 0) {
-    lines.erase(line);
-  } else if (first) {
-    line->second.first = e.next_of_key;
-    waiting.insert(e.next_of_key);
-  }
+  // This abseil's string_view is its own type.
+  order.Remove(it->first, absl::string_view(key.data(), key.size()));
   bytes -= e.bytes;
-  waiting.erase(it->first);
   entries.erase(it);
 }
 
@@ -359,15 +323,14 @@ void Sink::Impl::Report(std::map<uint64_t, Entry>::iterator it, const absl::Stat
 // the relay dead-letters them in order behind it, as its gate does for the events it
 // meets after a dead letter. Returns how many were reported.
 int Sink::Impl::Fail(std::map<uint64_t, Entry>::iterator it, const absl::Status& status) {
-  uint64_t next = it->second.next_of_key;
+  const std::vector<uint64_t> followers = order.Followers(it->first);
   const absl::Status follows = absl::FailedPreconditionError(
       absl::StrCat("follows an earlier message of its key that failed: ", status.message()));
   Report(it, status);
   int served = 1;
-  while (next != 0) {
-    auto follower = entries.find(next);
+  for (uint64_t seq : followers) {
+    auto follower = entries.find(seq);
     if (follower == entries.end()) break;
-    next = follower->second.next_of_key;
     Report(follower, follows);
     ++served;
   }
@@ -375,7 +338,7 @@ int Sink::Impl::Fail(std::map<uint64_t, Entry>::iterator it, const absl::Status&
 }
 
 // Serves the Publisher's completions: acks and failures are reported, lost and
-// nacked messages go back to the waiting list.
+// nacked messages are ready to be published again.
 int Sink::Impl::ServeDone() {
   int served = 0;
   std::vector<Done> batch;
@@ -401,7 +364,7 @@ int Sink::Impl::ServeDone() {
         break;
       case Outcome::kNacked: {
         ++counters.nacked;
-        waiting.insert(d.seq);
+        order.Resend(d.seq);
         const absl::Duration wait = nack_backoff.Next();
         retry_at = absl::Now() + wait;
         spdlog::warn(
@@ -411,7 +374,7 @@ int Sink::Impl::ServeDone() {
         break;
       }
       case Outcome::kConnectionLost:
-        waiting.insert(d.seq);
+        order.Resend(d.seq);
         break;
     }
   }
@@ -443,7 +406,7 @@ void Sink::Impl::NoticeState() {
     spdlog::warn(
         "RabbitMQ connection lost ({}); {} unconfirmed messages will be published again, "
         "in order, once reconnected",
-        publisher->Health(), waiting.size());
+        publisher->Health(), order.ready());
   }
   const bool now_blocked = connected && publisher->Blocked();
   if (now_blocked && !blocked) {
@@ -462,7 +425,7 @@ int Sink::Impl::Step() {
   int served = ServeDone();
   NoticeState();
   if (!connected && fatal.ok() && absl::Now() >= reconnect_at) TryReconnect();
-  if (connected) PublishWaiting();
+  if (connected) PublishReady();
   served += ServeDone();
   NoticeState();
   served += ExpireTimedOut();
@@ -491,7 +454,7 @@ void Sink::Impl::ArmTimer() {
   absl::Time next = absl::InfiniteFuture();
   if (!connected && fatal.ok()) next = std::min(next, reconnect_at);
   // Blocked, the socket wakes us (connection.unblocked): no timer, or it would spin.
-  if (connected && !publisher->Blocked() && !waiting.empty()) next = std::min(next, retry_at);
+  if (connected && !publisher->Blocked() && order.ready() > 0) next = std::min(next, retry_at);
   if (delivery_timeout != absl::InfiniteDuration() && !entries.empty()) {
     next = std::min(next, entries.begin()->second.produced_at + delivery_timeout);
   }
@@ -568,10 +531,11 @@ absl::Status Sink::Produce(const sink::OutgoingMessage& message) {
   const uint64_t seq = m.next_seq++;
   auto [it, added] = m.entries.emplace(seq, std::move(e));
   m.bytes += it->second.bytes;
-  m.Enqueue(seq);
+  const std::string_view key = it->second.message.key();
+  m.order.Add(seq, absl::string_view(key.data(), key.size()));
   // Nothing waits before it, of its key or any other: publish now, so a message AMQP
   // cannot carry is refused here, as the interface asks. Otherwise it waits its turn.
-  if (m.waiting.size() == 1 && *m.waiting.begin() == seq && m.connected &&
+  if (m.order.ready() == 1 && m.order.NextReady() == seq && m.connected &&
       m.publisher->Health().ok() && absl::Now() >= m.retry_at) {
     absl::Status s = m.PublishOne(seq);
     if (s.code() == absl::StatusCode::kInvalidArgument ||
@@ -623,8 +587,7 @@ int Sink::Close(absl::Duration flush_timeout) {
   impl_->on_delivery = nullptr;
   const int dropped = static_cast<int>(impl_->entries.size());
   impl_->entries.clear();
-  impl_->waiting.clear();
-  impl_->lines.clear();
+  impl_->order.Clear();
   // connection.close, bounded by the connect timeout; what was unconfirmed completes
   // as lost into `done`, which goes with impl_.
   if (impl_->publisher != nullptr) impl_->publisher->Close();

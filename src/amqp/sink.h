@@ -16,14 +16,12 @@
 // is bound for (basic.return) or the broker refuses (over max_message_size) is
 // reported failed, which the relay dead-letters.
 //
-// Per-key order past those: at most one message per key is at the broker at a time;
-// the key's later messages wait in the sink until it is confirmed. So a nacked message
-// is never overtaken, and when one fails, its key's later messages (none published)
-// are reported failed right behind it ("follows an earlier message of its key that
-// failed: ..."): the relay dead-letters them in order, and a replay delivers them in
-// order. Published at once, they would sit in the queue before the failed one's
-// replay. The price is a confirm round trip per message of one key; across keys the
-// sink publishes as much as the relay hands it.
+// Per-key order past those is sink::KeyOrder's rule (sink/key_order.h): at most one
+// message per key is at the broker at a time; the key's later messages wait in the
+// sink until it is confirmed. So a nacked message is never overtaken, and when one
+// fails, its key's later messages (none published) are reported failed right behind
+// it ("follows an earlier message of its key that failed: ..."): the relay
+// dead-letters them in order, and a replay delivers them in order.
 //
 // A broker under a memory or disk alarm blocks the connection (connection.blocked):
 // Produce() then answers ResourceExhausted, so the relay stops reading and keeps

@@ -102,21 +102,17 @@ void Progress::Record(absl::Time now) {
   while (samples_.size() > 2 && samples_[1].at <= now - kWindow) samples_.pop_front();
 }
 
-std::optional<double> Progress::Rate() const {
+std::optional<double> Progress::RateOf(int64_t Sample::*count) const {
   const Sample& first = samples_.front();
   const Sample& last = samples_.back();
   const double seconds = absl::ToDoubleSeconds(last.at - first.at);
   if (seconds <= 0) return std::nullopt;
-  return static_cast<double>(last.done - first.done) / seconds;
+  return static_cast<double>(last.*count - first.*count) / seconds;
 }
 
-std::optional<double> Progress::ItemRate() const {
-  const Sample& first = samples_.front();
-  const Sample& last = samples_.back();
-  const double seconds = absl::ToDoubleSeconds(last.at - first.at);
-  if (seconds <= 0) return std::nullopt;
-  return static_cast<double>(last.items - first.items) / seconds;
-}
+std::optional<double> Progress::Rate() const { return RateOf(&Sample::done); }
+
+std::optional<double> Progress::ItemRate() const { return RateOf(&Sample::items); }
 
 std::optional<absl::Duration> Progress::TimeLeft() const {
   if (!options_.total) return std::nullopt;

@@ -91,6 +91,8 @@ class Progress {
     int64_t items;
   };
   void Record(absl::Time now);
+  // Per second across the window, of one count of the samples.
+  std::optional<double> RateOf(int64_t Sample::*count) const;
   void Draw(std::string_view line);
 
   Options options_;

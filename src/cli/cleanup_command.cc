@@ -11,8 +11,7 @@ namespace outboxd::cli {
 namespace {
 
 struct CleanupCommand {
-  std::string pg;
-  SecretFlags secrets;
+  PgFlags pg;
   ops::CleanupOptions options;
   DurationFlag retention{"7d"};
   DurationFlag inbox_retention{"30d"};
@@ -20,8 +19,7 @@ struct CleanupCommand {
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "cleanup", "Delete acknowledged outbox rows and old inbox rows, in short batches");
-    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
-    AddPgSecretFlags(cmd, secrets);
+    AddPgFlags(cmd, pg);
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "retention", retention,
          "Delete acknowledged outbox rows older than this (never an unacknowledged one)")
@@ -42,11 +40,10 @@ struct CleanupCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.retention = retention.value;
     options.inbox_retention = inbox_retention.value;
     options.progress = ops::CleanupProgress::kReported;
-    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    absl::StatusOr<pg::Connection> conn = ConnectPg(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::CleanupResult> done = ops::Cleanup(*conn, options);
     if (!done.ok()) return Fail(done.status(), Phase::kStarting);

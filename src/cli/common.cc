@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/annotate.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -139,52 +138,6 @@ CLI::Option* Flag(CLI::App* app, const std::string& name, DurationFlag& flag,
       },
       "");
   return Flag(app, name, flag.text, help)->check(parse);
-}
-
-absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
-                                  kafka::PublisherOptions& options) {
-  for (const std::string& pair : pairs) {
-    size_t eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--kafka \"", pair, "\": expected KEY=VALUE, e.g. --kafka linger.ms=5"));
-    }
-    options.properties.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
-  }
-  return absl::OkStatus();
-}
-
-void AddAllowUnsafeKafkaFlag(CLI::App* cmd, bool& allow) {
-  Switch(cmd, "allow-unsafe-kafka", allow,
-         "Accept --kafka settings that can lose or reorder events (enable.idempotence=false, "
-         "acks other than all, ...); logged at every start and exported as "
-         "outboxd_unsafe_kafka_config");
-}
-
-absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options,
-                                          kafka::MessageTimeout timeout, bool allow) {
-  absl::StatusOr<std::vector<kafka::UnsafeSetting>> checked =
-      kafka::UnsafeSettings(options, timeout);
-  if (!checked.ok()) {
-    return Annotate(checked.status(), "",
-                    "; fix that --kafka setting (names and values as in librdkafka's "
-                    "CONFIGURATION.md)");
-  }
-  const std::vector<kafka::UnsafeSetting>& unsafe = *checked;
-  if (unsafe.empty()) return false;
-  std::string settings;
-  for (const kafka::UnsafeSetting& u : unsafe) {
-    absl::StrAppend(&settings, settings.empty() ? "" : ", ", u.setting, " (", u.risk, ")");
-  }
-  if (!allow) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kafka ", settings,
-        " voids outboxd's promise that every event is delivered, in order per aggregate; "
-        "remove it, or pass --allow-unsafe-kafka to run with it anyway"));
-  }
-  spdlog::warn("--allow-unsafe-kafka: running with --kafka {}; events may be lost or reordered",
-               settings);
-  return true;
 }
 
 StopOnSignals::StopOnSignals(StopSignal* stop) {

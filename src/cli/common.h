@@ -1,5 +1,6 @@
 // Shared by the subcommands: flags with their OUTBOXD_* environment variables, exit
-// codes, durations, --kafka properties, the stop signal.
+// codes, durations, the outbox's column and format flags, the stop signal. Each
+// sink's flags are in cli/sink_flags.h.
 //
 //   Flag(cmd, "pg", pg, "PostgreSQL conninfo")->required();   // --pg or OUTBOXD_PG
 //   if (!status.ok()) return Fail(status, Phase::kStarting);
@@ -14,10 +15,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "kafka/publisher.h"
+#include "base/stop_signal.h"
 #include "outbox/event.h"
 #include "outbox/message_format.h"
-#include "base/stop_signal.h"
 
 namespace outboxd::cli {
 
@@ -92,24 +92,6 @@ struct DurationFlag {
 };
 CLI::Option* Flag(CLI::App* app, const std::string& name, DurationFlag& flag,
                   const std::string& help);
-
-// --kafka KEY=VALUE pairs into the publisher's property list.
-absl::Status ParseKafkaProperties(const std::vector<std::string>& pairs,
-                                  kafka::PublisherOptions& options);
-
-// --allow-unsafe-kafka (OUTBOXD_ALLOW_UNSAFE_KAFKA, allow-unsafe-kafka in --config):
-// for run, poll and dead-letter replay.
-void AddAllowUnsafeKafkaFlag(CLI::App* cmd, bool& allow);
-
-// The --kafka settings that void "every event delivered, in order per aggregate"
-// (kafka::UnsafeSettings) are refused with one line naming them and
-// --allow-unsafe-kafka (InvalidArgument, exit 2); with `allow` they are named in a
-// warning instead, at every start. Returns whether one is in force (the
-// outboxd_unsafe_kafka_config gauge).
-//   OUTBOXD_ASSIGN_OR_RETURN(bool unsafe, CheckKafkaDurability(kafka_options,
-//       kafka::MessageTimeout::kMustBeInfinite, allow_unsafe_kafka));
-absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options,
-                                          kafka::MessageTimeout timeout, bool allow);
 
 // SIGTERM and SIGINT notify `stop` until the returned guard is destroyed.
 class StopOnSignals {

@@ -65,17 +65,13 @@ std::string LetterJson(const outbox::DeadLetter& l) {
 }
 
 struct DeadLetterCommand {
-  std::string pg;
-  SecretFlags secrets;
+  PgFlags pg;
   std::string table = "outbox";
   std::string slot = "outboxd";
   std::string aggregate;
-  std::vector<std::string> kafka_properties;
   FormatFlags format;
   ops::ReplayOptions replay;
-  bool allow_unsafe_kafka = false;
-  kafka::PublisherOptions kafka_options;  // the sink: replay.make_sink is made from it
-  SinkFlags sink_flags;
+  SinkFlags sink_flags;  // the sink: replay.make_sink
   bool json = false;
   CLI::App* list = nullptr;
   CLI::App* replay_cmd = nullptr;
@@ -92,8 +88,7 @@ struct DeadLetterCommand {
                                      "Republish dead letters in order, removing each "
                                      "once acknowledged");
     for (CLI::App* sub : {list, replay_cmd}) {
-      Flag(sub, "pg", pg, "PostgreSQL conninfo or URI")->required();
-      AddPgSecretFlags(sub, secrets);
+      AddPgFlags(sub, pg);
       Flag(sub, "table", table, "Outbox table (dead letters live in <table>_dead_letter)")
           ->capture_default_str();
       Flag(sub, "slot", slot,
@@ -107,12 +102,7 @@ struct DeadLetterCommand {
            "included, instead of the table: seq, id, aggregate_id, type, topic, created_at, lsn, "
            "dead_at, error, payload (bytes that are not UTF-8 as U+FFFD), slot (null for a letter "
            "from before slots were recorded)");
-    Flag(replay_cmd, "brokers", kafka_options.brokers,
-         "Kafka bootstrap servers (required with --sink kafka)");
-    Flag(replay_cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
-    AddSinkFlags(replay_cmd, sink_flags);
-    AddAllowUnsafeKafkaFlag(replay_cmd, allow_unsafe_kafka);
-    AddKafkaSecretFlags(replay_cmd, secrets);
+    AddSinkFlags(replay_cmd, sink_flags, "Kafka bootstrap servers (required with --sink kafka)");
     Flag(replay_cmd, "topic", replay.topic_template,
          "Topic template for the replay (default: each letter's original topic)");
     // As the relay that dead-lettered them ran: letters hold the payload, not the value.
@@ -121,11 +111,10 @@ struct DeadLetterCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     absl::StatusOr<pg::TableName> outbox_table = outbox::ParseOutboxTable(table);
     if (!outbox_table.ok()) return Fail(outbox_table.status(), Phase::kStarting);
     replay.table_name = outbox_table->name;
-    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    absl::StatusOr<pg::Connection> conn = ConnectPg(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     outbox::DeadLetterStore store(table, slot);
     if (!aggregate.empty()) replay.aggregate = aggregate;
@@ -173,18 +162,12 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    for (absl::Status s : {ParseKafkaProperties(kafka_properties, kafka_options),
-                           ResolveFormat(format, replay.format)}) {
+    for (absl::Status s : {ResolveFormat(format, replay.format), ResolveSinkFlags(sink_flags)}) {
       if (!s.ok()) return Fail(s, Phase::kStarting);
     }
-    if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok())
-      return Fail(s, Phase::kStarting);
-    if (absl::Status s = CheckBrokersGiven(sink_flags, kafka_options); !s.ok())
-      return Fail(s, Phase::kStarting);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
-    bool unsafe_kafka = false;
     absl::StatusOr<sink::SinkFactory> make_sink =
-        RetryingSinkFactory(sink_flags, kafka_options, allow_unsafe_kafka, &unsafe_kafka);
+        MakeSinkFactory(sink_flags, kafka::MessageTimeout::kMayBeFinite);
     if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);
     replay.make_sink = *std::move(make_sink);
     absl::StatusOr<ops::ReplayReport> report = ops::ReplayDeadLetters(conn, store, replay);

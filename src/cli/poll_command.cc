@@ -5,9 +5,7 @@
 #include "base/startup_retry.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/logging.h"
-#include "cli/secrets.h"
-#include "cli/sink_flags.h"
+#include "cli/relay_flags.h"
 #include "observe/endpoints.h"
 #include "observe/http_server.h"
 #include "observe/stall_watch.h"
@@ -20,23 +18,17 @@ namespace {
 
 struct PollCommand {
   poll::PollOptions options;
-  kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
-  std::vector<std::string> kafka_properties;
-  SecretFlags secrets;
-  SinkFlags sink_flags;
-  FormatFlags format;
-  std::string metrics;  // off by default: several instances often share a host
+  // The sink: options.make_sink. --metrics off by default: several instances often
+  // share a host.
+  RelayFlags flags;
   DurationFlag interval{"500ms"};
   DurationFlag publish_timeout{"30s"};
   DurationFlag healthz_stall{"30s"};
   bool install_notify_trigger = false;
-  bool allow_unsafe_kafka = false;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka or RabbitMQ by polling");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", kafka_options.brokers,
-         "Kafka bootstrap servers HOST:PORT[,...] (required with --sink kafka)");
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval, "Sleep after an empty batch")->capture_default_str();
     Flag(cmd, "publish-timeout", publish_timeout,
@@ -49,15 +41,7 @@ struct PollCommand {
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
         ->capture_default_str();
-    Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
-    AddSinkFlags(cmd, sink_flags);
-    AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
-    AddPgSecretFlags(cmd, secrets);
-    AddKafkaSecretFlags(cmd, secrets);
-    AddFormatFlags(cmd, format);
-    Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
-        ->capture_default_str();
-    AddColumnFlags(cmd, options.columns);
+    AddRelayFlags(cmd, flags, options.columns);
     Flag(cmd, "healthz-stall", healthz_stall,
          "/healthz answers 503 once events have been in flight or failing this long with no "
          "acknowledgement")
@@ -66,16 +50,12 @@ struct PollCommand {
   }
 
   int Run() {
-    for (absl::Status s :
-         {ParseKafkaProperties(kafka_properties, kafka_options),
-          ApplyPgSecrets(secrets, options.conninfo), ApplyKafkaSecrets(secrets, kafka_options),
-          CheckBrokersGiven(sink_flags, kafka_options), ResolveFormat(format, options.format)}) {
-      if (!s.ok()) return Fail(s, Phase::kStarting);
+    if (absl::Status s = ResolveRelayFlags(flags, options.conninfo, options.format); !s.ok()) {
+      return Fail(s, Phase::kStarting);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
-    bool unsafe_kafka = false;
     absl::StatusOr<sink::SinkFactory> make_sink =
-        RetryingSinkFactory(sink_flags, kafka_options, allow_unsafe_kafka, &unsafe_kafka);
+        MakeSinkFactory(flags.sink, kafka::MessageTimeout::kMayBeFinite);
     if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);
     options.make_sink = *std::move(make_sink);
     options.interval = interval.value;
@@ -87,7 +67,7 @@ struct PollCommand {
     StopSignal stop;
     StopOnSignals signals(&stop);
     poll::PollStats stats;
-    stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
+    stats.metrics.SetUnsafeKafkaConfig(flags.sink.kafka.unsafe);
     poll::PollRelay relay(options, &stats);
     // A database that is not up yet is waited for (logged at each attempt), not exit 2.
     if (absl::Status s = RetryWhileTransient(stop, [&] { return relay.Start(); });
@@ -97,9 +77,8 @@ struct PollCommand {
       return kExitOk;
     }
     // After the checks Start() makes: a configuration error stays the only line.
-    spdlog::info("starting outboxd {} poll: table {}, topic {}, {}, PostgreSQL {}",
-                 OUTBOXD_VERSION, options.table, options.topic_template,
-                 SinkDescription(sink_flags, kafka_options),
+    spdlog::info("starting outboxd {} poll: table {}, topic {}, {}, PostgreSQL {}", OUTBOXD_VERSION,
+                 options.table, options.topic_template, SinkDescription(flags.sink),
                  pg::RedactConninfo(options.conninfo));
     // After the start line, as `run` does: "metrics on" first read as a start.
     observe::HttpServer http;
@@ -125,13 +104,13 @@ struct PollCommand {
   }
 
   absl::Status ServeMetrics(observe::HttpServer& http, const poll::PollStats& stats) {
-    if (metrics.empty()) return absl::OkStatus();
+    if (flags.metrics.empty()) return absl::OkStatus();
     observe::AddMetricsEndpoints(
         http, stats.metrics, stats.health,
         {.stall_threshold = healthz_stall.value,
          .disconnected_reason = "no batch committed yet, or the last one failed (PostgreSQL "
                                 "unreachable?)"});
-    return http.Start(metrics);
+    return http.Start(flags.metrics);
   }
 };
 

@@ -14,16 +14,14 @@ namespace outboxd::cli {
 namespace {
 
 struct ReconcileCommand {
-  std::string pg;
-  SecretFlags secrets;
+  PgFlags pg;
   ops::ReconcileOptions options;
   DurationFlag since{"24h"};
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "reconcile", "List business rows that have no outbox event (a path that bypassed it)");
-    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
-    AddPgSecretFlags(cmd, secrets);
+    AddPgFlags(cmd, pg);
     Flag(cmd, "expect", options.expect_sql,
          "SQL returning the aggregate ids that should have an event ($1 = window start)")
         ->required();
@@ -41,9 +39,8 @@ struct ReconcileCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.since = since.value;
-    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    absl::StatusOr<pg::Connection> conn = ConnectPg(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::ReconcileReport> report = ops::Reconcile(*conn, options);
     if (!report.ok()) return Fail(report.status(), Phase::kStarting);

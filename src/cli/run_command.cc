@@ -10,19 +10,17 @@
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/logging.h"
-#include "cli/secrets.h"
-#include "cli/sink_flags.h"
-#include "ops/cleanup.h"
+#include "cli/relay_flags.h"
 #include "observe/endpoints.h"
 #include "observe/http_server.h"
 #include "observe/query_sampler.h"
 #include "observe/stall_watch.h"
+#include "ops/cleanup.h"
+#include "outbox/topic_template.h"
 #include "pg/connection.h"
 #include "pg/identifier.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
-#include "outbox/topic_template.h"
 
 namespace outboxd::cli {
 namespace {
@@ -35,12 +33,7 @@ constexpr absl::Duration kSlotLagInterval = absl::Seconds(5);
 
 struct RunCommand {
   relay::RelayOptions options;
-  kafka::PublisherOptions kafka_options;  // the sink: options.make_sink is made from it
-  std::vector<std::string> kafka_properties;
-  SecretFlags secrets;
-  SinkFlags sink_flags;
-  FormatFlags format;
-  std::string metrics = "127.0.0.1:9187";
+  RelayFlags flags{.metrics = "127.0.0.1:9187"};  // the sink: options.make_sink
   DurationFlag feedback_interval{"10s"};
   DurationFlag shutdown_timeout{"30s"};
   DurationFlag cleanup_interval{"1h"};
@@ -54,14 +47,10 @@ struct RunCommand {
   // Not given (by flag, variable or file): the sink's default, set in CheckFlags.
   static constexpr uint64_t kSinkDefault = std::numeric_limits<uint64_t>::max();
   uint64_t max_in_flight = kSinkDefault;
-  bool allow_unsafe_kafka = false;
-  bool unsafe_kafka = false;  // allowed, and in force: outboxd_unsafe_kafka_config
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka or RabbitMQ");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
-    Flag(cmd, "brokers", kafka_options.brokers,
-         "Kafka bootstrap servers HOST:PORT[,...] (required with --sink kafka)");
     Flag(cmd, "slot", options.slot, "Logical replication slot")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication")->capture_default_str();
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
@@ -75,15 +64,7 @@ struct RunCommand {
     Switch(cmd, "allow-wal-only-with-slot-limit", options.allow_wal_only_with_slot_limit,
            "Run --source messages or both although max_slot_wal_keep_size lets PostgreSQL "
            "remove WAL the slot needs: emitted events in it are then lost for good");
-    Flag(cmd, "kafka", kafka_properties, "librdkafka property KEY=VALUE (repeatable)");
-    AddSinkFlags(cmd, sink_flags);
-    AddAllowUnsafeKafkaFlag(cmd, allow_unsafe_kafka);
-    AddPgSecretFlags(cmd, secrets);
-    AddKafkaSecretFlags(cmd, secrets);
-    AddFormatFlags(cmd, format);
-    Flag(cmd, "metrics", metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
-        ->capture_default_str();
-    AddColumnFlags(cmd, options.columns);
+    AddRelayFlags(cmd, flags, options.columns);
     Flag(cmd, "max-in-flight", max_in_flight, "Pause reading above this many unacked events")
         ->default_str("100000; 10000 with --sink rabbitmq");
     Flag(cmd, "max-in-flight-bytes", options.max_in_flight_bytes,
@@ -139,11 +120,7 @@ struct RunCommand {
 
   // Flag values that parsed but cannot work; checked before anything connects.
   absl::Status CheckFlags() {
-    OUTBOXD_RETURN_IF_ERROR(ParseKafkaProperties(kafka_properties, kafka_options));
-    OUTBOXD_RETURN_IF_ERROR(ApplyKafkaSecrets(secrets, kafka_options));
-    OUTBOXD_RETURN_IF_ERROR(CheckBrokersGiven(sink_flags, kafka_options));
-    kafka_options.on_log = LogKafka;
-    OUTBOXD_RETURN_IF_ERROR(ResolveFormat(format, options.format));
+    OUTBOXD_RETURN_IF_ERROR(ResolveRelayFlags(flags, options.conninfo, options.format));
     OUTBOXD_RETURN_IF_ERROR(outbox::TopicTemplate::Parse(options.topic_template).status());
     options.source = source == "messages" ? relay::Source::kMessages
                      : source == "both"   ? relay::Source::kBoth
@@ -157,7 +134,7 @@ struct RunCommand {
     }
     if (max_in_flight != kSinkDefault) {
       options.max_in_flight = max_in_flight;
-    } else if (!sink_flags.kafka()) {
+    } else if (!flags.sink.is_kafka()) {
       options.max_in_flight = relay::RelayOptions::kAmqpMaxInFlight;
     }
     if (options.max_in_flight_bytes == 0) {
@@ -176,25 +153,19 @@ struct RunCommand {
     options.slot_check_interval = slot_check_interval.value;
     options.feedback_interval = feedback_interval.value;
     options.shutdown_timeout = shutdown_timeout.value;
-    if (!sink_flags.kafka()) {
-      OUTBOXD_ASSIGN_OR_RETURN(options.make_sink, AmqpSinkFactory(sink_flags));
-      return absl::OkStatus();
-    }
     // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with
     // idempotence. A timed-out event would be dead-lettered and passed: run needs the
     // infinite message timeout.
-    OUTBOXD_ASSIGN_OR_RETURN(
-        unsafe_kafka, CheckKafkaDurability(kafka_options, kafka::MessageTimeout::kMustBeInfinite,
-                                           allow_unsafe_kafka));
-    options.make_sink = kafka::Publisher::Factory(kafka_options);
-    return CheckKafka();
+    OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
+                             MakeSinkFactory(flags.sink, kafka::MessageTimeout::kMustBeInfinite));
+    return flags.sink.is_kafka() ? CheckKafka() : absl::OkStatus();
   }
 
   // librdkafka checks property names and values as they are set, and some
   // combinations (acks=1 with idempotence) only when the producer is built: build one
   // and discard it, so a bad --kafka ends the run before anything else starts.
   absl::Status CheckKafka() {
-    kafka::PublisherOptions quiet = kafka_options;
+    kafka::PublisherOptions quiet = flags.sink.kafka.options;
     // Its log lines (it may already try the brokers) stay queued and are dropped.
     quiet.on_log = [](int, std::string_view, std::string_view) {};
     absl::StatusOr<std::unique_ptr<kafka::Publisher>> producer =
@@ -230,8 +201,6 @@ struct RunCommand {
   std::string created_at_column;
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, options.conninfo); !s.ok())
-      return Fail(s, Phase::kStarting);
     if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s, Phase::kStarting);
     created_at_column = options.columns.created_at;
     StopSignal stop;
@@ -254,21 +223,20 @@ struct RunCommand {
         "starting outboxd {} run: slot {}, publication {}, table {}, source {}, topic {}, {}, "
         "PostgreSQL {}",
         OUTBOXD_VERSION, options.slot, options.publication, options.table, source,
-        options.topic_template,
-        SinkDescription(sink_flags, kafka_options), pg::RedactConninfo(options.conninfo));
+        options.topic_template, SinkDescription(flags.sink), pg::RedactConninfo(options.conninfo));
     AdaptToTable();
 
     relay::RelayStats stats;
-    stats.metrics.SetUnsafeKafkaConfig(unsafe_kafka);
+    stats.metrics.SetUnsafeKafkaConfig(flags.sink.kafka.unsafe);
     observe::HttpServer http;
     std::optional<observe::QuerySampler> slot_lag;  // stopped before `stats` goes
-    if (!metrics.empty()) {
+    if (!flags.metrics.empty()) {
       observe::AddMetricsEndpoints(
           http, stats.metrics, stats.health,
           {.stall_threshold = healthz_stall.value,
            .disconnected_reason = "not streaming from PostgreSQL (unreachable, reconnecting, "
                                   "or another relay holds the slot)"});
-      if (absl::Status s = http.Start(metrics); !s.ok()) return Fail(s, Phase::kStarting);
+      if (absl::Status s = http.Start(flags.metrics); !s.ok()) return Fail(s, Phase::kStarting);
       // Its own connection and thread: a slow server never holds up the relay's loop.
       slot_lag.emplace(options.conninfo, kSlotLagQuery, std::vector<std::string>{options.slot},
                        kSlotLagInterval, [&stats](std::optional<double> bytes) {

@@ -62,10 +62,14 @@ void AddPgSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
        "File holding the PostgreSQL password (kept out of argv, environment and logs)");
 }
 
-void AddKafkaSecretFlags(CLI::App* cmd, SecretFlags& secrets) {
-  Flag(cmd, "kafka-secret-file", secrets.kafka_secret_files,
-       "librdkafka property KEY=PATH read from a file, e.g. sasl.password=/run/secrets/kafka "
-       "(repeatable)");
+void AddPgFlags(CLI::App* cmd, PgFlags& flags) {
+  Flag(cmd, "pg", flags.conninfo, "PostgreSQL conninfo or URI")->required();
+  AddPgSecretFlags(cmd, flags.secrets);
+}
+
+absl::StatusOr<pg::Connection> ConnectPg(PgFlags& flags) {
+  OUTBOXD_RETURN_IF_ERROR(ApplyPgSecrets(flags.secrets, flags.conninfo));
+  return pg::Connection::Open(flags.conninfo);
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& flag, const std::string& path) {
@@ -97,25 +101,6 @@ absl::Status ApplyPgSecrets(const SecretFlags& secrets, std::string& conninfo) {
                            ReadSecretFile("pg-password-file", secrets.pg_password_file));
   RedactFromLogs(password);
   OUTBOXD_ASSIGN_OR_RETURN(conninfo, pg::ConninfoWithPassword(conninfo, password));
-  return absl::OkStatus();
-}
-
-absl::Status ApplyKafkaSecrets(const SecretFlags& secrets, kafka::PublisherOptions& options) {
-  for (const std::string& pair : secrets.kafka_secret_files) {
-    const size_t eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--kafka-secret-file \"", pair,
-          "\": expected KEY=PATH, e.g. --kafka-secret-file sasl.password=/run/secrets/kafka"));
-    }
-    OUTBOXD_ASSIGN_OR_RETURN(std::string value,
-                             ReadSecretFile("kafka-secret-file", pair.substr(eq + 1)));
-    RedactFromLogs(value);
-    options.properties.emplace_back(pair.substr(0, eq), std::move(value));
-  }
-  for (const auto& [name, value] : options.properties) {
-    if (kafka::IsSecretProperty(name)) RedactFromLogs(value);
-  }
   return absl::OkStatus();
 }
 

@@ -1,45 +1,48 @@
 // Secrets from files, so they stay out of argv (ps), the environment
 // (/proc/<pid>/environ) and the logs: --pg-password-file PATH for every command that
-// takes --pg, --kafka-secret-file KEY=PATH for every command that takes --brokers.
-// Each secret file's content, with one trailing newline stripped, is the secret; it
-// is handed to libpq or librdkafka in memory and redacted from every log line.
+// takes --pg; the sinks' secret files (--kafka-secret-file, --amqp-url-file) are
+// read with ReadSecretFile too (cli/sink_flags.h). Each secret file's content, with
+// one trailing newline stripped, is the secret; it is handed to libpq (or the
+// broker's client) in memory and redacted from every log line.
 //
 //   SecretFlags secrets;
-//   AddPgSecretFlags(cmd, secrets);                 // in Register
-//   AddKafkaSecretFlags(cmd, secrets);              // ... if the command has --brokers
-//   if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
-//   if (absl::Status s = ApplyKafkaSecrets(secrets, kafka_options); !s.ok()) ...
+//   PgFlags pg;
+//   AddPgFlags(cmd, pg);                            // in Register: --pg, --pg-password-file
+//   absl::StatusOr<pg::Connection> conn = ConnectPg(pg);   // the password read, redacted
 #ifndef OUTBOXD_CLI_SECRETS_H_
 #define OUTBOXD_CLI_SECRETS_H_
 
 #include <string>
-#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kafka/publisher.h"
+#include "pg/connection.h"
 
 namespace outboxd::cli {
 
 struct SecretFlags {
   std::string pg_password_file;
-  std::vector<std::string> kafka_secret_files;  // KEY=PATH
 };
 
 // --pg-password-file (OUTBOXD_PG_PASSWORD_FILE).
 void AddPgSecretFlags(CLI::App* cmd, SecretFlags& secrets);
-// --kafka-secret-file KEY=PATH, repeatable (OUTBOXD_KAFKA_SECRET_FILE).
-void AddKafkaSecretFlags(CLI::App* cmd, SecretFlags& secrets);
+
+// --pg (required) and --pg-password-file side by side, for the commands that work on
+// the database alone (setup, cleanup, status, reconcile, dead-letter).
+struct PgFlags {
+  std::string conninfo;
+  SecretFlags secrets;
+};
+void AddPgFlags(CLI::App* cmd, PgFlags& flags);
+
+// ApplyPgSecrets, then a connection to that database.
+absl::StatusOr<pg::Connection> ConnectPg(PgFlags& flags);
 
 // Reads --pg-password-file into `conninfo` (see pg::ConninfoWithPassword) and marks
 // every PostgreSQL password it holds (from the file or written inline) for redaction.
 // An unreadable file: InvalidArgument naming the flag and the path.
 absl::Status ApplyPgSecrets(const SecretFlags& secrets, std::string& conninfo);
-
-// Adds each --kafka-secret-file property (after the --kafka ones, so a file wins) and
-// marks every secret-looking property value for redaction.
-absl::Status ApplyKafkaSecrets(const SecretFlags& secrets, kafka::PublisherOptions& options);
 
 // A secret file's content without one trailing newline ("\n" or "\r\n"; any other
 // whitespace is part of the secret). InvalidArgument naming the flag and the path when

@@ -11,16 +11,14 @@ namespace outboxd::cli {
 namespace {
 
 struct SetupCommand {
-  std::string pg;
+  PgFlags pg;
   ops::SetupOptions options;
-  SecretFlags secrets;
   std::string partition_by;
   std::string inbox_partition_by;
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("setup", "Create the outbox tables, publication and slot");
-    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
-    AddPgSecretFlags(cmd, secrets);
+    AddPgFlags(cmd, pg);
     Flag(cmd, "table", options.table, "Outbox table")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication name")->capture_default_str();
     Flag(cmd, "slot", options.slot, "Logical replication slot name")->capture_default_str();
@@ -50,14 +48,13 @@ struct SetupCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     absl::StatusOr<ops::PartitionInterval> interval = ops::ParsePartitionInterval(partition_by);
     if (!interval.ok()) return Fail(interval.status(), Phase::kStarting);
     options.partition_by = *interval;
     interval = ops::ParsePartitionInterval(inbox_partition_by);
     if (!interval.ok()) return Fail(interval.status(), Phase::kStarting);
     options.inbox_partition_by = *interval;
-    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    absl::StatusOr<pg::Connection> conn = ConnectPg(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     // Before Setup creates anything: without REPLICATION it would create the tables
     // and the publication, then fail on the slot.

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "amqp/sink.h"
+#include "base/annotate.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "cli/common.h"
 #include "cli/logging.h"
@@ -11,6 +13,122 @@
 
 namespace outboxd::cli {
 namespace {
+
+void AddKafkaFlags(CLI::App* cmd, KafkaFlags& flags, const std::string& brokers_help) {
+  Flag(cmd, "brokers", flags.options.brokers, brokers_help);
+  Flag(cmd, "kafka", flags.properties, "librdkafka property KEY=VALUE (repeatable)");
+  Flag(cmd, "kafka-secret-file", flags.secret_files,
+       "librdkafka property KEY=PATH read from a file, e.g. sasl.password=/run/secrets/kafka "
+       "(repeatable)");
+  Switch(cmd, "allow-unsafe-kafka", flags.allow_unsafe,
+         "Accept --kafka settings that can lose or reorder events (enable.idempotence=false, "
+         "acks other than all, ...); logged at every start and exported as "
+         "outboxd_unsafe_kafka_config");
+}
+
+void AddAmqpFlags(CLI::App* cmd, AmqpFlags& flags) {
+  Flag(cmd, "amqp-url", flags.options.url,
+       "RabbitMQ URL amqp://user:pass@host:5672/vhost or amqps://... (--sink rabbitmq)");
+  Flag(cmd, "amqp-url-file", flags.url_file,
+       "File holding the RabbitMQ URL, for one with a password (kept out of argv, "
+       "environment and logs)");
+  Flag(cmd, "exchange", flags.options.exchange,
+       "RabbitMQ durable topic exchange; the routing key is the --topic template's result")
+      ->capture_default_str();
+  Switch(cmd, "no-declare", flags.no_declare,
+         "Only check that the exchange exists (passive declare) instead of declaring it");
+  Flag(cmd, "amqp-ca-file", flags.options.tls.ca_file,
+       "amqps://: CA certificate file that verifies the broker (PEM)");
+  Flag(cmd, "amqp-cert-file", flags.options.tls.cert_file,
+       "amqps://: client certificate (PEM), with --amqp-key-file");
+  Flag(cmd, "amqp-key-file", flags.options.tls.key_file,
+       "amqps://: client certificate's key (PEM)");
+  Switch(cmd, "amqp-no-verify-peer", flags.no_verify_peer,
+         "amqps://: do not verify the broker's certificate (tests only)");
+  Switch(cmd, "amqp-no-verify-hostname", flags.no_verify_hostname,
+         "amqps://: do not check the certificate names the URL's host");
+}
+
+// --kafka KEY=VALUE pairs, then each --kafka-secret-file property (after them, so a
+// file wins); every secret-looking property value is marked for redaction.
+absl::Status ResolveKafkaFlags(KafkaFlags& flags) {
+  for (const std::string& pair : flags.properties) {
+    size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kafka \"", pair, "\": expected KEY=VALUE, e.g. --kafka linger.ms=5"));
+    }
+    flags.options.properties.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+  }
+  for (const std::string& pair : flags.secret_files) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kafka-secret-file \"", pair,
+          "\": expected KEY=PATH, e.g. --kafka-secret-file sasl.password=/run/secrets/kafka"));
+    }
+    OUTBOXD_ASSIGN_OR_RETURN(std::string value,
+                             ReadSecretFile("kafka-secret-file", pair.substr(eq + 1)));
+    RedactFromLogs(value);
+    flags.options.properties.emplace_back(pair.substr(0, eq), std::move(value));
+  }
+  for (const auto& [name, value] : flags.options.properties) {
+    if (kafka::IsSecretProperty(name)) RedactFromLogs(value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBrokersGiven(const SinkFlags& flags) {
+  if (!flags.is_kafka()) return absl::OkStatus();
+  const kafka::PublisherOptions& kafka = flags.kafka.options;
+  if (!kafka.brokers.empty()) return absl::OkStatus();
+  for (const auto& [name, value] : kafka.properties) {
+    if (name == "bootstrap.servers" || name == "metadata.broker.list") return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--brokers is required with --sink kafka (or set OUTBOXD_BROKERS, or brokers in the "
+      "--config file); see ",
+      flags.command, " --help"));
+}
+
+// The --kafka settings that void "every event delivered, in order per aggregate"
+// (kafka::UnsafeSettings) are refused with one line naming them and
+// --allow-unsafe-kafka (InvalidArgument, exit 2); with `allow` they are named in a
+// warning instead, at every start. Returns whether one is in force (the
+// outboxd_unsafe_kafka_config gauge).
+absl::StatusOr<bool> CheckKafkaDurability(const kafka::PublisherOptions& options,
+                                          kafka::MessageTimeout timeout, bool allow) {
+  absl::StatusOr<std::vector<kafka::UnsafeSetting>> checked =
+      kafka::UnsafeSettings(options, timeout);
+  if (!checked.ok()) {
+    return Annotate(checked.status(), "",
+                    "; fix that --kafka setting (names and values as in librdkafka's "
+                    "CONFIGURATION.md)");
+  }
+  const std::vector<kafka::UnsafeSetting>& unsafe = *checked;
+  if (unsafe.empty()) return false;
+  std::string settings;
+  for (const kafka::UnsafeSetting& u : unsafe) {
+    absl::StrAppend(&settings, settings.empty() ? "" : ", ", u.setting, " (", u.risk, ")");
+  }
+  if (!allow) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kafka ", settings,
+        " voids outboxd's promise that every event is delivered, in order per aggregate; "
+        "remove it, or pass --allow-unsafe-kafka to run with it anyway"));
+  }
+  spdlog::warn("--allow-unsafe-kafka: running with --kafka {}; events may be lost or reordered",
+               settings);
+  return true;
+}
+
+absl::StatusOr<sink::SinkFactory> KafkaSinkFactory(KafkaFlags& flags,
+                                                   kafka::MessageTimeout timeout) {
+  OUTBOXD_ASSIGN_OR_RETURN(flags.unsafe,
+                           CheckKafkaDurability(flags.options, timeout, flags.allow_unsafe));
+  flags.options.on_log = LogKafka;
+  return kafka::Publisher::Factory(flags.options);
+}
 
 // The password of amqp://user:password@host/..., as written (percent-encoded), or "".
 std::string UrlPassword(const std::string& url) {
@@ -24,30 +142,48 @@ std::string UrlPassword(const std::string& url) {
   return url.substr(colon + 1, at - colon - 1);
 }
 
-absl::StatusOr<std::string> ResolveUrl(const SinkFlags& flags) {
-  if (!flags.amqp_url.empty() && !flags.amqp_url_file.empty()) {
+absl::Status ResolveUrl(AmqpFlags& flags, const std::string& command) {
+  std::string& url = flags.options.url;
+  if (!url.empty() && !flags.url_file.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--amqp-url and --amqp-url-file both given; keep one (the file for a URL with a "
         "password); see ",
-        flags.command, " --help"));
+        command, " --help"));
   }
-  if (flags.amqp_url.empty() && flags.amqp_url_file.empty()) {
+  if (url.empty() && flags.url_file.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sink rabbitmq needs --amqp-url amqp://user:pass@host:5672/vhost (or OUTBOXD_AMQP_URL, "
         "or --amqp-url-file PATH); see ",
-        flags.command, " --help"));
+        command, " --help"));
   }
-  std::string url = flags.amqp_url;
-  if (!flags.amqp_url_file.empty()) {
-    OUTBOXD_ASSIGN_OR_RETURN(url, ReadSecretFile("amqp-url-file", flags.amqp_url_file));
+  if (!flags.url_file.empty()) {
+    OUTBOXD_ASSIGN_OR_RETURN(url, ReadSecretFile("amqp-url-file", flags.url_file));
   }
   RedactFromLogs(UrlPassword(url));
-  return url;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(AmqpFlags& flags, const std::string& command) {
+  OUTBOXD_RETURN_IF_ERROR(ResolveUrl(flags, command));
+  // The URL parses (the error never quotes it), before anything connects.
+  OUTBOXD_ASSIGN_OR_RETURN(flags.redacted_url, amqp::RedactedUrl(flags.options.url));
+  amqp::TlsOptions& tls = flags.options.tls;
+  if (!tls.cert_file.empty() != !tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--amqp-cert-file and --amqp-key-file go together; give both or neither; see ",
+                     command, " --help"));
+  }
+  tls.verify_peer = !flags.no_verify_peer;
+  tls.verify_hostname = !flags.no_verify_hostname;
+  flags.options.exchange_mode =
+      flags.no_declare ? amqp::ExchangeMode::kPassive : amqp::ExchangeMode::kDeclare;
+  flags.options.connection_name = command;
+  return amqp::Sink::Factory({.publisher = flags.options});
 }
 
 }  // namespace
 
-void AddSinkFlags(CLI::App* cmd, SinkFlags& flags) {
+void AddSinkFlags(CLI::App* cmd, SinkFlags& flags, const std::string& brokers_help) {
   flags.command = "outboxd";
   for (const CLI::App* app = cmd; app != nullptr && app->get_parent() != nullptr;
        app = app->get_parent()) {
@@ -56,77 +192,24 @@ void AddSinkFlags(CLI::App* cmd, SinkFlags& flags) {
   Flag(cmd, "sink", flags.sink, "Broker to publish to: kafka or rabbitmq")
       ->check(CLI::IsMember({"kafka", "rabbitmq"}))
       ->capture_default_str();
-  Flag(cmd, "amqp-url", flags.amqp_url,
-       "RabbitMQ URL amqp://user:pass@host:5672/vhost or amqps://... (--sink rabbitmq)");
-  Flag(cmd, "amqp-url-file", flags.amqp_url_file,
-       "File holding the RabbitMQ URL, for one with a password (kept out of argv, "
-       "environment and logs)");
-  Flag(cmd, "exchange", flags.exchange,
-       "RabbitMQ durable topic exchange; the routing key is the --topic template's result")
-      ->capture_default_str();
-  Switch(cmd, "no-declare", flags.no_declare,
-         "Only check that the exchange exists (passive declare) instead of declaring it");
-  Flag(cmd, "amqp-ca-file", flags.amqp_ca_file,
-       "amqps://: CA certificate file that verifies the broker (PEM)");
-  Flag(cmd, "amqp-cert-file", flags.amqp_cert_file,
-       "amqps://: client certificate (PEM), with --amqp-key-file");
-  Flag(cmd, "amqp-key-file", flags.amqp_key_file, "amqps://: client certificate's key (PEM)");
-  Switch(cmd, "amqp-no-verify-peer", flags.amqp_no_verify_peer,
-         "amqps://: do not verify the broker's certificate (tests only)");
-  Switch(cmd, "amqp-no-verify-hostname", flags.amqp_no_verify_hostname,
-         "amqps://: do not check the certificate names the URL's host");
+  AddKafkaFlags(cmd, flags.kafka, brokers_help);
+  AddAmqpFlags(cmd, flags.amqp);
 }
 
-absl::Status CheckBrokersGiven(const SinkFlags& flags, const kafka::PublisherOptions& kafka) {
-  if (!flags.kafka()) return absl::OkStatus();
-  if (!kafka.brokers.empty()) return absl::OkStatus();
-  for (const auto& [name, value] : kafka.properties) {
-    if (name == "bootstrap.servers" || name == "metadata.broker.list") return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--brokers is required with --sink kafka (or set OUTBOXD_BROKERS, or brokers in the "
-      "--config file); see ",
-      flags.command, " --help"));
+absl::Status ResolveSinkFlags(SinkFlags& flags) {
+  OUTBOXD_RETURN_IF_ERROR(ResolveKafkaFlags(flags.kafka));
+  return CheckBrokersGiven(flags);
 }
 
-absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(SinkFlags& flags) {
-  OUTBOXD_ASSIGN_OR_RETURN(std::string url, ResolveUrl(flags));
-  // The URL parses (the error never quotes it), before anything connects.
-  OUTBOXD_ASSIGN_OR_RETURN(flags.redacted_url, amqp::RedactedUrl(url));
-  if (!flags.amqp_cert_file.empty() != !flags.amqp_key_file.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--amqp-cert-file and --amqp-key-file go together; give both or neither; see ",
-                     flags.command, " --help"));
-  }
-  amqp::SinkOptions options{
-      .publisher = {.url = std::move(url),
-                    .exchange = flags.exchange,
-                    .exchange_mode = flags.no_declare ? amqp::ExchangeMode::kPassive
-                                                      : amqp::ExchangeMode::kDeclare,
-                    .tls = {.ca_file = flags.amqp_ca_file,
-                            .cert_file = flags.amqp_cert_file,
-                            .key_file = flags.amqp_key_file,
-                            .verify_peer = !flags.amqp_no_verify_peer,
-                            .verify_hostname = !flags.amqp_no_verify_hostname},
-                    .connection_name = flags.command}};
-  return amqp::Sink::Factory(std::move(options));
+absl::StatusOr<sink::SinkFactory> MakeSinkFactory(SinkFlags& flags, kafka::MessageTimeout timeout) {
+  if (flags.is_kafka()) return KafkaSinkFactory(flags.kafka, timeout);
+  return AmqpSinkFactory(flags.amqp, flags.command);
 }
 
-std::string SinkDescription(const SinkFlags& flags, const kafka::PublisherOptions& kafka) {
-  if (flags.kafka()) return absl::StrCat("Kafka brokers ", kafka.brokers);
-  return absl::StrCat("RabbitMQ ", flags.redacted_url, " exchange ", flags.exchange);
-}
-
-absl::StatusOr<sink::SinkFactory> RetryingSinkFactory(SinkFlags& flags,
-                                                      kafka::PublisherOptions& kafka,
-                                                      bool allow_unsafe_kafka, bool* unsafe_kafka) {
-  *unsafe_kafka = false;
-  if (!flags.kafka()) return AmqpSinkFactory(flags);
-  OUTBOXD_ASSIGN_OR_RETURN(*unsafe_kafka,
-                           CheckKafkaDurability(kafka, kafka::MessageTimeout::kMayBeFinite,
-                                                allow_unsafe_kafka));
-  kafka.on_log = LogKafka;
-  return kafka::Publisher::Factory(kafka);
+std::string SinkDescription(const SinkFlags& flags) {
+  if (flags.is_kafka()) return absl::StrCat("Kafka brokers ", flags.kafka.options.brokers);
+  return absl::StrCat("RabbitMQ ", flags.amqp.redacted_url, " exchange ",
+                      flags.amqp.options.exchange);
 }
 
 }  // namespace outboxd::cli

@@ -1,72 +1,84 @@
 // The broker a relay publishes to, for run, poll and dead-letter replay: --sink
-// kafka|rabbitmq and the RabbitMQ flags (--amqp-url or --amqp-url-file, --exchange,
-// --no-declare, the TLS files), turned into the sink::SinkFactory the relays hold.
-// The Kafka flags stay with each command (--brokers, --kafka, ...); only whether
-// --brokers is needed depends on --sink.
+// kafka|rabbitmq and each sink's flags beside each other, turned into the
+// sink::SinkFactory the relays hold. Kafka's: --brokers, --kafka, --kafka-secret-file,
+// --allow-unsafe-kafka; RabbitMQ's: --amqp-url or --amqp-url-file, --exchange,
+// --no-declare, the TLS files. A third broker adds its flags struct, its Add and its
+// factory here, and one case to MakeSinkFactory.
 //
 //   SinkFlags sink;
 //   AddSinkFlags(cmd, sink);                                   // in Register
-//   OUTBOXD_RETURN_IF_ERROR(CheckBrokersGiven(sink, kafka_options));
-//   if (sink.kafka()) { ... kafka checks ...; options.make_sink = kafka::Publisher::Factory(..); }
-//   else OUTBOXD_ASSIGN_OR_RETURN(options.make_sink, AmqpSinkFactory(sink));
-//   spdlog::info("... {}", SinkDescription(sink, kafka_options));
+//   OUTBOXD_RETURN_IF_ERROR(ResolveSinkFlags(sink));           // with the other checks
+//   OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
+//                            MakeSinkFactory(sink, kafka::MessageTimeout::kMustBeInfinite));
+//   spdlog::info("... {}", SinkDescription(sink));
 #ifndef OUTBOXD_CLI_SINK_FLAGS_H_
 #define OUTBOXD_CLI_SINK_FLAGS_H_
 
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "amqp/publisher.h"
 #include "kafka/publisher.h"
 #include "sink/sink.h"
 
 namespace outboxd::cli {
 
-struct SinkFlags {
-  std::string sink = "kafka";
-  std::string amqp_url;
-  std::string amqp_url_file;
-  std::string exchange = "outboxd";
-  bool no_declare = false;
-  std::string amqp_ca_file;
-  std::string amqp_cert_file;
-  std::string amqp_key_file;
-  bool amqp_no_verify_peer = false;
-  bool amqp_no_verify_hostname = false;
-  std::string command;       // "outboxd run", for the errors' "see ... --help"
-  std::string redacted_url;  // set by AmqpSinkFactory, for the log
-
-  bool kafka() const { return sink == "kafka"; }
+// --brokers, --kafka, --kafka-secret-file, --allow-unsafe-kafka.
+struct KafkaFlags {
+  kafka::PublisherOptions options;        // --brokers; ResolveSinkFlags adds the rest
+  std::vector<std::string> properties;    // --kafka KEY=VALUE
+  std::vector<std::string> secret_files;  // --kafka-secret-file KEY=PATH
+  bool allow_unsafe = false;              // --allow-unsafe-kafka
+  bool unsafe = false;                    // allowed, and in force: outboxd_unsafe_kafka_config
 };
 
-// --sink, --amqp-url, --amqp-url-file, --exchange, --no-declare, --amqp-ca-file,
-// --amqp-cert-file, --amqp-key-file, --amqp-no-verify-peer, --amqp-no-verify-hostname,
-// each with its OUTBOXD_* variable.
-void AddSinkFlags(CLI::App* cmd, SinkFlags& flags);
+// --amqp-url, --amqp-url-file, --exchange, --no-declare, --amqp-ca-file,
+// --amqp-cert-file, --amqp-key-file, --amqp-no-verify-peer, --amqp-no-verify-hostname.
+struct AmqpFlags {
+  amqp::PublisherOptions options;  // the URL (from either flag), exchange and TLS files
+  std::string url_file;
+  bool no_declare = false;
+  bool no_verify_peer = false;
+  bool no_verify_hostname = false;
+  std::string redacted_url;  // set by MakeSinkFactory, for the log
+};
 
-// InvalidArgument (exit 2) for an unknown --sink, and for --sink kafka without
-// --brokers (nor bootstrap.servers in --kafka): the flag is required for Kafka only.
-absl::Status CheckBrokersGiven(const SinkFlags& flags, const kafka::PublisherOptions& kafka);
+struct SinkFlags {
+  std::string sink = "kafka";
+  KafkaFlags kafka;
+  AmqpFlags amqp;
+  std::string command;  // "outboxd run", for the errors' "see ... --help"
 
-// The RabbitMQ sink's factory: the URL from --amqp-url or --amqp-url-file (a secret
-// file, as --pg-password-file: its password is redacted from every log line), checked
-// but not connected to. InvalidArgument naming the flag and the fix otherwise.
-absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(SinkFlags& flags);
+  bool is_kafka() const { return sink == "kafka"; }
+};
 
-// The sink of a command whose failed attempts leave the row to be tried again (poll,
-// dead-letter replay), so a finite Kafka message timeout is safe: RabbitMQ's
-// (AmqpSinkFactory), or Kafka's once CheckKafkaDurability passed `kafka` (its on_log set
-// here). `unsafe_kafka`: whether an allowed unsafe Kafka setting is in force.
-//   OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
-//       RetryingSinkFactory(sink, kafka_options, allow_unsafe_kafka, &unsafe_kafka));
-absl::StatusOr<sink::SinkFactory> RetryingSinkFactory(SinkFlags& flags,
-                                                      kafka::PublisherOptions& kafka,
-                                                      bool allow_unsafe_kafka, bool* unsafe_kafka);
+// --sink, then Kafka's flags and RabbitMQ's, each with its OUTBOXD_* variable.
+// `brokers_help`: --brokers' line in this command's --help.
+void AddSinkFlags(CLI::App* cmd, SinkFlags& flags,
+                  const std::string& brokers_help =
+                      "Kafka bootstrap servers HOST:PORT[,...] (required with --sink kafka)");
 
-// For the start line (after AmqpSinkFactory), never with a password: "Kafka brokers k1:9092" or
-// "RabbitMQ amqp://127.0.0.1:5672/ exchange outboxd".
-std::string SinkDescription(const SinkFlags& flags, const kafka::PublisherOptions& kafka);
+// The checks of the flags themselves, before anything connects: --kafka pairs and
+// --kafka-secret-file files read into the Kafka options (secrets marked for
+// redaction), and --brokers (or bootstrap.servers in --kafka) given with --sink kafka.
+// InvalidArgument (exit 2) with the fix.
+absl::Status ResolveSinkFlags(SinkFlags& flags);
+
+// The chosen sink's factory, after ResolveSinkFlags. Kafka: its durability checked
+// (CheckKafkaDurability with `timeout`: kMustBeInfinite for run, whose timed-out event
+// would be dead-lettered and passed; kMayBeFinite for poll and dead-letter replay,
+// whose failed attempt leaves the row to be tried again), librdkafka's log routed to
+// ours. RabbitMQ: the URL from --amqp-url or --amqp-url-file (a secret file, as
+// --pg-password-file: its password is redacted from every log line), checked but not
+// connected to. InvalidArgument (exit 2) naming the flag and the fix otherwise.
+absl::StatusOr<sink::SinkFactory> MakeSinkFactory(SinkFlags& flags, kafka::MessageTimeout timeout);
+
+// For the start line (after MakeSinkFactory), never with a password: "Kafka brokers
+// k1:9092" or "RabbitMQ amqp://127.0.0.1:5672/ exchange outboxd".
+std::string SinkDescription(const SinkFlags& flags);
 
 }  // namespace outboxd::cli
 

@@ -15,8 +15,7 @@ namespace outboxd::cli {
 namespace {
 
 struct StatusCommand {
-  std::string pg;
-  SecretFlags secrets;
+  PgFlags pg;
   ops::StatusOptions options;
   bool json = false;
   DurationFlag max_age{""};
@@ -27,8 +26,7 @@ struct StatusCommand {
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "status", "Slot, lag and the age of the oldest unacknowledged event");
-    Flag(cmd, "pg", pg, "PostgreSQL conninfo or URI")->required();
-    AddPgSecretFlags(cmd, secrets);
+    AddPgFlags(cmd, pg);
     Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
     slot_flag = Flag(cmd, "slot", options.slot,
                      "Logical replication slot; when it is missing or another database's, an "
@@ -53,14 +51,13 @@ struct StatusCommand {
   }
 
   int Run() {
-    if (absl::Status s = ApplyPgSecrets(secrets, pg); !s.ok()) return Fail(s, Phase::kStarting);
     options.mode = mode == "cdc"    ? ops::StatusMode::kCdc
                    : mode == "poll" ? ops::StatusMode::kPoll
                                     : ops::StatusMode::kAuto;
     options.wal_only = source == "messages";
     // A slot from the config file is not counted by CLI11; it differs from the default.
     options.slot_given = slot_flag->count() > 0 || options.slot != ops::StatusOptions().slot;
-    absl::StatusOr<pg::Connection> conn = pg::Connection::Open(pg);
+    absl::StatusOr<pg::Connection> conn = ConnectPg(pg);
     if (!conn.ok()) return Fail(conn.status(), Phase::kStarting);
     absl::StatusOr<ops::OutboxStatus> status = ops::QueryStatus(*conn, options);
     if (!status.ok()) return Fail(status.status(), Phase::kStarting);

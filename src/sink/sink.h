@@ -11,7 +11,9 @@
 //     caller's thread (never from another thread).
 //   - A report with an OK status means the broker has the message durably (Kafka:
 //     acks=all; AMQP: publisher confirm). Nothing else may be reported OK.
-//   - Messages with the same key are delivered in the order they were produced.
+//   - Messages with the same key are delivered in the order they were produced,
+//     past a failure too (a broker without a partition log keeps that with
+//     sink::KeyOrder, sink/key_order.h).
 //   - Health() turns non-OK (Aborted) when the sink can deliver nothing more: the
 //     caller recreates it and resumes from its confirmed position.
 //   - wake_fd() becomes readable when reports are waiting, so a select() loop wakes

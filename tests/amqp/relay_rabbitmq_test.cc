@@ -63,20 +63,63 @@ class RabbitHarness {
   }
 
   int Outboxd(std::vector<std::string> args, std::string* output) {
-    args.insert(args.begin(), BinPath("outboxd"));
-    auto child = ChildProcess::Start(args);
+    std::unique_ptr<ChildProcess> child = StartOutboxd(std::move(args));
     std::optional<int> code = child->Wait(absl::Seconds(120));
     if (output != nullptr) *output = child->Log();
     return code.value_or(-1);
   }
 
-  void StartRelay(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {BinPath("outboxd"), "run",       "--pg",      db_->conninfo(),
-                                     "--slot",           db_->name(), "--metrics", "127.0.0.1:0"};
+  std::unique_ptr<ChildProcess> StartOutboxd(std::vector<std::string> args) {
+    args.insert(args.begin(), BinPath("outboxd"));
+    return ChildProcess::Start(args);
+  }
+
+  // `args` on this database (--pg) and this exchange (--sink rabbitmq ...).
+  std::vector<std::string> WithSink(std::vector<std::string> args) const {
+    args.insert(args.end(), {"--pg", db_->conninfo()});
     for (const std::string& a : SinkArgs()) args.push_back(a);
-    args.insert(args.end(), extra.begin(), extra.end());
-    relay_ = ChildProcess::Start(args);
+    return args;
+  }
+
+  void StartRelay(std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), {"run", "--slot", db_->name(), "--metrics", "127.0.0.1:0"});
+    relay_ = StartOutboxd(WithSink(std::move(extra)));
     ASSERT_TRUE(relay_->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay_->Log();
+  }
+
+  // `outboxd dead-letter replay` of this relay's letters (`extra`: e.g. --aggregate a);
+  // its exit code, its log in `output`.
+  int Replay(std::string* output, std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), {"dead-letter", "replay", "--slot", db_->name()});
+    return Outboxd(WithSink(std::move(extra)), output);
+  }
+
+  // Until outbox_dead_letter holds `count` rows (60 s at most).
+  ::testing::AssertionResult DeadLettersReach(int count) {
+    const std::string want = std::to_string(count);
+    const auto held = [&] { return db_->Scalar("SELECT count(*) FROM outbox_dead_letter"); };
+    if (WaitUntil(
+            absl::Seconds(60), [&] { return held() == want; }, absl::Milliseconds(200))) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << held() << " dead letters, not " << want << "\n"
+                                         << (relay_ ? relay_->Log() : "");
+  }
+
+  // One event of `aggregate` whose 1.5 MiB payload is over the node's 1 MiB
+  // max_message_size (scripts/rabbitmq).
+  void InsertOversized(const std::string& aggregate) {
+    db_->Exec("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('" + aggregate +
+              "', 'pedido.confirmado', json_build_object('pad', repeat('x', 1572864))::jsonb)");
+  }
+
+  // The bodies of `aggregate`'s messages taken so far, in arrival order.
+  std::vector<std::string> BodiesOf(const std::string& aggregate) const {
+    std::vector<std::string> bodies;
+    for (const AmqpMessage& m : taken_) {
+      if (Header(m, "aggregate_id") == aggregate) bodies.push_back(m.body);
+    }
+    return bodies;
   }
 
   // Takes what the queue holds now into messages().
@@ -198,12 +241,16 @@ class AheadCheck {
   std::vector<std::pair<pg::Lsn, size_t>> samples_;
 };
 
-// Waits (up to 60 s) until outbox_dead_letter holds `count` rows.
-void WaitForDeadLetters(RabbitHarness& h, const std::string& count) {
-  WaitUntil(
-      absl::Seconds(60),
-      [&] { return h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") == count; },
-      absl::Milliseconds(200));
+// The end of a test under load: the load stopped, every committed event arrived once
+// and in order per aggregate, the slot never confirmed ahead of the queue (when
+// sampled), and the figures printed.
+void StopLoadAndExpectNothingLost(RabbitHarness& h, Load& load, const AheadCheck* ahead) {
+  load.Stop();
+  const size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
+  if (ahead != nullptr) ahead->Verify(h);
+  std::printf("%d transactions, %zu messages, %zu duplicates, %zu slot samples\n",
+              load.transactions(), h.messages().size(), duplicates,
+              ahead != nullptr ? ahead->samples() : 0);
 }
 
 TEST(RelayOnRabbitMq, EveryCommittedEventArrivesOnceInOrderWithPropertiesAndHeaders) {
@@ -277,43 +324,32 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
       "('u', 'fatura.paga', '{\"n\":1}'), ('ok', 'pedido.confirmado', '{\"n\":2}')");
-  // 1.5 MiB: over the node's 1 MiB max_message_size (scripts/rabbitmq).
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
-      "json_build_object('pad', repeat('x', 1572864))::jsonb)");
+  h.InsertOversized("big");
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('ok', 'pedido.confirmado', "
       "'{\"n\":3}')");
-  WaitForDeadLetters(h, "2");
-  ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "2") << h.relay().Log();
+  ASSERT_TRUE(h.DeadLettersReach(2));
   EXPECT_EQ(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'u'"),
             "no queue bound for routing key fatura.paga");
   EXPECT_THAT(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'big'"),
               HasSubstr("max"));
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  std::set<std::string> bodies;
-  while (bodies.size() < 2 && absl::Now() < deadline) {
+  WaitUntil(absl::Seconds(60), [&] {
     h.Take();
-    for (const AmqpMessage& m : h.messages()) bodies.insert(m.body);
-  }
-  EXPECT_THAT(bodies, ::testing::ElementsAre(R"({"n": 2})", R"({"n": 3})"));
+    return h.BodiesOf("ok").size() >= 2;
+  });
+  EXPECT_THAT(h.BodiesOf("ok"), ::testing::ElementsAre(R"({"n": 2})", R"({"n": 3})"));
 
   // Fixed: a queue for fatura.paga (bound on the same exchange).
   h.broker().BindQueue(h.broker().Name("outboxd"), h.broker().Name("faturas"), "fatura.#");
-  std::vector<std::string> replay = {"dead-letter", "replay",          "--slot",      h.db().name(),
-                                     "--pg",        h.db().conninfo(), "--aggregate", "u"};
-  for (const std::string& a : h.SinkArgs()) replay.push_back(a);
   std::string output;
-  EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
+  EXPECT_EQ(h.Replay(&output, {"--aggregate", "u"}), 0) << output;
   EXPECT_THAT(output, ::testing::Not(HasSubstr("guest:guest")));
   std::vector<AmqpMessage> faturas = h.broker().Drain(h.broker().Name("faturas"));
   ASSERT_EQ(faturas.size(), 1u);
   EXPECT_EQ(faturas[0].body, R"({"n": 1})");
   EXPECT_EQ(faturas[0].type, "fatura.paga");
   // The oversized one stays, still refused, with its reason.
-  replay = {"dead-letter", "replay", "--slot", h.db().name(), "--pg", h.db().conninfo()};
-  for (const std::string& a : h.SinkArgs()) replay.push_back(a);
-  EXPECT_EQ(h.Outboxd(replay, &output), 1) << output;
+  EXPECT_EQ(h.Replay(&output), 1) << output;
   EXPECT_EQ(h.db().Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "big");
 }
 
@@ -329,39 +365,26 @@ TEST(RelayOnRabbitMq, AReturnedEventsFollowersWaitBehindItAndReplayInOrder) {
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
       "('a', 'fatura.paga', '{\"n\":1}'), ('a', 'pedido.confirmado', '{\"n\":2}'), "
       "('b', 'pedido.confirmado', '{\"n\":3}'), ('a', 'pedido.confirmado', '{\"n\":4}')");
-  WaitForDeadLetters(h, "3");
+  ASSERT_TRUE(h.DeadLettersReach(3));
   EXPECT_EQ(h.db().Scalar("SELECT string_agg(payload, ' ' ORDER BY seq) FROM outbox_dead_letter "
                           "WHERE aggregate_id = 'a'"),
             R"({"n": 1} {"n": 2} {"n": 4})")
       << h.relay().Log();
   EXPECT_EQ(h.db().Scalar("SELECT error FROM outbox_dead_letter ORDER BY seq LIMIT 1"),
             "no queue bound for routing key fatura.paga");
-  auto bodies_of = [&](const std::string& aggregate) {
-    std::vector<std::string> bodies;
-    for (const AmqpMessage& m : h.messages()) {
-      if (RabbitHarness::Header(m, "aggregate_id") == aggregate) bodies.push_back(m.body);
-    }
-    return bodies;
-  };
-  WaitUntil(
-      absl::Seconds(60),
-      [&] {
-        h.Take();
-        return !bodies_of("b").empty();
-      },
-      absl::Milliseconds(200));
-  EXPECT_THAT(bodies_of("b"), ::testing::ElementsAre(R"({"n": 3})"));
-  EXPECT_THAT(bodies_of("a"), ::testing::IsEmpty()) << "a follower overtook the returned event";
+  WaitUntil(absl::Seconds(60), [&] {
+    h.Take();
+    return !h.BodiesOf("b").empty();
+  });
+  EXPECT_THAT(h.BodiesOf("b"), ::testing::ElementsAre(R"({"n": 3})"));
+  EXPECT_THAT(h.BodiesOf("a"), ::testing::IsEmpty()) << "a follower overtook the returned event";
 
   // Fixed: the queue takes fatura.paga too; the replay delivers a's events in order.
   h.broker().BindQueue(h.broker().Name("outboxd"), h.queue(), "fatura.#");
-  std::vector<std::string> replay = {"dead-letter", "replay",          "--slot",      h.db().name(),
-                                     "--pg",        h.db().conninfo(), "--aggregate", "a"};
-  for (const std::string& arg : h.SinkArgs()) replay.push_back(arg);
   std::string output;
-  EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
+  EXPECT_EQ(h.Replay(&output, {"--aggregate", "a"}), 0) << output;
   h.Take();
-  EXPECT_THAT(bodies_of("a"), ::testing::ElementsAre(R"({"n": 1})", R"({"n": 2})", R"({"n": 4})"));
+  EXPECT_THAT(h.BodiesOf("a"), ::testing::ElementsAre(R"({"n": 1})", R"({"n": 2})", R"({"n": 4})"));
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
 }
 
@@ -372,24 +395,16 @@ TEST(RelayOnRabbitMq, AnOversizedDeadLetterReplaysOnceTheLimitIsRaised) {
   std::unique_ptr<AmqpNode> node = AmqpNode::StartPrivate();
   RabbitHarness h(*node);
   h.StartRelay();
-  // 1.5 MiB: over the node's 1 MiB max_message_size (scripts/rabbitmq).
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
-      "json_build_object('pad', repeat('x', 1572864))::jsonb)");
-  WaitForDeadLetters(h, "1");
-  ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "1") << h.relay().Log();
+  h.InsertOversized("big");
+  ASSERT_TRUE(h.DeadLettersReach(1));
   // Committed after it: parked behind it, as with Kafka.
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
       "'{\"after\": true}')");
-  WaitForDeadLetters(h, "2");
-  ASSERT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "2") << h.relay().Log();
+  ASSERT_TRUE(h.DeadLettersReach(2));
   node->Ctl({"eval", "application:set_env(rabbit, max_message_size, 4194304)."});
-  std::vector<std::string> replay = {"dead-letter", "replay", "--slot",
-                                     h.db().name(), "--pg",   h.db().conninfo()};
-  for (const std::string& a : h.SinkArgs()) replay.push_back(a);
   std::string output;
-  EXPECT_EQ(h.Outboxd(replay, &output), 0) << output;
+  EXPECT_EQ(h.Replay(&output), 0) << output;
   EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
   EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u);
   ASSERT_EQ(h.messages().size(), 2u);
@@ -409,12 +424,8 @@ TEST(RelayOnRabbitMq, ClosedConnectionsUnderLoadLoseNothingAndNeverConfirmAhead)
     h.broker().Ctl({"close_all_connections", "-p", h.broker().vhost(), "test"});
     for (int i = 0; i < 3; ++i) ahead.Sample(h);
   }
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  ahead.Verify(h);
+  StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_THAT(h.relay().Log(), HasSubstr("reconnected to RabbitMQ"));
-  std::printf("%d transactions, %zu messages, %zu duplicates, %zu slot samples\n",
-              load.transactions(), h.messages().size(), duplicates, ahead.samples());
 }
 
 // kill -9 of the RabbitMQ node under load, then a restart on the same data: the
@@ -441,12 +452,8 @@ TEST(RelayOnRabbitMq, KillNineOfTheNodeUnderLoadLosesNothing) {
   ASSERT_TRUE(h.relay().WaitForLog("reconnected to RabbitMQ", absl::Seconds(60)))
       << h.relay().Log();
   for (int i = 0; i < 3; ++i) ahead.Sample(h);
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  ahead.Verify(h);
+  StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_GT(h.ConfirmedFlushLsn(), confirmed_down);
-  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
-              h.messages().size(), duplicates);
 }
 
 // A memory alarm held 10 s: the relay stops reading (received_lsn stays behind what
@@ -491,12 +498,8 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   ASSERT_TRUE(h.relay().WaitForLog("RabbitMQ unblocked the connection", absl::Seconds(60)))
       << h.relay().Log();
   for (int i = 0; i < 3; ++i) ahead.Sample(h);
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  ahead.Verify(h);
+  StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_TRUE(h.relay().Running());
-  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
-              h.messages().size(), duplicates);
 }
 
 // kill -9 of the relay under load, three times: the next one resumes from the slot;
@@ -511,10 +514,7 @@ TEST(RelayOnRabbitMq, KillNineOfTheRelayUnderLoadLosesNothing) {
     ASSERT_EQ(h.relay().Wait(absl::Seconds(10)), 128 + SIGKILL);
     h.StartRelay();
   }
-  load.Stop();
-  size_t duplicates = h.ExpectEverythingOnceInOrder(absl::Seconds(90));
-  std::printf("%d transactions, %zu messages, %zu duplicates\n", load.transactions(),
-              h.messages().size(), duplicates);
+  StopLoadAndExpectNothingLost(h, load, /*ahead=*/nullptr);
 }
 
 // Competing consumers with per-aggregate order (docs/usage.md, "RabbitMQ instead of
@@ -605,17 +605,13 @@ TEST(PollOnRabbitMq, EveryPendingEventArrivesAndIsMarkedPublished) {
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'p' || (g % 3), "
       "'pedido.confirmado', json_build_object('n', g)::jsonb FROM generate_series(1, 50) g");
-  std::vector<std::string> args = {BinPath("outboxd"), "poll",       "--pg",
-                                   h.db().conninfo(),  "--interval", "100ms"};
-  for (const std::string& a : h.SinkArgs()) args.push_back(a);
-  auto poll = ChildProcess::Start(args);
+  std::unique_ptr<ChildProcess> poll = h.StartOutboxd(h.WithSink({"poll", "--interval", "100ms"}));
   EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u) << poll->Log();
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (h.db().Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL") != "0" &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL"), "0")
+  const auto pending = [&] {
+    return h.db().Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL");
+  };
+  EXPECT_TRUE(WaitUntil(absl::Seconds(30), [&] { return pending() == "0"; }))
+      << pending() << " pending\n"
       << poll->Log();
   EXPECT_EQ(RabbitHarness::Header(h.messages()[0], "lsn"), "");
   poll->Signal(SIGTERM);

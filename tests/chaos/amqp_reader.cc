@@ -2,7 +2,6 @@
 
 #include <amqp.h>
 #include <amqp_framing.h>
-#include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
 #include <string_view>
@@ -12,62 +11,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "amqp/connection.h"
 
 namespace outboxd::chaos {
 namespace {
 
-constexpr amqp_channel_t kChannel = 1;
+using amqp::kChannel;
 // Enough in flight to keep up with the relays; small enough that a cut connection
 // redelivers little.
 constexpr uint16_t kPrefetch = 500;
-
-using ConnPtr = std::unique_ptr<amqp_connection_state_t_, int (*)(amqp_connection_state_t)>;
 
 absl::string_view View(amqp_bytes_t b) {
   return absl::string_view(static_cast<const char*>(b.bytes), b.len);
 }
 
-absl::Status Check(const amqp_rpc_reply_t& reply, absl::string_view what) {
-  if (reply.reply_type == AMQP_RESPONSE_NORMAL) return absl::OkStatus();
-  if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": ", amqp_error_string2(reply.library_error)));
-  }
-  return absl::UnavailableError(
-      absl::StrCat(what, ": refused by the broker (method ", reply.reply.id, ")"));
-}
-
 // A connection with channel 1 open. Heartbeats every 10 s: rabbitmq-c answers them
 // inside amqp_consume_message, which the reader calls every 100 ms.
-absl::StatusOr<ConnPtr> Connect(const std::string& url) {
-  std::string buffer = url;
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK) {
-    return absl::InvalidArgumentError(absl::StrCat("not an AMQP URL: ", url));
-  }
-  ConnPtr conn(amqp_new_connection(), &amqp_destroy_connection);
-  amqp_socket_t* socket = amqp_tcp_socket_new(conn.get());
-  if (socket == nullptr) return absl::InternalError("amqp_tcp_socket_new failed");
-  timeval timeout{.tv_sec = 2, .tv_usec = 0};
-  if (int rc = amqp_socket_open_noblock(socket, info.host, info.port, &timeout); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("connect: ", amqp_error_string2(rc)));
-  }
-  amqp_set_rpc_timeout(conn.get(), &timeout);
-  const char* vhost = *info.vhost == '\0' ? "/" : info.vhost;
-  absl::Status s = Check(amqp_login(conn.get(), vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 10,
-                                    AMQP_SASL_METHOD_PLAIN, info.user, info.password),
-                         "login");
-  if (!s.ok()) return s;
-  amqp_channel_open(conn.get(), kChannel);
-  s = Check(amqp_get_rpc_reply(conn.get()), "channel.open");
-  if (!s.ok()) return s;
-  return conn;
-}
-
-void Close(ConnPtr& conn) {
-  amqp_channel_close(conn.get(), kChannel, AMQP_REPLY_SUCCESS);
-  amqp_connection_close(conn.get(), AMQP_REPLY_SUCCESS);
+absl::StatusOr<std::unique_ptr<amqp::Connection>> Connect(const std::string& url) {
+  return amqp::Connection::Open({.url = url,
+                                 .connect_timeout = absl::Seconds(2),
+                                 .heartbeat = absl::Seconds(10),
+                                 .connection_name = "outboxd-chaos reader"});
 }
 
 // A string-valued header as the relay writes it (longstr), or "".
@@ -89,26 +53,13 @@ absl::StatusOr<std::unique_ptr<AmqpReader>> AmqpReader::Start(const std::string&
                                                               const std::string& exchange,
                                                               const std::string& queue,
                                                               const std::string& binding_key) {
-  absl::StatusOr<ConnPtr> conn = Connect(url);
+  absl::StatusOr<std::unique_ptr<amqp::Connection>> conn = Connect(url);
   if (!conn.ok()) return conn.status();
-  amqp_connection_state_t c = conn->get();
-  amqp_exchange_declare(c, kChannel, amqp_cstring_bytes(exchange.c_str()),
-                        amqp_cstring_bytes("topic"), /*passive=*/0, /*durable=*/1,
-                        /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
-  absl::Status s = Check(amqp_get_rpc_reply(c), "exchange.declare");
-  if (s.ok()) {
-    amqp_queue_declare(c, kChannel, amqp_cstring_bytes(queue.c_str()), /*passive=*/0,
-                       /*durable=*/1, /*exclusive=*/0, /*auto_delete=*/0, amqp_empty_table);
-    s = Check(amqp_get_rpc_reply(c), "queue.declare");
-  }
-  if (s.ok()) {
-    amqp_queue_bind(c, kChannel, amqp_cstring_bytes(queue.c_str()),
-                    amqp_cstring_bytes(exchange.c_str()), amqp_cstring_bytes(binding_key.c_str()),
-                    amqp_empty_table);
-    s = Check(amqp_get_rpc_reply(c), "queue.bind");
-  }
+  const std::string keys[] = {binding_key};
+  absl::Status s = (*conn)->DeclareExchange(exchange, amqp::ExchangeMode::kDeclare);
+  if (s.ok()) s = (*conn)->DeclareBoundQueue(exchange, queue, keys);
   if (!s.ok()) return s;
-  Close(*conn);
+  (*conn)->Close();
   std::unique_ptr<AmqpReader> reader(new AmqpReader(url, queue));
   reader->thread_ = std::thread([r = reader.get()] { r->Run(); });
   return reader;
@@ -143,13 +94,13 @@ bool AmqpReader::WaitCaughtUp(absl::Duration timeout) const {
   int64_t quiet_at_count = -1;  // Count() when the queue was last seen empty
   while (absl::Now() < deadline) {
     absl::SleepFor(absl::Seconds(1));
-    absl::StatusOr<ConnPtr> conn = Connect(url_);
+    absl::StatusOr<std::unique_ptr<amqp::Connection>> conn = Connect(url_);
     if (!conn.ok()) continue;
     amqp_queue_declare_ok_t* ok =
-        amqp_queue_declare(conn->get(), kChannel, amqp_cstring_bytes(queue_.c_str()),
+        amqp_queue_declare((*conn)->get(), kChannel, amqp_cstring_bytes(queue_.c_str()),
                            /*passive=*/1, 0, 0, 0, amqp_empty_table);
     const bool empty = ok != nullptr && ok->message_count == 0;
-    Close(*conn);
+    (*conn)->Close();
     const int64_t count = static_cast<int64_t>(Count());
     if (empty && count == quiet_at_count) return true;
     quiet_at_count = empty ? count : -1;
@@ -168,14 +119,10 @@ void AmqpReader::Run() {
 }
 
 absl::Status AmqpReader::ConsumeOnce() {
-  absl::StatusOr<ConnPtr> conn = Connect(url_);
+  absl::StatusOr<std::unique_ptr<amqp::Connection>> conn = Connect(url_);
   if (!conn.ok()) return conn.status();
-  amqp_connection_state_t c = conn->get();
-  amqp_basic_qos(c, kChannel, 0, kPrefetch, 0);
-  if (absl::Status s = Check(amqp_get_rpc_reply(c), "basic.qos"); !s.ok()) return s;
-  amqp_basic_consume(c, kChannel, amqp_cstring_bytes(queue_.c_str()), amqp_empty_bytes,
-                     /*no_local=*/0, /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
-  if (absl::Status s = Check(amqp_get_rpc_reply(c), "basic.consume"); !s.ok()) return s;
+  if (absl::Status s = (*conn)->Consume(queue_, kPrefetch); !s.ok()) return s;
+  amqp_connection_state_t c = (*conn)->get();
   while (!stop_) {
     amqp_maybe_release_buffers(c);
     amqp_envelope_t envelope;
@@ -187,7 +134,7 @@ absl::Status AmqpReader::ConsumeOnce() {
     }
     // Anything else (a closed socket, connection.close, channel.close) ends this
     // connection; the unacked messages go back to the queue, in their place.
-    if (absl::Status s = Check(reply, "consume"); !s.ok()) return s;
+    if (absl::Status s = amqp::ReplyStatus(reply, "consume"); !s.ok()) return s;
     const amqp_basic_properties_t& p = envelope.message.properties;
     Delivery d{.partition = 0,
                .id = (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? std::string(View(p.message_id)) : "",
@@ -207,7 +154,7 @@ absl::Status AmqpReader::ConsumeOnce() {
       return absl::UnavailableError("basic.ack failed");
     }
   }
-  Close(*conn);
+  (*conn)->Close();
   return absl::OkStatus();
 }
 

@@ -1,13 +1,13 @@
 // The independent consumer of a chaos run on RabbitMQ: one durable queue bound to the
-// relays' exchange, consumed with manual acks by a plain rabbitmq-c client of its own.
-// It shares no code with the relay's publisher, nor with the inbox's consumer
-// (src/inbox/internal/amqp_source.cc), though it connects and consumes much as that
-// does: a verdict on outboxd should not rest on outboxd's own client, the reader needs
-// a passive queue.declare on a second connection that the inbox source has no call
-// for, and it reconnects after 200 ms without a log line, since the faults cut it on
-// purpose. A message is acked only after it was recorded, so a connection the faults
-// cut (close_all_connections, a node killed) loses nothing: what was in flight comes
-// again and counts as a duplicate.
+// relays' exchange, consumed with manual acks by a plain rabbitmq-c loop of its own.
+// It opens its connections with amqp::Connection (src/amqp/connection.h), as the
+// relay's publisher and the inbox's consumer do, but reads and acks with its own
+// loop rather than outboxd's consumer: a verdict on outboxd should not rest on the
+// code it checks, the reader needs a passive queue.declare on a second connection
+// that the inbox source has no call for, and it reconnects after 200 ms without a log
+// line, since the faults cut it on purpose. A message is acked only after it was
+// recorded, so a connection the faults cut (close_all_connections, a node killed)
+// loses nothing: what was in flight comes again and counts as a duplicate.
 // One queue holds every aggregate, so the order it is read in is the order checked.
 //
 //   auto reader = AmqpReader::Start(url, "chaos", "chaos-check", "chaos.*");

@@ -1,15 +1,14 @@
-// The RabbitMQ source over rabbitmq-c: one connection, channel 1, basic.qos bounding
-// the unacked messages, basic.consume with manual acks. Settle() is basic.ack, sent
-// only after the inbox transaction committed; a crash before it leaves the message
-// unacked, so the broker delivers it again and the inbox skips it. Redeliver() is
-// basic.nack with requeue, then the connection is dropped: the messages prefetched
-// behind the failed one go back too, to their places, so after the backoff they come
-// again in queue order (nacking the one alone would let its successors overtake it).
-// A lost connection is reopened by the next Next(); what was unacked comes again.
+// The RabbitMQ source over rabbitmq-c, on amqp::Connection (amqp/connection.h): one
+// connection, channel 1, basic.qos bounding the unacked messages, basic.consume with
+// manual acks. Settle() is basic.ack, sent only after the inbox transaction
+// committed; a crash before it leaves the message unacked, so the broker delivers it
+// again and the inbox skips it. Redeliver() is basic.nack with requeue, then the
+// connection is dropped: the messages prefetched behind the failed one go back too,
+// to their places, so after the backoff they come again in queue order (nacking the
+// one alone would let its successors overtake it). A lost connection is reopened by
+// the next Next(); what was unacked comes again.
 #include <amqp.h>
 #include <amqp_framing.h>
-#include <amqp_ssl_socket.h>
-#include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
 #include <utility>
@@ -17,49 +16,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "amqp/connection.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "inbox/consumer.h"
 #include "inbox/internal/source.h"
 
 namespace outboxd::inbox::internal {
 namespace {
 
-constexpr amqp_channel_t kChannel = 1;
+using amqp::kChannel;
 // Heartbeats are answered only inside Next(): a handler slower than half of this
 // would lose the connection (and the message would come again, a duplicate).
-constexpr int kHeartbeatSeconds = 60;
-
-using ConnPtr = std::unique_ptr<amqp_connection_state_t_, int (*)(amqp_connection_state_t)>;
+constexpr absl::Duration kHeartbeat = absl::Seconds(60);
 
 absl::string_view View(amqp_bytes_t b) {
   return absl::string_view(static_cast<const char*>(b.bytes), b.len);
-}
-
-amqp_bytes_t Bytes(const std::string& s) {
-  return amqp_bytes_t{.len = s.size(), .bytes = const_cast<char*>(s.data())};
-}
-
-absl::Status Check(const amqp_rpc_reply_t& reply, absl::string_view what) {
-  switch (reply.reply_type) {
-    case AMQP_RESPONSE_NORMAL:
-      return absl::OkStatus();
-    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-      return absl::UnavailableError(
-          absl::StrCat(what, ": ", amqp_error_string2(reply.library_error)));
-    case AMQP_RESPONSE_SERVER_EXCEPTION:
-      if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-        auto* m = static_cast<amqp_channel_close_t*>(reply.reply.decoded);
-        return absl::UnavailableError(absl::StrCat(what, ": ", View(m->reply_text)));
-      }
-      if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        auto* m = static_cast<amqp_connection_close_t*>(reply.reply.decoded);
-        return absl::UnavailableError(absl::StrCat(what, ": ", View(m->reply_text)));
-      }
-      break;
-    default:
-      break;
-  }
-  return absl::UnavailableError(absl::StrCat(what, ": no usable reply from the broker"));
 }
 
 // A string-valued header table entry's value, or nullopt.
@@ -85,7 +57,7 @@ class AmqpSource final : public Source {
 
   absl::Status Settle(const Received& r) override {
     if (conn_ == nullptr) return absl::UnavailableError("ack not sent: the connection was lost");
-    if (int rc = amqp_basic_ack(conn_.get(), kChannel, r.delivery_tag, /*multiple=*/0); rc != 0) {
+    if (int rc = amqp_basic_ack(conn_->get(), kChannel, r.delivery_tag, /*multiple=*/0); rc != 0) {
       Drop();
       return absl::UnavailableError(absl::StrCat("basic.ack failed: ", amqp_error_string2(rc)));
     }
@@ -94,14 +66,13 @@ class AmqpSource final : public Source {
 
   void Redeliver(const Received& r) override {
     if (conn_ == nullptr) return;  // unacked already went back with the connection
-    amqp_basic_nack(conn_.get(), kChannel, r.delivery_tag, /*multiple=*/0, /*requeue=*/1);
+    amqp_basic_nack(conn_->get(), kChannel, r.delivery_tag, /*multiple=*/0, /*requeue=*/1);
     Close();
   }
 
   void Close() override {
     if (conn_ == nullptr) return;
-    amqp_channel_close(conn_.get(), kChannel, AMQP_REPLY_SUCCESS);
-    amqp_connection_close(conn_.get(), AMQP_REPLY_SUCCESS);
+    conn_->Close();
     conn_.reset();
   }
 
@@ -115,67 +86,30 @@ class AmqpSource final : public Source {
   }
 
  private:
-  absl::Status Open();
   absl::Status SetUp();
   Received ToReceived(const amqp_envelope_t& envelope) const;
   // Forgets a broken connection without a close handshake.
   void Drop() { conn_.reset(); }
 
   ConsumerOptions options_;
-  ConnPtr conn_{nullptr, &amqp_destroy_connection};
+  std::unique_ptr<amqp::Connection> conn_;
   absl::Time retry_at_ = absl::InfinitePast();  // after a failed connect
 };
 
-absl::Status AmqpSource::Open() {
-  std::string buffer = options_.amqp_url;
-  amqp_connection_info info;
-  amqp_default_connection_info(&info);
-  if (amqp_parse_url(buffer.data(), &info) != AMQP_STATUS_OK) {
-    return absl::InvalidArgumentError(
-        "--amqp-url is not an AMQP URL: expected amqp://user:pass@host:port/vhost");
-  }
-  conn_.reset(amqp_new_connection());
-  amqp_socket_t* socket =
-      info.ssl ? amqp_ssl_socket_new(conn_.get()) : amqp_tcp_socket_new(conn_.get());
-  if (socket == nullptr) return absl::InternalError("cannot make an AMQP socket");
-  timeval timeout{.tv_sec = 10, .tv_usec = 0};
-  if (int rc = amqp_socket_open_noblock(socket, info.host, info.port, &timeout); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot reach ", info.host, ":", info.port, ": ", amqp_error_string2(rc)));
-  }
-  amqp_set_rpc_timeout(conn_.get(), &timeout);
-  const char* vhost = *info.vhost == '\0' ? "/" : info.vhost;
-  return Check(amqp_login(conn_.get(), vhost, 0, AMQP_DEFAULT_FRAME_SIZE, kHeartbeatSeconds,
-                          AMQP_SASL_METHOD_PLAIN, info.user, info.password),
-               "AMQP login");
-}
-
+// The relay's exchange (durable topic, as `outboxd run` declares it), the durable
+// queue and one binding per topic, then the consumer.
 absl::Status AmqpSource::SetUp() {
-  amqp_connection_state_t c = conn_.get();
-  amqp_channel_open(c, kChannel);
-  if (absl::Status s = Check(amqp_get_rpc_reply(c), "channel.open"); !s.ok()) return s;
-  amqp_exchange_declare(c, kChannel, Bytes(options_.exchange), amqp_cstring_bytes("topic"),
-                        /*passive=*/0, /*durable=*/1, /*auto_delete=*/0, /*internal=*/0,
-                        amqp_empty_table);
-  if (absl::Status s = Check(amqp_get_rpc_reply(c), "exchange.declare"); !s.ok()) return s;
-  amqp_queue_declare(c, kChannel, Bytes(options_.queue), /*passive=*/0, /*durable=*/1,
-                     /*exclusive=*/0, /*auto_delete=*/0, amqp_empty_table);
-  if (absl::Status s = Check(amqp_get_rpc_reply(c), "queue.declare"); !s.ok()) return s;
-  for (const std::string& key : options_.topics) {
-    amqp_queue_bind(c, kChannel, Bytes(options_.queue), Bytes(options_.exchange), Bytes(key),
-                    amqp_empty_table);
-    if (absl::Status s = Check(amqp_get_rpc_reply(c), "queue.bind"); !s.ok()) return s;
-  }
-  amqp_basic_qos(c, kChannel, 0, options_.prefetch, 0);
-  if (absl::Status s = Check(amqp_get_rpc_reply(c), "basic.qos"); !s.ok()) return s;
-  amqp_basic_consume(c, kChannel, Bytes(options_.queue), amqp_empty_bytes, /*no_local=*/0,
-                     /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
-  return Check(amqp_get_rpc_reply(c), "basic.consume");
+  OUTBOXD_RETURN_IF_ERROR(conn_->DeclareExchange(options_.exchange, amqp::ExchangeMode::kDeclare));
+  OUTBOXD_RETURN_IF_ERROR(
+      conn_->DeclareBoundQueue(options_.exchange, options_.queue, options_.topics));
+  return conn_->Consume(options_.queue, options_.prefetch);
 }
 
 absl::Status AmqpSource::Connect() {
-  absl::Status s = Open();
-  if (s.ok()) s = SetUp();
+  OUTBOXD_ASSIGN_OR_RETURN(conn_, amqp::Connection::Open({.url = options_.amqp_url,
+                                                          .heartbeat = kHeartbeat,
+                                                          .connection_name = "outboxd inbox"}));
+  absl::Status s = SetUp();
   if (!s.ok()) Drop();
   return s;
 }
@@ -221,15 +155,15 @@ absl::StatusOr<std::optional<Received>> AmqpSource::Next(absl::Duration timeout)
       return std::nullopt;
     }
   }
-  amqp_maybe_release_buffers(conn_.get());
+  amqp_maybe_release_buffers(conn_->get());
   timeval tv = absl::ToTimeval(std::max(timeout, absl::ZeroDuration()));
   amqp_envelope_t envelope;
-  amqp_rpc_reply_t reply = amqp_consume_message(conn_.get(), &envelope, &tv, 0);
+  amqp_rpc_reply_t reply = amqp_consume_message(conn_->get(), &envelope, &tv, 0);
   if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
       reply.library_error == AMQP_STATUS_TIMEOUT) {
     return std::nullopt;
   }
-  if (absl::Status s = Check(reply, "RabbitMQ consumer"); !s.ok()) {
+  if (absl::Status s = amqp::ReplyStatus(reply, "RabbitMQ consumer"); !s.ok()) {
     // The broker requeues what we had not acked; the next call reconnects.
     spdlog::warn("{} (reconnecting)", s.message());
     Drop();

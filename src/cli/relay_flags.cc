@@ -1,0 +1,23 @@
+#include "cli/relay_flags.h"
+
+#include "base/status_macros.h"
+
+namespace outboxd::cli {
+
+void AddRelayFlags(CLI::App* cmd, RelayFlags& flags, outbox::ColumnMapping& columns) {
+  AddSinkFlags(cmd, flags.sink);
+  AddPgSecretFlags(cmd, flags.secrets);
+  AddFormatFlags(cmd, flags.format);
+  Flag(cmd, "metrics", flags.metrics, "HOST:PORT for /metrics and /healthz (empty: off)")
+      ->capture_default_str();
+  AddColumnFlags(cmd, columns);
+}
+
+absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo,
+                               outbox::MessageFormat& format) {
+  OUTBOXD_RETURN_IF_ERROR(ApplyPgSecrets(flags.secrets, conninfo));
+  OUTBOXD_RETURN_IF_ERROR(ResolveSinkFlags(flags.sink));
+  return ResolveFormat(flags.format, format);
+}
+
+}  // namespace outboxd::cli
