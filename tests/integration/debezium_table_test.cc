@@ -10,8 +10,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

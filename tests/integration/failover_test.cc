@@ -9,7 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 #include "support/server_script.h"
 
 namespace outboxd::test {

@@ -9,9 +9,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "outbox/event.h"
 #include "support/decoded_event.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -9,8 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -17,8 +17,8 @@
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
 #include "inbox/inbox.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -16,9 +16,9 @@
 #include "examples/orders.h"
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
-#include "integration/relay_harness.h"
 #include "kafka/publisher.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 #include "support/set_up_database.h"
 
 namespace outboxd::test {

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "observe/http_client.h"
+#include "support/http_client.h"
 
 namespace outboxd::observe {
 namespace {

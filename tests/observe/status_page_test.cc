@@ -18,7 +18,7 @@
 #include "observe/http_server.h"
 #include "observe/metrics.h"
 #include "observe/status_history.h"
-#include "observe/http_client.h"
+#include "support/http_client.h"
 
 namespace outboxd::observe {
 namespace {

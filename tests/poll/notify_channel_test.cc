@@ -13,8 +13,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "poll/poll_test_env.h"
 #include "support/child_process.h"
+#include "support/poll_test_env.h"
 
 namespace outboxd {
 namespace {

@@ -1,4 +1,4 @@
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 
 #include <algorithm>
 #include <csignal>

@@ -2,8 +2,8 @@
 // table (created by SQL, not `outboxd setup`: the polling relay is for databases
 // without logical replication, so no slot), an in-process mock Kafka cluster and a
 // collector reading every partition of the topics.
-#ifndef OUTBOXD_TESTS_POLL_POLL_TEST_ENV_H_
-#define OUTBOXD_TESTS_POLL_POLL_TEST_ENV_H_
+#ifndef OUTBOXD_TESTS_SUPPORT_POLL_TEST_ENV_H_
+#define OUTBOXD_TESTS_SUPPORT_POLL_TEST_ENV_H_
 
 #include <memory>
 #include <string>
@@ -56,4 +56,4 @@ class PollEnv {
 
 }  // namespace outboxd::test
 
-#endif  // OUTBOXD_TESTS_POLL_POLL_TEST_ENV_H_
+#endif  // OUTBOXD_TESTS_SUPPORT_POLL_TEST_ENV_H_

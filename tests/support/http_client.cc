@@ -1,4 +1,4 @@
-#include "observe/http_client.h"
+#include "support/http_client.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -203,7 +203,8 @@ void SlowLoris::Run(std::string ip, int port, absl::Duration interval) {
 }
 
 IdleCrowd::IdleCrowd(const std::string& ip, int port, int n, std::vector<std::string> from)
-    : target_(n), thread_([this, ip, port, n, from = std::move(from)] { Run(ip, port, n, from); }) {}
+    : target_(n),
+      thread_([this, ip, port, n, from = std::move(from)] { Run(ip, port, n, from); }) {}
 
 IdleCrowd::~IdleCrowd() {
   stop_ = true;

@@ -1,8 +1,8 @@
 // The end-to-end harness: a fresh database with `outboxd setup` done, an in-process
 // mock Kafka cluster, a collector reading every partition, and `outboxd run` as a
 // child process.
-#ifndef OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
-#define OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
+#ifndef OUTBOXD_TESTS_SUPPORT_RELAY_HARNESS_H_
+#define OUTBOXD_TESTS_SUPPORT_RELAY_HARNESS_H_
 
 #include <atomic>
 #include <memory>
@@ -111,4 +111,4 @@ void CreateDayPartition(TestDatabase& db, const std::string& table, const std::s
 
 }  // namespace outboxd::test
 
-#endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
+#endif  // OUTBOXD_TESTS_SUPPORT_RELAY_HARNESS_H_
