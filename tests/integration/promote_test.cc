@@ -435,9 +435,7 @@ TEST_F(Promote, ThreeFailoversUnderLoadLoseNothingWithRecreateMissingSlot) {
                                               ha().Port(ha().Primary()), "\"}")),
             1)
       << metrics;
-  RecordProperty("events", static_cast<int>(events));
-  RecordProperty("duplicates", static_cast<int>(duplicates));
-  RecordProperty("ghosts", static_cast<int>(ghosts));
+  RecordDeliveryFigures(events, duplicates, ghosts);
   std::printf(
       "events %zu, duplicates %zu, ghosts %zu; primary killed to first event published "
       "after: %s\n",
