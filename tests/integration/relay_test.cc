@@ -179,6 +179,7 @@ TEST(Relay, BrokerOutageHoldsTheSlotThenDeliversWithoutRestart) {
 
   ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
   for (int i = 20; i < 70; ++i) MustExec(conn, Insert(i, absl::StrCat("a", i % 4), kTopics[0]));
+  // The relay holds the 50 events and reports its position three times meanwhile.
   ASSERT_TRUE(h.WaitForFeedbackWhileInFlight(50, 3, absl::Seconds(30))) << h.relay().Log();
   const pg::Lsn confirmed_during_outage = h.ConfirmedFlushLsn();
   EXPECT_EQ(h.collector().Messages().size(), 20u);
