@@ -254,7 +254,7 @@ struct RunCommand {
                                           .partitions_ahead = partitions_ahead,
                                           .on_done =
                                               [&stats](const ops::CleanupResult& done) {
-                                                stats.metrics.SetDefaultPartitionRows(
+                                                stats.metrics.CleanupRoundDone(
                                                     done.default_deleted + done.default_rows);
                                               }},
                       cleanup_interval.value);

@@ -66,6 +66,7 @@ struct Metrics::Families {
   prometheus::Gauge* received_lsn = nullptr;
   prometheus::Gauge* slot_lag = nullptr;
   prometheus::Gauge* default_partition_rows = nullptr;
+  prometheus::Counter* cleanup_rounds = nullptr;
   std::vector<std::pair<std::string, prometheus::Gauge*>> wal_status;
   prometheus::Gauge* safe_wal_size = nullptr;
   prometheus::Family<prometheus::Gauge>* primary_info = nullptr;
@@ -148,6 +149,8 @@ Metrics::Metrics(RelayMode mode)
         &NewGauge(r, "outboxd_outbox_default_partition_rows",
                   "Rows the last cleanup round found in the partitioned outbox's DEFAULT "
                   "partition (above 0: partition upkeep fell behind).");
+    f.cleanup_rounds = &NewCounter(r, "outboxd_cleanup_rounds_total",
+                                   "Rounds the cleanup job (--cleanup-interval) completed.");
     auto& wal_status = prometheus::BuildGauge()
                            .Name("outboxd_slot_wal_status")
                            .Help("1 for the slot's wal_status as last checked (every 5 s).")
@@ -289,9 +292,10 @@ void Metrics::SetSlotLagBytes(int64_t bytes) {
   if (families_->slot_lag != nullptr) families_->slot_lag->Set(static_cast<double>(bytes));
 }
 
-void Metrics::SetDefaultPartitionRows(int64_t rows) {
+void Metrics::CleanupRoundDone(int64_t default_partition_rows) {
+  if (families_->cleanup_rounds != nullptr) families_->cleanup_rounds->Increment();
   if (families_->default_partition_rows != nullptr) {
-    families_->default_partition_rows->Set(static_cast<double>(rows));
+    families_->default_partition_rows->Set(static_cast<double>(default_partition_rows));
   }
 }
 

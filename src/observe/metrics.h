@@ -29,6 +29,7 @@
 //   outboxd_catchup_bulk_changes_total      counter   run
 //   outboxd_pickup_seconds{stage}           histogram run (postgresql, relay)
 //   outboxd_outbox_default_partition_rows   gauge     run (its cleanup job)
+//   outboxd_cleanup_rounds_total            counter   run (its cleanup job)
 #ifndef OUTBOXD_OBSERVE_METRICS_H_
 #define OUTBOXD_OBSERVE_METRICS_H_
 
@@ -87,9 +88,10 @@ class Metrics {
   void SetConfirmedLsn(uint64_t lsn);   // run only (ignored by poll)
   void SetReceivedLsn(uint64_t lsn);    // run only
   void SetSlotLagBytes(int64_t bytes);  // run only
-  // Rows the cleanup job found in a partitioned outbox's DEFAULT partition (deleted
-  // plus left): above 0, partition upkeep fell behind. Run only.
-  void SetDefaultPartitionRows(int64_t rows);
+  // A round of the cleanup job ended, whatever it deleted (a round that deletes nothing
+  // leaves no other trace), with the rows it found in a partitioned outbox's DEFAULT
+  // partition (deleted plus left): above 0, partition upkeep fell behind. Run only.
+  void CleanupRoundDone(int64_t default_partition_rows);
   // The slot's wal_status (reserved, extended, unreserved, lost: that one's series
   // 1, the others 0) and safe_wal_size (nullopt: unlimited, shown as NaN). Run only.
   void SetSlotWalStatus(std::string_view status, std::optional<int64_t> safe_wal_size);

@@ -8,6 +8,7 @@
 #include "amqp/publisher.h"
 #include "gtest/gtest.h"
 #include "support/amqp_fixture.h"
+#include "support/wait_until.h"
 
 namespace outboxd::amqp {
 namespace {
@@ -30,16 +31,16 @@ TEST(AmqpFlowControl, AMemoryAlarmBlocksThePublisherUntilItClears) {
   // The broker blocks a connection when it next publishes: keep one message in flight
   // until connection.blocked arrives.
   int sent = 0;
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!p.Blocked() && absl::Now() < deadline) {
-    if (p.InFlight() == 0) {
-      ASSERT_TRUE(
-          p.Produce({.routing_key = "k", .body = absl::StrCat(++sent), .tag = uint64_t(sent)})
-              .ok());
-    }
-    p.Poll(absl::Milliseconds(100));
-  }
-  ASSERT_TRUE(p.Blocked());
+  ASSERT_TRUE(test::WaitUntil(
+      absl::Seconds(60), [&] { return p.Blocked(); },
+      [&] {
+        if (p.InFlight() == 0) {
+          EXPECT_TRUE(
+              p.Produce({.routing_key = "k", .body = absl::StrCat(++sent), .tag = uint64_t(sent)})
+                  .ok());
+        }
+        p.Poll(absl::Milliseconds(100));
+      }));
   EXPECT_EQ(p.BlockedReason(), "low on memory");
   EXPECT_EQ(p.InFlight(), 1);  // not read, so not confirmed, while blocked
   EXPECT_EQ(p.Produce({.routing_key = "k", .body = "refused", .tag = 999}).code(),
@@ -47,9 +48,8 @@ TEST(AmqpFlowControl, AMemoryAlarmBlocksThePublisherUntilItClears) {
   EXPECT_TRUE(p.Health().ok());
 
   node->Ctl({"set_vm_memory_high_watermark", "0.4"});
-  deadline = absl::Now() + absl::Seconds(60);
-  while (p.Blocked() && absl::Now() < deadline) p.Poll(absl::Milliseconds(100));
-  EXPECT_FALSE(p.Blocked());
+  EXPECT_TRUE(test::WaitUntil(
+      absl::Seconds(60), [&] { return !p.Blocked(); }, [&] { p.Poll(absl::Milliseconds(100)); }));
   ASSERT_TRUE(p.Produce({.routing_key = "k", .body = "after", .tag = 1000}).ok());
   ASSERT_TRUE(p.Flush(absl::Seconds(60)).ok());
   ASSERT_EQ(done.size(), static_cast<size_t>(sent) + 1);

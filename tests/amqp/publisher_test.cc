@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/amqp_fixture.h"
+#include "support/wait_until.h"
 
 namespace outboxd::amqp {
 namespace {
@@ -54,9 +55,10 @@ class AmqpPublisherTest : public ::testing::Test {
 
   // Polls until `n` completions arrived (or a generous deadline passed).
   void AwaitCompletions(Publisher& pub, size_t n) {
-    absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (done_.size() < n && absl::Now() < deadline) pub.Poll(absl::Milliseconds(100));
-    ASSERT_GE(done_.size(), n);
+    ASSERT_TRUE(test::WaitUntil(
+        absl::Seconds(60), [&] { return done_.size() >= n; },
+        [&] { pub.Poll(absl::Milliseconds(100)); }))
+        << done_.size() << " of " << n;
   }
 
   std::map<Outcome, int> CountOutcomes() const {
@@ -203,8 +205,9 @@ TEST_F(AmqpPublisherTest, ReportsOutstandingMessagesAsConnectionLostWhenTheBroke
     if (!Send(*pub, "k", absl::StrCat(i), i).ok()) break;
     produced = i;
   }
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (pub->Health().ok() && absl::Now() < deadline) pub->Poll(absl::Milliseconds(100));
+  test::WaitUntil(
+      absl::Seconds(60), [&] { return !pub->Health().ok(); },
+      [&] { pub->Poll(absl::Milliseconds(100)); });
   EXPECT_THAT(std::string(pub->Health().message()), HasSubstr("test closes it"));
   ASSERT_EQ(done_.size(), static_cast<size_t>(produced));
   std::vector<uint64_t> lost;

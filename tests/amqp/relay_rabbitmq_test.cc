@@ -527,7 +527,7 @@ TEST(RelayOnRabbitMq, AConsistentHashExchangeKeepsEachAggregateInOneQueueInOrder
   const std::string prefix = h.broker().Name("worker");
   std::string output;
   ASSERT_EQ(RunCommand("/usr/bin/python3 " + std::string(OUTBOXD_SOURCE_DIR) +
-                           "/tests/amqp/amqp_peer.py hash '" + h.broker().url() + "' " +
+                           "/tests/support/amqp_peer.py hash '" + h.broker().url() + "' " +
                            h.broker().Name("outboxd") + " " + hash + " " + prefix + " 4",
                        &output),
             0)

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <sys/select.h>
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/amqp_fixture.h"
+#include "support/wait_until.h"
 
 namespace outboxd::amqp {
 namespace {
@@ -76,10 +78,18 @@ class AmqpSinkTest : public ::testing::Test {
         {.topic = "order.created", .key = key, .value = body, .headers = headers, .tag = tag});
   }
 
+  // An event of a type no queue is bound for (the broker returns it): "{}" under key.
+  static absl::Status SendUnroutable(Sink& sink, const std::string& key, const std::string& id,
+                                     uint64_t tag) {
+    const std::vector<sink::Header> headers = {{"id", id}, {"aggregate_id", key}};
+    return sink.Produce(
+        {.topic = "invoice.paid", .key = key, .value = "{}", .headers = headers, .tag = tag});
+  }
+
   void AwaitReports(Sink& sink, size_t n, absl::Duration timeout = absl::Seconds(60)) {
-    absl::Time deadline = absl::Now() + timeout;
-    while (reports_.size() < n && absl::Now() < deadline) sink.Poll(100);
-    ASSERT_GE(reports_.size(), n);
+    ASSERT_TRUE(test::WaitUntil(
+        timeout, [&] { return reports_.size() >= n; }, [&] { sink.Poll(100); }))
+        << reports_.size() << " of " << n;
   }
 
   std::unique_ptr<TestBroker> broker_;
@@ -123,11 +133,7 @@ TEST_F(AmqpSinkTest, ReportsOkOnConfirmWithPropertiesAndHeadersAsTheContractSays
 TEST_F(AmqpSinkTest, AnUnroutableMessageIsReportedWithTheRoutingKeyAndTheMessageToDeadLetter) {
   Start();
   std::unique_ptr<Sink> sink = MakeSink();
-  std::vector<sink::Header> headers = {{"id", "5"}, {"aggregate_id", "9"}};
-  ASSERT_TRUE(
-      sink->Produce(
-              {.topic = "invoice.paid", .key = "9", .value = "{}", .headers = headers, .tag = 3})
-          .ok());
+  ASSERT_TRUE(SendUnroutable(*sink, "9", "5", 3).ok());
   AwaitReports(*sink, 1);
   EXPECT_EQ(reports_[0].status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(reports_[0].status.message(), "no queue bound for routing key invoice.paid");
@@ -174,11 +180,7 @@ TEST_F(AmqpSinkTest, AnOversizedMessageFailsWithItsKeysFollowersAndOtherKeysArri
 TEST_F(AmqpSinkTest, AReturnedMessagesKeyFollowersWaitAndFailBehindItInOrder) {
   Start();
   std::unique_ptr<Sink> sink = MakeSink();
-  std::vector<sink::Header> returned = {{"id", "1"}, {"aggregate_id", "A"}};
-  ASSERT_TRUE(
-      sink->Produce(
-              {.topic = "invoice.paid", .key = "A", .value = "{}", .headers = returned, .tag = 1})
-          .ok());
+  ASSERT_TRUE(SendUnroutable(*sink, "A", "1", 1).ok());
   ASSERT_TRUE(Send(*sink, "A", 2, "A2", 2).ok());
   ASSERT_TRUE(Send(*sink, "B", 3, "B3", 3).ok());
   ASSERT_TRUE(Send(*sink, "A", 4, "A4", 4).ok());
@@ -222,23 +224,25 @@ TEST_F(AmqpSinkTest, AMessageAmqpCannotCarryIsRefusedAtProduce) {
 TEST_F(AmqpSinkTest, AClosedConnectionDelaysReportsAndKeepsOrderPerKey) {
   Start(VhostKind::kOwn);
   std::unique_ptr<Sink> sink = MakeSink();
-  // Closed from another thread while messages keep going out, so some are in flight.
-  std::thread closer([this] {
-    absl::SleepFor(absl::Milliseconds(300));
+  // Closed from another thread while messages keep going out (up to 500 unconfirmed),
+  // so some are in flight.
+  std::atomic<int> produced{0};
+  std::thread closer([&] {
+    test::WaitUntil(
+        absl::Seconds(60), [&] { return produced >= 1000; }, absl::Milliseconds(1));
     broker_->Ctl({"close_all_connections", "-p", broker_->vhost(), "test"});
   });
-  int produced = 0;
-  absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while ((sink->counters().reconnects == 0 || produced < 3000) && absl::Now() < deadline) {
-    if (sink->InFlight() > 500) {
-      sink->Poll(10);
-      continue;
-    }
-    ++produced;
-    ASSERT_TRUE(
-        Send(*sink, absl::StrCat(produced % 7), produced, absl::StrCat(produced), produced).ok());
-    if (produced % 50 == 0) sink->Poll(0);
-  }
+  test::WaitUntil(
+      absl::Seconds(120), [&] { return sink->counters().reconnects > 0 && produced >= 3000; },
+      [&] {
+        if (sink->InFlight() > 500) {
+          sink->Poll(10);
+          return;
+        }
+        const int id = ++produced;
+        EXPECT_TRUE(Send(*sink, absl::StrCat(id % 7), id, absl::StrCat(id), id).ok());
+        if (id % 50 == 0) sink->Poll(0);
+      });
   closer.join();
   const int kMessages = produced;
   ASSERT_TRUE(sink->Flush(absl::Seconds(120)).ok());
@@ -281,13 +285,14 @@ TEST_F(AmqpSinkTest, ANackedMessageIsPublishedAgainUntilTheBrokerTakesIt) {
   std::unique_ptr<Sink> sink = MakeSink();
   for (int i = 1; i <= 3; ++i) ASSERT_TRUE(Send(*sink, "k", i, absl::StrCat(i), i).ok());
   std::vector<AmqpMessage> got;
-  absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while ((reports_.size() < 3 || got.size() < 3) && absl::Now() < deadline) {
-    sink->Poll(200);
-    if (sink->counters().nacked > 0 || reports_.size() == 3) {
-      for (AmqpMessage& m : broker_->Drain(queue_)) got.push_back(std::move(m));
-    }
-  }
+  test::WaitUntil(
+      absl::Seconds(120), [&] { return reports_.size() >= 3 && got.size() >= 3; },
+      [&] {
+        sink->Poll(200);
+        if (sink->counters().nacked > 0 || reports_.size() == 3) {
+          for (AmqpMessage& m : broker_->Drain(queue_)) got.push_back(std::move(m));
+        }
+      });
   ASSERT_EQ(reports_.size(), 3u);
   for (const Report& r : reports_) EXPECT_TRUE(r.status.ok()) << r.status;
   EXPECT_GT(sink->counters().nacked, 0u);

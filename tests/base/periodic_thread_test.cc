@@ -6,16 +6,15 @@
 #include <atomic>
 
 #include "gtest/gtest.h"
+#include "support/wait_until.h"
 
 namespace outboxd {
 namespace {
 
-// Waits up to 10 s for `done`; whether it came true.
+// Waits up to 10 s for `done`, checking every millisecond (the tests' interval).
 template <typename Predicate>
 bool WaitFor(Predicate done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  return done();
+  return test::WaitUntil(absl::Seconds(10), done, absl::Milliseconds(1));
 }
 
 // Lets time pass so that a call that should not come would have come. A check that
@@ -66,9 +65,8 @@ TEST(PeriodicThread, ALongCallSeesStoppingAndEndsEarly) {
   PeriodicThread thread;
   thread.Start(absl::Hours(1), [&] {
     in_call = true;
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (!thread.Stopping() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
-    saw_stopping = thread.Stopping();
+    saw_stopping = test::WaitUntil(
+        absl::Seconds(30), [&] { return thread.Stopping(); }, absl::Milliseconds(1));
   });
   ASSERT_TRUE(WaitFor([&] { return in_call.load(); }));
   EXPECT_FALSE(thread.Stopping());

@@ -3,6 +3,7 @@
 // stop ends the wait.
 #include "base/startup_retry.h"
 
+#include <functional>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -14,32 +15,31 @@
 namespace outboxd {
 namespace {
 
-TEST(RetryWhileTransient, TriesAgainUntilTheServerIsUp) {
+// RetryWhileTransient with no stop and 1-2 ms backoffs; `attempt` is given its number
+// (1, 2, ...) and `attempts` counts the calls.
+absl::Status RetryQuickly(const std::function<absl::Status(int)>& attempt, int* attempts) {
   StopSignal stop;
+  return RetryWhileTransient(
+      stop, [&] { return attempt(++*attempts); }, absl::Milliseconds(1), absl::Milliseconds(2));
+}
+
+TEST(RetryWhileTransient, TriesAgainUntilTheServerIsUp) {
   int attempts = 0;
-  absl::Status s = RetryWhileTransient(
-      stop,
-      [&] {
-        ++attempts;
-        if (attempts == 1) return absl::UnavailableError("connection refused");
-        if (attempts == 2) return absl::ResourceExhaustedError("too many connections");
+  absl::Status s = RetryQuickly(
+      [](int attempt) {
+        if (attempt == 1) return absl::UnavailableError("connection refused");
+        if (attempt == 2) return absl::ResourceExhaustedError("too many connections");
         return absl::OkStatus();
       },
-      absl::Milliseconds(1), absl::Milliseconds(2));
+      &attempts);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(attempts, 3);
 }
 
 TEST(RetryWhileTransient, EndsAtOnceOnAnErrorOnlyAPersonCanFix) {
-  StopSignal stop;
   int attempts = 0;
-  absl::Status s = RetryWhileTransient(
-      stop,
-      [&] {
-        ++attempts;
-        return absl::PermissionDeniedError("password authentication failed");
-      },
-      absl::Milliseconds(1), absl::Milliseconds(2));
+  absl::Status s = RetryQuickly(
+      [](int) { return absl::PermissionDeniedError("password authentication failed"); }, &attempts);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(attempts, 1);
 }

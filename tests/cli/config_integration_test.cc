@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 
 extern char** environ;
 

@@ -31,6 +31,8 @@ deadline_s=${OUTBOXD_ALERT_DEADLINE_S:-180}   # generous: the machine is shared
 
 note() { echo "check_alerts_fire: $*"; }
 die() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=scripts/lib/servers.sh
+source "$src/scripts/lib/servers.sh"  # wait_until
 
 [[ -n ${OUTBOXD_TEST_PG:-} ]] || die "OUTBOXD_TEST_PG not set: run scripts/test (or scripts/pg-cluster start DIR)"
 for tool in prometheus promtool psql curl jq node; do
@@ -55,13 +57,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# wait_for DESCRIPTION COMMAND...: runs COMMAND every 0.5 s until it succeeds.
+# wait_for DESCRIPTION COMMAND...: wait_until COMMAND succeeds, or fails naming it.
 wait_for() {
-  local what=$1 until=$((SECONDS + deadline_s)); shift
-  until "$@"; do
-    [[ $SECONDS -lt $until ]] || die "no $what within ${deadline_s}s"
-    sleep 0.5
-  done
+  local what=$1; shift
+  wait_until "$deadline_s" "$@" || die "no $what within ${deadline_s}s"
 }
 
 # ---- 1. the rules, on a clock 30 times faster -----------------------------------------
@@ -120,6 +119,9 @@ note "relay pid $relay_pid, metrics on 127.0.0.1:$relay_port"
 
 # ---- Prometheus -----------------------------------------------------------------------
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+prometheus_ready() { curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1; }
+# Ready, or exited (its port was taken meanwhile: the next attempt takes another).
+prometheus_ready_or_gone() { ! kill -0 "$prom_pid" 2>/dev/null || prometheus_ready; }
 start_prometheus() {
   cat >"$work/prometheus.yml" <<EOF
 global:
@@ -140,11 +142,8 @@ EOF
     prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
       --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$work/prometheus.log" 2>&1 &
     prom_pid=$!
-    local until=$((SECONDS + 60))
-    while kill -0 "$prom_pid" 2>/dev/null && [[ $SECONDS -lt $until ]]; do
-      curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && { pids+=("$prom_pid"); return 0; }
-      sleep 0.5
-    done
+    wait_until 60 prometheus_ready_or_gone || true
+    if kill -0 "$prom_pid" 2>/dev/null && prometheus_ready; then pids+=("$prom_pid"); return 0; fi
     kill "$prom_pid" 2>/dev/null || true
     wait "$prom_pid" 2>/dev/null || true
   done

@@ -40,10 +40,12 @@ if ! eval "$block" >"$out" 2>&1; then
   echo "check_quickstart: the block failed" >&2
   exit 1
 fi
-for _ in $(seq 1 300); do
-  grep -q 'key pedido-1: {"total": 42}' "$out" && { echo "ok: the event arrived as README says"; exit 0; }
-  sleep 0.1
-done
+# shellcheck source=scripts/lib/servers.sh
+source "$src/scripts/lib/servers.sh"  # wait_until
+if wait_until 30 grep -q 'key pedido-1: {"total": 42}' "$out"; then
+  echo "ok: the event arrived as README says"
+  exit 0
+fi
 cat "$out"
 echo "check_quickstart: kcat did not print 'key pedido-1: {\"total\": 42}' within 30 s" >&2
 exit 1

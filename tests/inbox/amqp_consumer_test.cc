@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
 #include "support/amqp_fixture.h"
+#include "support/inbox_deliveries.h"
 #include "support/set_up_database.h"
 
 namespace outboxd::inbox {
@@ -73,19 +74,6 @@ class AmqpConsumerTest : public ::testing::Test {
     ASSERT_EQ(acked.size(), static_cast<size_t>(to - from)) << "not every message confirmed";
   }
 
-  // Polls until `n` deliveries (any result) or 60 s.
-  std::vector<Delivery> PollFor(Consumer& consumer, size_t n) {
-    std::vector<Delivery> got;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (got.size() < n && absl::Now() < deadline) {
-      absl::StatusOr<std::optional<Delivery>> d = consumer.PollOnce(absl::Milliseconds(100));
-      EXPECT_TRUE(d.ok()) << d.status();
-      if (!d.ok()) break;
-      if (*d) got.push_back(std::move(**d));
-    }
-    return got;
-  }
-
   // rabbitmqctl list_queues: "ready unacked" of the consumer's queue.
   std::string QueueCounts() {
     std::string out =
@@ -100,14 +88,8 @@ class AmqpConsumerTest : public ::testing::Test {
     return counts;
   }
 
-  int64_t Effects() { return std::stoll(db_->Scalar("SELECT count(*) FROM efeitos")); }
-  int64_t Marks() { return std::stoll(db_->Scalar("SELECT count(*) FROM inbox")); }
-
-  static absl::Status WriteEffect(pg::Connection& conn, const Message& m) {
-    return conn
-        .ExecParams("INSERT INTO efeitos VALUES ($1, $2::jsonb->>'pedidoId')", {m.id, m.value})
-        .status();
-  }
+  int64_t Effects() { return test::Effects(*db_); }
+  int64_t Marks() { return test::Marks(*db_); }
 
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<test::TestBroker> broker_;
@@ -116,10 +98,10 @@ class AmqpConsumerTest : public ::testing::Test {
 // 250 events, then 50 of them again (a relay's republish after a lost connection):
 // 250 effects, 50 duplicates skipped, the queue empty, at most 100 unacked at a time.
 TEST_F(AmqpConsumerTest, EveryMessageIsProcessedOnceIntoTheInbox) {
-  auto consumer = Start(WriteEffect);
+  auto consumer = Start(test::WriteEffect);
   Publish(0, 250);
   Publish(100, 150);
-  std::vector<Delivery> got = PollFor(*consumer, 300);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 300);
   ASSERT_EQ(got.size(), 300u);
   int processed = 0;
   int duplicates = 0;
@@ -149,10 +131,10 @@ TEST_F(AmqpConsumerTest, AckIsSentOnlyAfterTheInboxCommit) {
   std::string during;
   auto consumer = Start([&](pg::Connection& conn, const Message& m) {
     during = QueueCounts();
-    return WriteEffect(conn, m);
+    return test::WriteEffect(conn, m);
   });
   Publish(0, 1);
-  std::vector<Delivery> got = PollFor(*consumer, 1);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].result, Delivery::Result::kProcessed);
   EXPECT_EQ(during, "0 1") << "ready, unacked while the handler ran";
@@ -164,12 +146,12 @@ TEST_F(AmqpConsumerTest, AckIsSentOnlyAfterTheInboxCommit) {
 TEST_F(AmqpConsumerTest, HandlerErrorIsNackedAndRetriedBeforeTheMessagesBehindIt) {
   int calls = 0;
   auto consumer = Start([&](pg::Connection& conn, const Message& m) -> absl::Status {
-    OUTBOXD_RETURN_IF_ERROR(WriteEffect(conn, m));
+    OUTBOXD_RETURN_IF_ERROR(test::WriteEffect(conn, m));
     if (++calls == 1) return absl::UnavailableError("invoicing API down");
     return absl::OkStatus();
   });
   Publish(0, 3);
-  std::vector<Delivery> got = PollFor(*consumer, 4);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 4);
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0].result, Delivery::Result::kFailed);
   EXPECT_EQ(got[0].error.message(), "handler failed: invoicing API down");
@@ -194,10 +176,10 @@ TEST_F(AmqpConsumerTest, AckLostAfterTheInboxCommitYieldsARedeliveryNotASecondEf
     if (++calls == 1) {
       broker_->Ctl({"close_all_connections", "-p", broker_->vhost(), "test: crash before ack"});
     }
-    return WriteEffect(conn, m);
+    return test::WriteEffect(conn, m);
   });
   Publish(0, 1);
-  std::vector<Delivery> got = PollFor(*consumer, 2);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].result, Delivery::Result::kProcessed);
   EXPECT_EQ(got[1].result, Delivery::Result::kDuplicate);

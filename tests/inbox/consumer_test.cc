@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "kafka/publisher.h"
+#include "support/inbox_deliveries.h"
 #include "support/set_up_database.h"
 
 namespace outboxd::inbox {
@@ -87,21 +88,6 @@ class ConsumerTest : public ::testing::Test {
     return consumer.ok() ? std::move(*consumer) : nullptr;
   }
 
-  // Polls until `n` messages were handled (or an error, or 30 s).
-  std::vector<Delivery> PollFor(Consumer& consumer, size_t n, absl::Status* error = nullptr) {
-    std::vector<Delivery> got;
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (got.size() < n && absl::Now() < deadline) {
-      absl::StatusOr<std::optional<Delivery>> d = consumer.PollOnce(absl::Milliseconds(100));
-      if (!d.ok()) {
-        if (error) *error = d.status();
-        break;
-      }
-      if (*d) got.push_back(std::move(**d));
-    }
-    return got;
-  }
-
   // The group's committed offset on the partition, read by another client.
   int64_t Committed(int32_t partition) {
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
@@ -119,14 +105,8 @@ class ConsumerTest : public ::testing::Test {
     return offset;
   }
 
-  int64_t Effects() { return std::stoll(db_->Scalar("SELECT count(*) FROM efeitos")); }
-  int64_t Marks() { return std::stoll(db_->Scalar("SELECT count(*) FROM inbox")); }
-
-  static absl::Status WriteEffect(pg::Connection& conn, const Message& m) {
-    return conn
-        .ExecParams("INSERT INTO efeitos VALUES ($1, $2::jsonb->>'pedidoId')", {m.id, m.value})
-        .status();
-  }
+  int64_t Effects() { return test::Effects(*db_); }
+  int64_t Marks() { return test::Marks(*db_); }
 
   Broker broker_;
   std::unique_ptr<test::TestDatabase> db_;
@@ -136,8 +116,8 @@ TEST_F(ConsumerTest, DuplicateDeliveryIsSkippedAndItsOffsetCommitted) {
   Produce(R"({"pedidoId":"pedido-1"})", kId1);
   Produce(R"({"pedidoId":"pedido-1"})", kId1);  // the relay re-sent it after a crash
   Produce(R"({"pedidoId":"pedido-2"})", kId2);
-  auto consumer = Start(WriteEffect);
-  std::vector<Delivery> got = PollFor(*consumer, 3);
+  auto consumer = Start(test::WriteEffect);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 3);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].result, Delivery::Result::kProcessed);
   EXPECT_EQ(got[1].result, Delivery::Result::kDuplicate);
@@ -154,9 +134,9 @@ TEST_F(ConsumerTest, OffsetIsCommittedOnlyAfterTheDatabaseCommit) {
   std::vector<std::pair<int64_t, int64_t>> seen;  // (message offset, committed in handler)
   auto consumer = Start([&](pg::Connection& conn, const Message& m) {
     seen.emplace_back(m.offset, Committed(m.partition));
-    return WriteEffect(conn, m);
+    return test::WriteEffect(conn, m);
   });
-  std::vector<Delivery> got = PollFor(*consumer, 2);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 2);
   ASSERT_EQ(got.size(), 2u);
   ASSERT_EQ(seen.size(), 2u);
   // While the handler runs, its transaction is open: nothing of it may be committed
@@ -170,11 +150,11 @@ TEST_F(ConsumerTest, HandlerErrorRollsBackTheMarkAndTheRetrySucceeds) {
   Produce(R"({"pedidoId":"pedido-1"})", kId1);
   int calls = 0;
   auto consumer = Start([&](pg::Connection& conn, const Message& m) -> absl::Status {
-    OUTBOXD_RETURN_IF_ERROR(WriteEffect(conn, m));
+    OUTBOXD_RETURN_IF_ERROR(test::WriteEffect(conn, m));
     if (++calls == 1) return absl::UnavailableError("invoicing API down");
     return absl::OkStatus();
   });
-  std::vector<Delivery> first = PollFor(*consumer, 1);
+  std::vector<Delivery> first = test::PollDeliveries(*consumer, 1);
   ASSERT_EQ(first.size(), 1u);
   const absl::Time failed_at = absl::Now();
   EXPECT_EQ(first[0].result, Delivery::Result::kFailed);
@@ -183,7 +163,7 @@ TEST_F(ConsumerTest, HandlerErrorRollsBackTheMarkAndTheRetrySucceeds) {
   EXPECT_EQ(Effects(), 0);
   EXPECT_EQ(Committed(first[0].message.partition), kNoOffset);
 
-  std::vector<Delivery> retry = PollFor(*consumer, 1);
+  std::vector<Delivery> retry = test::PollDeliveries(*consumer, 1);
   ASSERT_EQ(retry.size(), 1u);
   EXPECT_GE(absl::Now() - failed_at, absl::Milliseconds(90)) << "retried without backoff";
   EXPECT_EQ(retry[0].result, Delivery::Result::kProcessed);
@@ -199,10 +179,10 @@ TEST_F(ConsumerTest, HandlerErrorRollsBackTheMarkAndTheRetrySucceeds) {
 TEST_F(ConsumerTest, MessageWithoutIdIsReportedAndNeverSkipped) {
   Produce(R"({"pedidoId":"pedido-1"})", std::nullopt);
   Produce(R"({"pedidoId":"pedido-2"})", kId2);
-  auto consumer = Start(WriteEffect);
+  auto consumer = Start(test::WriteEffect);
   for (int round = 0; round < 2; ++round) {
     absl::Status error;
-    std::vector<Delivery> got = PollFor(*consumer, 1, &error);
+    std::vector<Delivery> got = test::PollDeliveries(*consumer, 1, &error);
     EXPECT_TRUE(got.empty());
     EXPECT_EQ(error.code(), absl::StatusCode::kFailedPrecondition) << error;
     EXPECT_NE(error.message().find("@0 has no \"id\" header"), absl::string_view::npos) << error;
@@ -217,17 +197,17 @@ TEST_F(ConsumerTest, MessageWithoutIdIsReportedAndNeverSkipped) {
 // the inbox turns it into a duplicate: one effect, and this time the offset commits.
 TEST_F(ConsumerTest, LostOffsetCommitAfterTheDatabaseCommitYieldsADuplicateNotASecondEffect) {
   Produce(R"({"pedidoId":"pedido-1"})", kId1);
-  auto consumer = Start(WriteEffect);
+  auto consumer = Start(test::WriteEffect);
   broker_.FailOffsetCommits(1);
-  std::vector<Delivery> got = PollFor(*consumer, 1);
+  std::vector<Delivery> got = test::PollDeliveries(*consumer, 1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].result, Delivery::Result::kProcessed);
   EXPECT_FALSE(got[0].offset_commit.ok());
   EXPECT_EQ(Committed(got[0].message.partition), kNoOffset);
   consumer.reset();  // leaves the group
 
-  auto next = Start(WriteEffect);
-  std::vector<Delivery> again = PollFor(*next, 1);
+  auto next = Start(test::WriteEffect);
+  std::vector<Delivery> again = test::PollDeliveries(*next, 1);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].result, Delivery::Result::kDuplicate);
   EXPECT_EQ(again[0].message.offset, got[0].message.offset);

@@ -17,7 +17,8 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "integration/hostile_role.h"
-#include "integration/relay_harness.h"
+#include "support/outbox_schema.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -41,30 +42,34 @@ void InsertEvents(TestDatabase& db, const std::string& batch, int n, int days) {
 
 // The default outbox's columns, partitioned by day without a DEFAULT partition (so
 // upkeep detaches CONCURRENTLY, recording each partition first).
-constexpr char kOwnersOutbox[] = R"sql(
+const std::string kOwnersOutbox = R"sql(
 SELECT pg_drop_replication_slot('$SLOT');
 DROP PUBLICATION outboxd;
 DROP TABLE outbox;
 GRANT CREATE ON SCHEMA public TO $OWNER;
 SET ROLE $OWNER;
-CREATE TABLE outbox (
-  seq bigint GENERATED ALWAYS AS IDENTITY,
-  id uuid NOT NULL DEFAULT gen_random_uuid(),
-  aggregate_id text NOT NULL,
-  tipo text NOT NULL,
-  payload jsonb NOT NULL,
-  criado_em timestamptz NOT NULL DEFAULT now(),
-  publicado_em timestamptz,
-  tentativas int NOT NULL DEFAULT 0,
-  ultimo_erro text,
-  proxima_tentativa_em timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (seq, criado_em)
-) PARTITION BY RANGE (criado_em);
+)sql" + std::string(kPartitionedOutboxTable) +
+                                  R"sql(
 RESET ROLE;
 ALTER TABLE outbox_relay_state OWNER TO $OWNER;
 ALTER TABLE outbox_dead_letter OWNER TO $OWNER;
 ALTER TABLE inbox OWNER TO $OWNER;
 )sql";
+
+// Drops the inbox `outboxd setup` made and sets it up again partitioned by day;
+// whether setup succeeded, its output in `out`.
+bool RemakeInboxPartitioned(RelayHarness& h, std::string* out) {
+  h.db().Exec("DROP TABLE inbox");
+  return Outboxd(h, h.db().conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"},
+                 out) == 0;
+}
+
+// RemakeInboxPartitioned, and a role of no privilege to play the attacker: its name,
+// or "" when setup failed.
+std::string PartitionedInboxAndAttacker(RelayHarness& h, std::string* out) {
+  const std::string attacker = h.db().CreateRole("");
+  return RemakeInboxPartitioned(h, out) ? attacker : "";
+}
 
 bool Gone(TestDatabase& db, const std::string& table) {
   return db.Scalar("SELECT to_regclass('" + table + "') IS NULL") == "t";
@@ -120,13 +125,9 @@ TEST(CleanupTrust, APlantedTablesPolicyNeverRunsAsTheOutboxOwner) {
 TEST(CleanupTrust, APlantedTablesImplicitCastNeverRunsAsASuperusersInboxCleanup) {
   RelayHarness h(kTopics);
   TestDatabase& db = h.db();
-  const std::string attacker = db.CreateRole("");
-  db.Exec("DROP TABLE inbox");
   std::string out;
-  ASSERT_EQ(
-      Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"}, &out),
-      0)
-      << out;
+  const std::string attacker = PartitionedInboxAndAttacker(h, &out);
+  ASSERT_FALSE(attacker.empty()) << out;
   EXPECT_TRUE(absl::StrContains(out, "setup: table outbox_detached")) << out;
   for (int days : {-12, -11}) {
     CreateDayPartition(db, "inbox", absl::StrCat("old", -days), days);
@@ -164,12 +165,8 @@ TEST(CleanupTrust, APlantedTablesImplicitCastNeverRunsAsASuperusersInboxCleanup)
 TEST(CleanupTrust, ATableAnOlderVersionDetachedIsReportedWithTheStatementToDropIt) {
   RelayHarness h(kTopics);
   TestDatabase& db = h.db();
-  db.Exec("DROP TABLE inbox");
   std::string out;
-  ASSERT_EQ(
-      Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"}, &out),
-      0)
-      << out;
+  ASSERT_TRUE(RemakeInboxPartitioned(h, &out)) << out;
   CreateDayPartition(db, "inbox", "old9", -9);
   db.Exec(
       "COMMENT ON TABLE inbox_old9 IS 'outboxd: detached from inbox to be dropped'; "
@@ -198,13 +195,9 @@ TEST(CleanupTrust, ATableAnOlderVersionDetachedIsReportedWithTheStatementToDropI
 TEST(CleanupTrust, ALedgerAnotherRoleCouldWriteIsRefused) {
   RelayHarness h(kTopics);
   TestDatabase& db = h.db();
-  const std::string attacker = db.CreateRole("");
-  db.Exec("DROP TABLE inbox");
   std::string out;
-  ASSERT_EQ(
-      Outboxd(h, db.conninfo(), {"setup", "--slot", h.slot(), "--inbox-partition-by", "day"}, &out),
-      0)
-      << out;
+  const std::string attacker = PartitionedInboxAndAttacker(h, &out);
+  ASSERT_FALSE(attacker.empty()) << out;
   const std::string ddl = db.Scalar(
       "SELECT 'CREATE TABLE outbox_detached (' || string_agg(format('%I %s', attname, "
       "format_type(atttypid, atttypmod)), ', ' ORDER BY attnum) || ')' FROM pg_attribute "

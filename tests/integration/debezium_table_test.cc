@@ -10,8 +10,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {
@@ -96,11 +96,7 @@ TEST_F(DebeziumTableTest, SetupRunAndStatusWorkThroughTheColumnFlags) {
       << error;
   EXPECT_LT(absl::AbsDuration(absl::Now() - created), absl::Minutes(5));
   EXPECT_EQ(Occurrences(h_.relay().Log(), kNote), 1u) << h_.relay().Log();
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (h_.db().Scalar("SELECT count(*) FROM inbox") != "0" && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_EQ(h_.db().Scalar("SELECT count(*) FROM inbox"), "0") << h_.relay().Log();
+  EXPECT_TRUE(h_.db().WaitForScalar("SELECT count(*) FROM inbox", "0")) << h_.relay().Log();
   EXPECT_THAT(h_.relay().Log(), Not(HasSubstr("cleanup failed"))) << h_.relay().Log();
 
   std::string status;

@@ -9,7 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 #include "support/server_script.h"
 
 namespace outboxd::test {
@@ -60,9 +60,7 @@ TEST(Failover, PatroniSwitchoverAndFailoverLoseNothing) {
   const size_t events = h.OutboxRows().size();
   const size_t ghosts = Ghosts(h);
   EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
-  RecordProperty("events", static_cast<int>(events));
-  RecordProperty("duplicates", static_cast<int>(duplicates));
-  RecordProperty("ghosts", static_cast<int>(ghosts));
+  RecordDeliveryFigures(events, duplicates, ghosts);
   std::printf(
       "events %zu, duplicates %zu, ghosts %zu; switchover: 100 more events in %s; failover: "
       "leader killed to first event published from the new leader %s\n",

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/metrics_text.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {

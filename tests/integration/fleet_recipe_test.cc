@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

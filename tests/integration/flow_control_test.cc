@@ -12,8 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

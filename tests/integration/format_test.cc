@@ -9,9 +9,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "outbox/event.h"
 #include "support/decoded_event.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {
@@ -154,10 +154,7 @@ TEST_P(ValueFormatTest, AMissingKeyFieldIsADeadLetterAndReplaysInTheFormat) {
   h.db().Exec(
       "UPDATE outbox_dead_letter SET payload = '{\"customer\": {\"id\": \"fixed\"}}' "
       "WHERE payload LIKE '[%'");
-  std::vector<std::string> replay = {
-      "dead-letter", "replay",          "--slot",    h.slot(),
-      "--pg",        h.db().conninfo(), "--brokers", h.cluster().bootstraps()};
-  replay.insert(replay.end(), flags.begin(), flags.end());
+  const std::vector<std::string> replay = h.ReplayArgs(flags);
   std::string out;
   EXPECT_EQ(h.RunOutboxd(replay, &out), 0) << out;
   ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30)));
@@ -185,11 +182,7 @@ TEST_P(ValueFormatTest, ABrokerRefusalStoresThePayloadNotTheValue) {
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
   h.cluster().PushProduceErrors(10, 50);  // MSG_SIZE_TOO_LARGE: permanent
   Insert(conn, "refused", kPayloads[1]);
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (h.db().Scalar("SELECT count(*) FROM outbox_dead_letter") == "0" &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  h.db().WaitForScalar("SELECT count(*) FROM outbox_dead_letter", "1");
   h.cluster().ClearProduceErrors();
   EXPECT_EQ(h.db().Scalar("SELECT aggregate_id || ' ' || payload FROM outbox_dead_letter"),
             "refused " + h.OutboxRows()[1].payload)

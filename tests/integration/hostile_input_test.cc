@@ -15,11 +15,11 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "outbox/dead_letter.h"
 #include "simdjson.h"
 #include "support/child_process.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 #include "pg/connection.h"
 #include "support/child_process.h"
 #include "support/pg_fixture.h"

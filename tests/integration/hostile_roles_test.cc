@@ -23,7 +23,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "integration/hostile_role.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 #include "pg/connection.h"
 #include "support/metrics_text.h"
 #include "support/wait_until.h"

@@ -10,9 +10,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/metrics_text.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/child_process.h"
 #include "support/pg_fixture.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -9,8 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
+#include "support/metrics_text.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {
@@ -42,13 +43,11 @@ int CountBatch(TestDatabase& db, const std::string& batch) {
 // (src/ops/cleanup.cc) run, as pg_stat_activity shows it.
 constexpr char kHorizonQuery[] = "SELECT pg_snapshot_xmin%";
 
-// The cleanup job inside `outboxd run` opens a connection of its own for each round
-// (src/ops/cleanup.cc CleanupJob::RunOnce) and closes it a few milliseconds later; a
-// round that deletes nothing leaves no trace (no log line, no metric, its session
-// gone from pg_stat_activity before a poll sees it): a test that must see rounds pass
-// can only wait that long. `rounds` of the 1 s interval the tests use.
-void WaitOutCleanupRounds(int rounds) {
-  absl::SleepFor(absl::Seconds(rounds) + absl::Milliseconds(500));
+// Waits until the cleanup job inside `outboxd run` has completed `rounds` more rounds
+// (outboxd_cleanup_rounds_total): a round that deletes nothing leaves no other trace.
+bool WaitForCleanupRounds(RelayHarness& h, int rounds) {
+  const double done = ScrapeMetric(h.relay(), "outboxd_cleanup_rounds_total").value_or(0);
+  return WaitForMetric(h.relay(), "outboxd_cleanup_rounds_total", done + rounds, absl::Seconds(30));
 }
 
 // The test: during a broker outage, cleanup with retention 0 keeps every
@@ -81,12 +80,7 @@ TEST(Operations, CleanupDuringABrokerOutageKeepsEveryUnacknowledgedRow) {
   EXPECT_TRUE(absl::StrContains(out, "more than --max-age 2s")) << out;
   EXPECT_EQ(Outboxd(h, {"status", "--slot", h.slot(), "--max-age", "1h"}, &out), 0) << out;
 
-  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
-  ASSERT_TRUE(h.collector().WaitForCount(50, absl::Seconds(60))) << h.relay().Log();
-  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(15), &status)) << status;
-  ASSERT_EQ(Outboxd(h, {"cleanup", "--retention", "0s"}, &out), 0) << out;
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0");
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ExpectCleanAfterTheOutage(h, 50);
 }
 
 // The same job inside `outboxd run`, on its interval.
@@ -96,15 +90,12 @@ TEST(Operations, RunDeletesAcknowledgedRowsOnItsCleanupInterval) {
   auto conn = h.db().Connect();
   InsertEvents(conn, "first", 10);
   ASSERT_TRUE(h.collector().WaitForCount(10, absl::Seconds(30)));
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline && h.db().Scalar("SELECT count(*) FROM outbox") != "0") {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0") << h.relay().Log();
+  EXPECT_TRUE(h.db().WaitForScalar("SELECT count(*) FROM outbox", "0")) << h.relay().Log();
 
   ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
   InsertEvents(conn, "held", 10);
-  WaitOutCleanupRounds(3);
+  // Three rounds from now: at least two began after the rows were committed.
+  ASSERT_TRUE(WaitForCleanupRounds(h, 3)) << h.relay().Log();
   EXPECT_EQ(CountBatch(h.db(), "held"), 10) << h.relay().Log();
   ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
   ASSERT_TRUE(h.collector().WaitForCount(20, absl::Seconds(60))) << h.relay().Log();

@@ -17,8 +17,10 @@
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
 #include "inbox/inbox.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
+#include "support/inbox_deliveries.h"
+#include "support/relay_harness.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -255,15 +257,7 @@ TEST(PartitionedInbox, TheConsumerDeduplicatesRelayedEventsOnAPartitionedInbox) 
         {.brokers = h.cluster().bootstraps(), .group_id = group, .topics = kTopics}, effect);
     EXPECT_TRUE(consumer.ok()) << consumer.status();
     if (!consumer.ok()) return results;
-    int handled = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (handled < n && absl::Now() < deadline) {
-      absl::StatusOr<std::optional<inbox::Delivery>> d =
-          (*consumer)->PollOnce(absl::Milliseconds(200));
-      EXPECT_TRUE(d.ok()) << d.status();
-      if (!d.ok()) break;
-      if (*d) ++results[(*d)->result], ++handled;
-    }
+    for (const inbox::Delivery& d : PollDeliveries(**consumer, n)) ++results[d.result];
     return results;
   };
   std::map<inbox::Delivery::Result, int> first = consume("billing", kEvents);
@@ -302,16 +296,15 @@ TEST(PartitionedInbox, AnInboxMovedUnderARunningConsumerCostsOneRetry) {
   // The results of the deliveries up to the first one processed.
   const auto until_processed = [&consumer]() {
     std::vector<inbox::Delivery::Result> results;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (absl::Now() < deadline) {
-      absl::StatusOr<std::optional<inbox::Delivery>> d =
-          (*consumer)->PollOnce(absl::Milliseconds(200));
-      EXPECT_TRUE(d.ok()) << d.status();
-      if (!d.ok()) break;
-      if (!*d) continue;
-      results.push_back((*d)->result);
-      if ((*d)->result == inbox::Delivery::Result::kProcessed) break;
-    }
+    WaitUntil(
+        absl::Seconds(60),
+        [&] { return !results.empty() && results.back() == inbox::Delivery::Result::kProcessed; },
+        [&] {
+          for (const inbox::Delivery& d :
+               PollDeliveries(**consumer, 1, nullptr, absl::Milliseconds(200))) {
+            results.push_back(d.result);
+          }
+        });
     return results;
   };
   insert_event(1);

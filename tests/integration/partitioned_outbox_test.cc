@@ -16,10 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
 #include "support/metrics_text.h"
 #include "support/outbox_load.h"
+#include "support/outbox_schema.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -31,20 +32,7 @@ const std::vector<std::string> kTopics = {"pedido.confirmado"};
 // day the way a user would: the key in the primary key, yesterday, today and a
 // DEFAULT partition; the publication created by hand without
 // publish_via_partition_root (what PostgreSQL does unless told).
-constexpr char kUserPartitionedOutbox[] = R"sql(
-CREATE TABLE outbox (
-  seq bigint GENERATED ALWAYS AS IDENTITY,
-  id uuid NOT NULL DEFAULT gen_random_uuid(),
-  aggregate_id text NOT NULL,
-  tipo text NOT NULL,
-  payload jsonb NOT NULL,
-  criado_em timestamptz NOT NULL DEFAULT now(),
-  publicado_em timestamptz,
-  tentativas int NOT NULL DEFAULT 0,
-  ultimo_erro text,
-  proxima_tentativa_em timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (seq, criado_em)
-) PARTITION BY RANGE (criado_em);
+const std::string kUserPartitionedOutbox = std::string(kPartitionedOutboxTable) + R"sql(
 CREATE TABLE outbox_yesterday PARTITION OF outbox FOR VALUES FROM (current_date - 1) TO (current_date);
 CREATE TABLE outbox_today PARTITION OF outbox FOR VALUES FROM (current_date) TO (current_date + 1);
 CREATE TABLE outbox_other PARTITION OF outbox DEFAULT;
@@ -137,12 +125,7 @@ TEST(PartitionedOutbox, CleanupDuringABrokerOutageKeepsEveryUnacknowledgedRow) {
                                 "outbox_other"))
       << out;
 
-  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
-  ASSERT_TRUE(h.collector().WaitForCount(50, absl::Seconds(60))) << h.relay().Log();
-  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &status)) << status;
-  ASSERT_EQ(Outboxd(h, {"cleanup", "--retention", "0s"}, &out), 0) << out;
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0");
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ExpectCleanAfterTheOutage(h, 50);
 }
 
 // The harness set up the plain outbox; `outboxd setup --partition-by day` makes a
@@ -484,12 +467,8 @@ TEST(PartitionedOutbox, ReconcilePollAndDeadLetterReplayWorkOnIt) {
   auto poll = ChildProcess::Start({BinPath("outboxd"), "poll", "--pg", h.db().conninfo(),
                                    "--brokers", h.cluster().bootstraps(), "--interval", "100ms"});
   ASSERT_TRUE(h.collector().WaitForCount(9, absl::Seconds(60))) << poll->Log();
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline &&
-         h.db().Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL") != "0") {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL"), "0");
+  EXPECT_TRUE(h.db().WaitForScalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL", "0"))
+      << poll->Log();
   poll->Signal(SIGTERM);
   EXPECT_EQ(poll->Wait(absl::Seconds(60)).value_or(-1), 0) << poll->Log();
 

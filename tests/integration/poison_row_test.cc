@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -69,11 +69,7 @@ bool AllDelivered(RelayHarness& h, const std::vector<std::string>& keys, absl::D
 std::string FixPayloadsAndReplay(RelayHarness& h, int expect_exit) {
   h.db().Exec("UPDATE outbox_dead_letter SET payload = '{\"fixed\": true}' WHERE payload = '42'");
   std::string out;
-  EXPECT_EQ(h.RunOutboxd({"dead-letter", "replay", "--slot", h.slot(), "--pg", h.db().conninfo(),
-                          "--brokers", h.cluster().bootstraps()},
-                         &out),
-            expect_exit)
-      << out;
+  EXPECT_EQ(h.RunOutboxd(h.ReplayArgs(), &out), expect_exit) << out;
   return out;
 }
 

@@ -12,8 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -119,14 +119,8 @@ TEST_F(ProgressTest, CleanupIntoAPipeOrAsJsonLogsOnlyTheSummary) {
 
 TEST_F(ProgressTest, DeadLetterReplayShowsReplayedOverTotal) {
   // 20 aggregates of 20 letters: 20 rounds (one letter per aggregate per round).
-  h_.db().Exec(
-      "INSERT INTO outbox_dead_letter (id, aggregate_id, type, payload, created_at, lsn, topic, "
-      "error) SELECT 'e' || i, 'a' || (i % 20), 'pedido.confirmado', '{\"n\":' || i || '}', "
-      "'2026-01-01 00:00:00+00', '0/0', 'pedido.confirmado', 'test' "
-      "FROM generate_series(1, 400) i");
-  const std::vector<std::string> replay = {
-      "dead-letter", "replay",           "--slot",    h_.slot(),
-      "--pg",        h_.db().conninfo(), "--brokers", h_.cluster().bootstraps()};
+  InsertDeadLetters(h_.db(), 400, 20, "'pedido.confirmado'", "'{\"n\":' || i || '}'");
+  const std::vector<std::string> replay = h_.ReplayArgs();
   std::string log;
   ASSERT_EQ(RunOutboxd(Stderr::kTerminal, replay, log), 0) << log;
   EXPECT_THAT(ProgressLines(log),

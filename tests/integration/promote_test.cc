@@ -17,8 +17,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 #include "support/server_script.h"
 #include "support/wait_until.h"
 
@@ -435,9 +435,7 @@ TEST_F(Promote, ThreeFailoversUnderLoadLoseNothingWithRecreateMissingSlot) {
                                               ha().Port(ha().Primary()), "\"}")),
             1)
       << metrics;
-  RecordProperty("events", static_cast<int>(events));
-  RecordProperty("duplicates", static_cast<int>(duplicates));
-  RecordProperty("ghosts", static_cast<int>(ghosts));
+  RecordDeliveryFigures(events, duplicates, ghosts);
   std::printf(
       "events %zu, duplicates %zu, ghosts %zu; primary killed to first event published "
       "after: %s\n",

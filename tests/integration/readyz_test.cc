@@ -4,8 +4,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

@@ -9,7 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -170,7 +171,7 @@ TEST(Relay, EveryCommittedEventArrivesInOrderWithItsHeaders) {
 // past them; when the brokers return, they are delivered by the same process.
 TEST(Relay, BrokerOutageHoldsTheSlotThenDeliversWithoutRestart) {
   RelayHarness h(kTopics);
-  h.StartRelay();
+  h.StartRelay({"--feedback-interval", "1s"});
   auto conn = h.db().Connect();
   for (int i = 0; i < 20; ++i) MustExec(conn, Insert(i, absl::StrCat("a", i % 4), kTopics[0]));
   ASSERT_TRUE(h.collector().WaitForCount(20, absl::Seconds(30)));
@@ -178,12 +179,9 @@ TEST(Relay, BrokerOutageHoldsTheSlotThenDeliversWithoutRestart) {
 
   ASSERT_TRUE(h.cluster().SetAllBrokersDown().ok());
   for (int i = 20; i < 70; ++i) MustExec(conn, Insert(i, absl::StrCat("a", i % 4), kTopics[0]));
-  pg::Lsn confirmed_during_outage = 0;
-  absl::Time until = absl::Now() + absl::Seconds(4);
-  while (absl::Now() < until) {
-    confirmed_during_outage = std::max(confirmed_during_outage, h.ConfirmedFlushLsn());
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  // The relay holds the 50 events and reports its position three times meanwhile.
+  ASSERT_TRUE(h.WaitForFeedbackWhileInFlight(50, 3, absl::Seconds(30))) << h.relay().Log();
+  const pg::Lsn confirmed_during_outage = h.ConfirmedFlushLsn();
   EXPECT_EQ(h.collector().Messages().size(), 20u);
   ASSERT_TRUE(h.relay().Running());
 
@@ -224,12 +222,8 @@ TEST(Relay, IdleOutboxDoesNotPinWalWhileOtherTablesWrite) {
   pg::Lsn head = h.CurrentWalLsn();
   ASSERT_GT(head - start, 20u << 20) << "the load should write tens of MiB of WAL";
   absl::Time t0 = absl::Now();
-  bool caught_up = false;
-  while (absl::Now() - t0 < absl::Seconds(15) && !caught_up) {
-    caught_up = h.SlotLagBytes() < (1 << 20);
-    if (!caught_up) absl::SleepFor(absl::Milliseconds(100));
-  }
-  EXPECT_TRUE(caught_up) << "lag " << h.SlotLagBytes() << " bytes";
+  EXPECT_TRUE(WaitUntil(absl::Seconds(15), [&] { return h.SlotLagBytes() < (1 << 20); }))
+      << "lag " << h.SlotLagBytes() << " bytes";
   std::printf("wrote %llu MiB of WAL; slot lag under 1 MiB after %s\n",
               static_cast<unsigned long long>((head - start) >> 20),
               absl::FormatDuration(absl::Now() - t0).c_str());

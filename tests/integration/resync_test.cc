@@ -14,9 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "support/doc_commands.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -105,15 +105,16 @@ class Writer {
 std::map<std::string, int> Deliveries(RelayHarness& h, const std::set<std::string>& expected,
                                       absl::Duration timeout) {
   std::map<std::string, int> times;
-  absl::Time deadline = absl::Now() + timeout;
-  do {
-    times.clear();
-    for (const auto& m : h.collector().Messages()) ++times[m.Header("id").value_or("")];
-    size_t found = 0;
-    for (const std::string& id : expected) found += times.count(id);
-    if (found == expected.size()) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  } while (absl::Now() < deadline);
+  WaitUntil(
+      timeout,
+      [&] {
+        times.clear();
+        for (const auto& m : h.collector().Messages()) ++times[m.Header("id").value_or("")];
+        size_t found = 0;
+        for (const std::string& id : expected) found += times.count(id);
+        return found == expected.size();
+      },
+      absl::Milliseconds(200));
   return times;
 }
 
@@ -353,12 +354,11 @@ TEST(Resync, RecordedPositionAdvancesWhileTheRelayCatchesUpThroughOtherTablesWal
   ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
   int64_t acked = 0;
   size_t delivered = 0;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(120); absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(100))) {
+  WaitUntil(absl::Seconds(120), [&] {
     acked = AckedXid(h);  // before the count: the position was recorded by then
     delivered = h.collector().Count();
-    if (acked > middle || delivered >= size_t{kEvents + 1}) break;
-  }
+    return acked > middle || delivered >= size_t{kEvents + 1};
+  });
   EXPECT_GT(acked, middle) << "the recorded position did not pass the middle event";
   EXPECT_LT(delivered, size_t{kEvents + 1})
       << "the recorded position moved only once the relay had caught up";

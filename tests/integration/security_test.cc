@@ -218,19 +218,20 @@ TEST_F(SecurityTest, TheLeastPrivilegeGuideRelaysAndCleansUpWithPasswordsOnlyInF
   // them acknowledged (within about a second).
   int deleted = 0;
   std::string cleanup;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); deleted < 3 && absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    ASSERT_EQ(Outboxd({"cleanup", "--pg", Tcp("outboxd_cleanup"), "--pg-password-file",
-                       SecretPath("outboxd_cleanup"), "--retention", "0s", "--log-level", "debug"},
-                      &cleanup),
-              0)
-        << cleanup;
+  bool failed = false;
+  WaitUntil(absl::Seconds(20), [&] {
+    const int code =
+        Outboxd({"cleanup", "--pg", Tcp("outboxd_cleanup"), "--pg-password-file",
+                 SecretPath("outboxd_cleanup"), "--retention", "0s", "--log-level", "debug"},
+                &cleanup);
+    EXPECT_EQ(code, 0) << cleanup;
     ExpectNoSecret(cleanup, "cleanup output");
     std::smatch n;
-    ASSERT_TRUE(std::regex_search(cleanup, n, std::regex("deleted (\\d+) acknowledged")))
-        << cleanup;
-    deleted += std::stoi(n[1]);
-  }
+    failed = code != 0 || !std::regex_search(cleanup, n, std::regex("deleted (\\d+) acknowledged"));
+    if (!failed) deleted += std::stoi(n[1]);
+    return failed || deleted >= 3;
+  });
+  ASSERT_FALSE(failed) << cleanup;
   EXPECT_EQ(deleted, 3) << cleanup;
 
   ExpectNoSecret(Proc(relay->pid(), "cmdline"), "/proc/<pid>/cmdline");

@@ -16,10 +16,12 @@
 #include "examples/orders.h"
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
-#include "integration/relay_harness.h"
 #include "kafka/publisher.h"
+#include "support/inbox_deliveries.h"
 #include "support/metrics_text.h"
+#include "support/relay_harness.h"
 #include "support/set_up_database.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -104,21 +106,6 @@ TEST(SeedGuarantee, ErrorAfterEnqueueRollsBackTheOrderAndTheEvent) {
   EXPECT_TRUE(ok->has_value());
 }
 
-constexpr absl::Duration kFeedbackInterval = absl::Seconds(1);
-
-// The highest confirmed_flush_lsn the slot shows over `window`. A check that the slot
-// does NOT advance past a point has no state to wait for: a relay that is right sends
-// nothing new. So it watches for a few feedback intervals, the time a wrong relay
-// would take to report the position.
-pg::Lsn HighestConfirmedOver(RelayHarness& h, absl::Duration window) {
-  pg::Lsn highest = 0;
-  for (const absl::Time until = absl::Now() + window; absl::Now() < until;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    highest = std::max(highest, h.ConfirmedFlushLsn());
-  }
-  return highest;
-}
-
 // "broker fora do ar nao perde o evento e a recuperacao publica uma vez", with the
 // CDC relay: while every broker is down the slot's confirmed LSN stays before the
 // order's transaction; when they return, the event arrives exactly once.
@@ -126,7 +113,7 @@ TEST(SeedGuarantee, BrokerOutageLosesNoEventAndTheRecoveryPublishesItOnce) {
   RelayHarness h(kTopics);
   pg::Connection app = h.db().Connect();
   ASSERT_TRUE(examples::EnsureOrdersTable(app).ok());
-  h.StartRelay({"--feedback-interval", "1s"});  // kFeedbackInterval
+  h.StartRelay({"--feedback-interval", "1s"});
   AddOrder(app, "pedido-1", "pendente");
   ASSERT_TRUE(ConfirmOrder(app, "pedido-1").ok());
   ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
@@ -135,12 +122,11 @@ TEST(SeedGuarantee, BrokerOutageLosesNoEventAndTheRecoveryPublishesItOnce) {
   AddOrder(app, "pedido-2", "pendente");
   absl::StatusOr<std::optional<std::string>> event = ConfirmOrder(app, "pedido-2");
   ASSERT_TRUE(event.ok() && event->has_value()) << event.status();
-  // The relay holds the event, unacknowledged.
-  ASSERT_TRUE(WaitForMetric(h.relay(), "outboxd_events_in_flight", 1, absl::Seconds(30)))
-      << h.relay().Log();
+  // The relay holds the event, unacknowledged, and reports its position three times.
+  ASSERT_TRUE(h.WaitForFeedbackWhileInFlight(1, 3, absl::Seconds(30))) << h.relay().Log();
   // Other databases on the shared cluster write WAL too, and an idle relay may confirm
   // it; what must hold is that the slot never reaches the unacknowledged commit.
-  const pg::Lsn confirmed_during_outage = HighestConfirmedOver(h, 3 * kFeedbackInterval);
+  const pg::Lsn confirmed_during_outage = h.ConfirmedFlushLsn();
   EXPECT_EQ(h.collector().Count(), 1u);
   ASSERT_TRUE(h.relay().Running()) << h.relay().Log();
 
@@ -162,19 +148,6 @@ TEST(SeedGuarantee, BrokerOutageLosesNoEventAndTheRecoveryPublishesItOnce) {
       << " past the unacknowledged commit at " << pg::FormatLsn(commit);
   EXPECT_EQ(h.collector().Count(), 2u);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
-}
-
-// Polls the billing consumer until `n` messages were handled (or 30 s).
-std::vector<inbox::Delivery> Bill(inbox::Consumer& consumer, size_t n) {
-  std::vector<inbox::Delivery> got;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (got.size() < n && absl::Now() < deadline) {
-    absl::StatusOr<std::optional<inbox::Delivery>> d = consumer.PollOnce(absl::Milliseconds(100));
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) break;
-    if (*d) got.push_back(std::move(**d));
-  }
-  return got;
 }
 
 // Sends a message again exactly as the relay did (key, value, every header).
@@ -210,7 +183,7 @@ TEST(SeedGuarantee, DuplicateDeliveryIsDiscardedAndTheInvoiceIsIssuedOnce) {
         return examples::IssueInvoice(conn, m).status();
       });
   ASSERT_TRUE(consumer.ok()) << consumer.status();
-  std::vector<inbox::Delivery> got = Bill(**consumer, 2);
+  std::vector<inbox::Delivery> got = PollDeliveries(**consumer, 2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].result, inbox::Delivery::Result::kProcessed);
   EXPECT_EQ(got[1].result, inbox::Delivery::Result::kDuplicate);

@@ -12,10 +12,10 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
 #include "pg/slot.h"
 #include "support/metrics_text.h"
 #include "support/private_cluster.h"
+#include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {

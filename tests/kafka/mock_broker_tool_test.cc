@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "kafka/publisher.h"
 #include "support/tcp.h"
+#include "support/wait_until.h"
 
 namespace outboxd::kafka {
 namespace {
@@ -123,8 +124,8 @@ class Child {
 
   // Exit code, or -1 if it did not exit normally within the timeout.
   int Wait(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (Running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    test::WaitUntil(
+        timeout, [&] { return !Running(); }, absl::Milliseconds(10));
     if (!exited_) return -1;
     return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
   }

@@ -5,6 +5,7 @@
 #include <sys/select.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "kafka/mock_cluster.h"
 #include "support/kafka_collector.h"
+#include "support/wait_until.h"
 
 namespace outboxd::kafka {
 namespace {
@@ -41,12 +43,15 @@ class PublisherTest : public ::testing::Test {
     cluster_ = std::move(*cluster);
   }
 
+  // `on_log`: librdkafka's log lines, on the polling thread (none by default).
   std::unique_ptr<Publisher> MakePublisher(
       std::vector<std::pair<std::string, std::string>> properties = {},
-      absl::Duration close_timeout = absl::Seconds(5)) {
+      absl::Duration close_timeout = absl::Seconds(5),
+      std::function<void(int, std::string_view, std::string_view)> on_log = nullptr) {
     PublisherOptions options{.brokers = cluster_->bootstraps(),
                              .properties = std::move(properties),
-                             .close_timeout = close_timeout};
+                             .close_timeout = close_timeout,
+                             .on_log = std::move(on_log)};
     auto publisher =
         Publisher::Create(options, [this](const DeliveryReport& r) { reports_.push_back(r); });
     EXPECT_TRUE(publisher.ok()) << publisher.status();
@@ -61,9 +66,8 @@ class PublisherTest : public ::testing::Test {
 
   // Serves reports until nothing is in flight or the timeout passes.
   static bool PollUntilIdle(Publisher& publisher, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (publisher.InFlight() > 0 && absl::Now() < deadline) publisher.Poll(50);
-    return publisher.InFlight() == 0;
+    return test::WaitUntil(
+        timeout, [&] { return publisher.InFlight() == 0; }, [&] { publisher.Poll(50); });
   }
 
   static bool Readable(int fd, int timeout_ms) {
@@ -196,11 +200,12 @@ TEST_F(PublisherTest, SendNowSendsWithoutWaitingOutTheLinger) {
   }
   // The relay asks again after each live read; so does this loop, since one request
   // covers at most 50 ms and the first message also waits for the broker's metadata.
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while ((*publisher)->InFlight() > 0 && absl::Now() < deadline) {
-    (*publisher)->SendNow();
-    (*publisher)->Poll(50);
-  }
+  test::WaitUntil(
+      absl::Seconds(120), [&] { return (*publisher)->InFlight() == 0; },
+      [&] {
+        (*publisher)->SendNow();
+        (*publisher)->Poll(50);
+      });
   EXPECT_THAT(delivered, ::testing::ElementsAre(1u, 2u, 3u));
   EXPECT_FALSE(on_other_thread);
 }
@@ -220,7 +225,10 @@ TEST(SendNowWindowTest, CoversTheLingerWithinBounds) {
 // with message.timeout.ms=0 an outage only delays the acknowledgement.
 TEST_F(PublisherTest, BrokerOutageDelaysDeliveryAndNeverFailsIt) {
   auto collector = Collect({"outage"});
-  auto publisher = MakePublisher();
+  int connects_failed = 0;  // librdkafka's errors: "Connect to ... failed", one per attempt
+  auto publisher = MakePublisher(
+      {}, absl::Seconds(5),
+      [&](int level, std::string_view, std::string_view) { connects_failed += level <= 3; });
   ASSERT_TRUE(publisher->Produce({.topic = "outage", .key = "k", .value = "0"}).ok());
   ASSERT_TRUE(publisher->Flush(absl::Seconds(20)).ok());
 
@@ -229,8 +237,13 @@ TEST_F(PublisherTest, BrokerOutageDelaysDeliveryAndNeverFailsIt) {
     const std::string value = absl::StrCat(i);
     ASSERT_TRUE(publisher->Produce({.topic = "outage", .key = "k", .value = value}).ok());
   }
-  const absl::Time outage_end = absl::Now() + absl::Seconds(3);
-  while (absl::Now() < outage_end) publisher->Poll(100);
+  // The producer tries every broker again and again meanwhile: each failed round was a
+  // moment a finite message timeout would have failed the queued events.
+  const int before = connects_failed;
+  ASSERT_TRUE(test::WaitUntil(
+      absl::Seconds(60), [&] { return connects_failed >= before + 6; },
+      [&] { publisher->Poll(100); }))
+      << connects_failed - before << " failed connects";
   EXPECT_EQ(reports_.size(), 1u) << "no report (failed or not) during the outage";
   EXPECT_EQ(publisher->InFlight(), 50);
   EXPECT_TRUE(publisher->FatalError().ok());
@@ -366,8 +379,8 @@ TEST_F(PublisherTest, LogLinesReachTheHandlerOnThePollingThread) {
   auto publisher = Publisher::Create(options, [](const DeliveryReport&) {});
   ASSERT_TRUE(publisher.ok()) << publisher.status();
   ASSERT_TRUE((*publisher)->Produce({.topic = "logs", .key = "k", .value = "v"}).ok());
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (lines.empty() && absl::Now() < deadline) (*publisher)->Poll(100);
+  test::WaitUntil(
+      absl::Seconds(10), [&] { return !lines.empty(); }, [&] { (*publisher)->Poll(100); });
   ASSERT_FALSE(lines.empty());
   EXPECT_FALSE(on_other_thread);
   EXPECT_LE(lines[0].first, 4) << lines[0].second;  // "Connect ... failed": an error

@@ -9,7 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "observe/http_client.h"
+#include "support/http_client.h"
+#include "support/wait_until.h"
 
 namespace outboxd::observe {
 namespace {
@@ -189,9 +190,9 @@ TEST(HttpServer, CutsOffAClientThatNeverFinishesItsRequest) {
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
 
   test::SlowLoris loris("127.0.0.1", server.port(), absl::Seconds(1));
-  absl::Time deadline = absl::Now() + kPatience;
-  while (loris.cut_offs() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_GE(loris.cut_offs(), 1) << "still connected after " << loris.sent() << " bytes";
+  EXPECT_TRUE(test::WaitUntil(
+      kPatience, [&] { return loris.cut_offs() > 0; }, absl::Milliseconds(50)))
+      << "still connected after " << loris.sent() << " bytes";
 
   test::RawClient idle =
       test::RawClient::Connect("127.0.0.1", server.port(), absl::Now() + kPatience);

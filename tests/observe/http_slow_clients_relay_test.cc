@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "integration/relay_harness.h"
-#include "observe/http_client.h"
+#include "support/http_client.h"
+#include "support/relay_harness.h"
 #include "support/wait_until.h"
 
 namespace outboxd::test {
@@ -38,12 +38,18 @@ void InsertEvents(RelayHarness& h, int first, int rows) {
   ASSERT_TRUE(r.ok()) << r.status();
 }
 
+// Starts the relay and the collector's reading; `port`: the relay's metrics port.
+void StartRelay(RelayHarness& h, int* port) {
+  h.StartRelay();
+  *port = MetricsPort(h.relay());
+  ASSERT_GT(*port, 0) << h.relay().Log();
+  ASSERT_TRUE(h.collector().WaitUntilAssigned(absl::Seconds(30)));
+}
+
 TEST(HttpSlowClients, RelayKeepsRelayingAndHealthzAnswers) {
   RelayHarness h(kTopics);
-  h.StartRelay();
-  int port = MetricsPort(h.relay());
-  ASSERT_GT(port, 0) << h.relay().Log();
-  ASSERT_TRUE(h.collector().WaitUntilAssigned(absl::Seconds(30)));
+  int port = 0;
+  ASSERT_NO_FATAL_FAILURE(StartRelay(h, &port));
 
   // Both reconnect whenever the server cuts them off: 201 connections held throughout,
   // the crowd's from four addresses (one may hold only 64).
@@ -70,10 +76,8 @@ TEST(HttpSlowClients, RelayKeepsRelayingAndHealthzAnswers) {
 // answer within 1 s, while the relay keeps relaying.
 TEST(HttpSlowClients, AFloodFromOneAddressLeavesReadyzAnsweringAnother) {
   RelayHarness h(kTopics);
-  h.StartRelay();
-  int port = MetricsPort(h.relay());
-  ASSERT_GT(port, 0) << h.relay().Log();
-  ASSERT_TRUE(h.collector().WaitUntilAssigned(absl::Seconds(30)));
+  int port = 0;
+  ASSERT_NO_FATAL_FAILURE(StartRelay(h, &port));
   ASSERT_TRUE(WaitUntil(absl::Seconds(30), [&] {
     return Exchange("127.0.0.1", port, "GET /readyz", kProbeDeadline).status == 200;
   })) << h.relay().Log();

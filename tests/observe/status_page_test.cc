@@ -18,7 +18,8 @@
 #include "observe/http_server.h"
 #include "observe/metrics.h"
 #include "observe/status_history.h"
-#include "observe/http_client.h"
+#include "support/http_client.h"
+#include "support/wait_until.h"
 
 namespace outboxd::observe {
 namespace {
@@ -79,10 +80,10 @@ TEST(StatusPage, ServesTheHistoryItsChartsDrawAsJson) {
   ASSERT_TRUE(http.Start("127.0.0.1:0").ok());
   // The first sample is taken at once, on the history's own thread: wait for it.
   test::HttpReply reply;
-  const absl::Time deadline = absl::Now() + kPatience;
-  do {
+  test::WaitUntil(kPatience, [&] {
     reply = test::Exchange("127.0.0.1", http.port(), "GET /status.json", kPatience);
-  } while (reply.status == 200 && !absl::StrContains(reply.body, "[[") && absl::Now() < deadline);
+    return reply.status != 200 || absl::StrContains(reply.body, "[[");
+  });
   ASSERT_EQ(reply.status, 200);
   EXPECT_EQ(reply.Header("Content-Type"), "application/json");
   // One sample (the next is 2 s away), nothing published yet.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ops/setup.h"
 #include "outbox/dead_letter.h"
@@ -31,10 +32,8 @@ std::string HugeKey(test::TestDatabase& db) {
   return db.Scalar("SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) i");
 }
 
-// The table as outboxd setup made it before issue 27.
-constexpr char kOldTable[] = R"sql(CREATE TABLE outbox_dead_letter (
-  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id           text        NOT NULL UNIQUE,
+// The columns every older setup made after seq and id.
+constexpr char kOlderColumns[] = R"sql(
   aggregate_id text        NOT NULL,
   type         text        NOT NULL,
   payload      text        NOT NULL,
@@ -42,24 +41,22 @@ constexpr char kOldTable[] = R"sql(CREATE TABLE outbox_dead_letter (
   lsn          text        NOT NULL,
   topic        text        NOT NULL,
   error        text        NOT NULL,
-  dead_at      timestamptz NOT NULL DEFAULT now()
-); CREATE INDEX outbox_dead_letter_aggregate ON outbox_dead_letter (aggregate_id, seq))sql";
+  dead_at      timestamptz NOT NULL DEFAULT now())sql";
+constexpr char kAggregateIndex[] =
+    "CREATE INDEX outbox_dead_letter_aggregate ON outbox_dead_letter (aggregate_id, seq);";
+
+// The table as outboxd setup made it before issue 27.
+const std::string kOldTable = absl::StrCat(
+    "CREATE TABLE outbox_dead_letter (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+    "id text NOT NULL UNIQUE,",
+    kOlderColumns, "); ", kAggregateIndex);
 
 // The table as setup made it before slots were recorded (issue 27 point 4).
-constexpr char kTableWithoutSlot[] = R"sql(CREATE TABLE outbox_dead_letter (
-  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id           text        NOT NULL,
-  aggregate_id text        NOT NULL,
-  type         text        NOT NULL,
-  payload      text        NOT NULL,
-  created_at   text        NOT NULL,
-  lsn          text        NOT NULL,
-  topic        text        NOT NULL,
-  error        text        NOT NULL,
-  dead_at      timestamptz NOT NULL DEFAULT now(),
-  original     bytea
-); CREATE INDEX outbox_dead_letter_aggregate ON outbox_dead_letter (aggregate_id, seq);
-CREATE UNIQUE INDEX outbox_dead_letter_event ON outbox_dead_letter (id, aggregate_id))sql";
+const std::string kTableWithoutSlot = absl::StrCat(
+    "CREATE TABLE outbox_dead_letter (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+    "id text NOT NULL,",
+    kOlderColumns, ", original bytea); ", kAggregateIndex,
+    " CREATE UNIQUE INDEX outbox_dead_letter_event ON outbox_dead_letter (id, aggregate_id)");
 
 std::vector<std::string> Ids(const absl::StatusOr<std::vector<DeadLetter>>& letters) {
   std::vector<std::string> ids;

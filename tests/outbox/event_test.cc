@@ -15,6 +15,15 @@ pgoutput::Relation OutboxRelation(std::vector<std::string> names) {
 
 pgoutput::TupleValue Text(std::string_view s) { return {pgoutput::ValueKind::kText, s}; }
 
+// `row` of a table of text `columns`, mapped through `mapping`.
+absl::StatusOr<OutboxEvent> MapRow(const ColumnMapping& mapping, std::vector<std::string> columns,
+                                   const pgoutput::Tuple& row) {
+  EventMapper mapper{mapping};
+  absl::Status relation = mapper.SetRelation(OutboxRelation(std::move(columns)));
+  EXPECT_TRUE(relation.ok()) << relation;
+  return mapper.Map(row);
+}
+
 TEST(EventMapper, MapsTheDefaultColumnsByNameWhateverTheirPosition) {
   EventMapper mapper{ColumnMapping{}};
   ASSERT_TRUE(mapper
@@ -38,14 +47,11 @@ TEST(EventMapper, MapsTheDefaultColumnsByNameWhateverTheirPosition) {
 }
 
 TEST(EventMapper, RenamedColumnsForADebeziumStyleTable) {
-  EventMapper mapper{
-      ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = "timestamp"}};
-  ASSERT_TRUE(
-      mapper.SetRelation(OutboxRelation({"id", "aggregateid", "type", "payload", "timestamp"}))
-          .ok());
-  pgoutput::Tuple row = {Text("i"), Text("a"), Text("t"), Text("[1]"), Text("ts")};
-  auto ev = mapper.Map(row);
-  ASSERT_TRUE(ev.ok());
+  auto ev = MapRow(
+      ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = "timestamp"},
+      {"id", "aggregateid", "type", "payload", "timestamp"},
+      {Text("i"), Text("a"), Text("t"), Text("[1]"), Text("ts")});
+  ASSERT_TRUE(ev.ok()) << ev.status();
   EXPECT_EQ(ev->aggregate_id, "a");
   EXPECT_EQ(ev->type, "t");
 }
@@ -53,13 +59,9 @@ TEST(EventMapper, RenamedColumnsForADebeziumStyleTable) {
 // Debezium's outbox table has no timestamp column: `outboxd run` clears the name, and
 // the relay supplies the commit time instead.
 TEST(EventMapper, AnEmptyCreatedAtNameIsNotLookedUp) {
-  EventMapper mapper{
-      ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = ""}};
-  ASSERT_TRUE(
-      mapper.SetRelation(OutboxRelation({"id", "aggregatetype", "aggregateid", "type", "payload"}))
-          .ok());
-  pgoutput::Tuple row = {Text("i"), Text("pedido"), Text("a"), Text("t"), Text("{}")};
-  auto ev = mapper.Map(row);
+  auto ev = MapRow(ColumnMapping{.aggregate_id = "aggregateid", .type = "type", .created_at = ""},
+                   {"id", "aggregatetype", "aggregateid", "type", "payload"},
+                   {Text("i"), Text("pedido"), Text("a"), Text("t"), Text("{}")});
   ASSERT_TRUE(ev.ok()) << ev.status();
   EXPECT_EQ(ev->aggregate_id, "a");
   EXPECT_EQ(ev->type, "t");
@@ -96,13 +98,9 @@ TEST(EventMapper, RelationChangeRemapsColumns) {
 }
 
 TEST(EventMapper, NullValueIsAnErrorNotACrash) {
-  EventMapper mapper{ColumnMapping{}};
-  ASSERT_TRUE(
-      mapper.SetRelation(OutboxRelation({"id", "aggregate_id", "tipo", "payload", "criado_em"}))
-          .ok());
-  pgoutput::Tuple row = {
-      Text("i"), {pgoutput::ValueKind::kNull, {}}, Text("t"), Text("{}"), Text("c")};
-  EXPECT_EQ(mapper.Map(row).status().code(), absl::StatusCode::kInvalidArgument);
+  auto ev = MapRow(ColumnMapping{}, {"id", "aggregate_id", "tipo", "payload", "criado_em"},
+                   {Text("i"), {pgoutput::ValueKind::kNull, {}}, Text("t"), Text("{}"), Text("c")});
+  EXPECT_EQ(ev.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(IsoTimestamp, AddsTheTAndCompletesTheOffset) {

@@ -162,32 +162,32 @@ TEST(MessageEncoder, ProtobufBytesEqualTheGeneratedSerializer) {
 }
 
 TEST(MessageEncoder, HeadersFromPointersCarryEveryScalarTypeAsJsonText) {
-  MessageEncoder encoder({.headers = {{"traceparent", "/trace/traceparent"},
-                                      {"n", "/n"},
-                                      {"neg", "/neg"},
-                                      {"big", "/big"},
-                                      {"price", "/price"},
-                                      {"exp", "/exp"},
-                                      {"yes", "/yes"},
-                                      {"no", "/no"},
-                                      {"text", "/text"},
-                                      {"second", "/list/1"},
-                                      {"slash", "/a~1b"},
-                                      {"tilde", "/m~0n"}}});
+  struct Case {
+    std::string header;
+    std::string pointer;
+    std::string value;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"traceparent", "/trace/traceparent",
+       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+      {"n", "/n", "1"},
+      {"neg", "/neg", "-5"},
+      {"big", "/big", "18446744073709551615"},
+      {"price", "/price", "10.50", "a decimal as written, not as a double prints"},
+      {"exp", "/exp", "1e3"},
+      {"yes", "/yes", "true"},
+      {"no", "/no", "false"},
+      {"text", "/text", "a \"q\" \\ é ✓", "strings unquoted and unescaped"},
+      {"second", "/list/1", "two"},
+      {"slash", "/a~1b", "slash"},
+      {"tilde", "/m~0n", "tilde"}};
+  std::vector<HeaderPointer> pointers;
+  for (const Case& c : cases) pointers.push_back({c.header, c.pointer});
+  MessageEncoder encoder({.headers = pointers});
   ASSERT_TRUE(encoder.Encode(Event(), "0/1").ok());
   auto h = Headers(encoder.message());
-  EXPECT_EQ(h["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-  EXPECT_EQ(h["n"], "1");
-  EXPECT_EQ(h["neg"], "-5");
-  EXPECT_EQ(h["big"], "18446744073709551615");
-  EXPECT_EQ(h["price"], "10.50") << "a decimal as written, not as a double prints";
-  EXPECT_EQ(h["exp"], "1e3");
-  EXPECT_EQ(h["yes"], "true");
-  EXPECT_EQ(h["no"], "false");
-  EXPECT_EQ(h["text"], "a \"q\" \\ é ✓") << "strings unquoted and unescaped";
-  EXPECT_EQ(h["second"], "two");
-  EXPECT_EQ(h["slash"], "slash");
-  EXPECT_EQ(h["tilde"], "tilde");
+  for (const Case& c : cases) EXPECT_EQ(h[c.header], c.value) << c.header << ": " << c.why;
   EXPECT_EQ(h["lsn"], "0/1");
 }
 

@@ -28,8 +28,8 @@ static_assert(std::is_move_constructible_v<Result> && std::is_move_assignable_v<
 static_assert(!std::is_copy_constructible_v<Connection>);
 static_assert(std::is_move_constructible_v<Connection>);
 
-// A loopback port nobody listens on (bound, then closed).
-int ClosedPort() {
+// A TCP socket bound to a free loopback port; the port in `port`.
+int BoundLoopbackSocket(int* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -37,8 +37,15 @@ int ClosedPort() {
   socklen_t len = sizeof(addr);
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A loopback port nobody listens on (bound, then closed).
+int ClosedPort() {
+  int port = 0;
+  ::close(BoundLoopbackSocket(&port));
+  return port;
 }
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
@@ -251,15 +258,10 @@ TEST(ConnectionOpen, SeveralHostsEachReasonNamesItsServer) {
 
 TEST(ConnectionOpen, SilentServerTimesOutAfterTheUsersConnectTimeout) {
   // A listening socket nobody accepts on: TCP connects, the startup reply never comes.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int listening_port = 0;
+  const int fd = BoundLoopbackSocket(&listening_port);
   ASSERT_EQ(::listen(fd, 4), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const std::string port = std::to_string(listening_port);
   absl::StatusOr<Connection> conn = Connection::Open(
       "host=127.0.0.1 port=" + port + " connect_timeout=2 sslmode=disable dbname=app");
   ::close(fd);

@@ -17,6 +17,7 @@
 #include "ops/setup.h"
 #include "pg/slot.h"
 #include "support/pg_fixture.h"
+#include "support/wait_until.h"
 
 namespace outboxd::pg {
 namespace {
@@ -66,18 +67,26 @@ class StreamTest : public ::testing::Test {
 absl::Status ReadUntil(ReplicationStream& stream,
                        const std::function<bool(const StreamMessage&)>& done,
                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<StreamMessage> message = stream.Next();
-    if (!message.ok()) return message.status();
-    if (std::holds_alternative<NoMessage>(*message)) {
-      pollfd fd{stream.socket(), POLLIN, 0};
-      ::poll(&fd, 1, 100);
-      continue;
-    }
-    if (done(*message)) return absl::OkStatus();
-  }
-  return absl::DeadlineExceededError("no matching message in time");
+  absl::Status last = absl::DeadlineExceededError("no matching message in time");
+  test::WaitUntil(
+      absl::FromChrono(timeout),
+      [&] {
+        absl::StatusOr<StreamMessage> message = stream.Next();
+        if (!message.ok()) {
+          last = message.status();
+          return true;
+        }
+        if (std::holds_alternative<NoMessage>(*message)) {
+          pollfd fd{stream.socket(), POLLIN, 0};
+          ::poll(&fd, 1, 100);
+          return false;
+        }
+        if (!done(*message)) return false;
+        last = absl::OkStatus();
+        return true;
+      },
+      absl::ZeroDuration());
+  return last;
 }
 
 // Commit: Byte1('C') Int8 flags, Int64 commit_lsn, Int64 end_lsn, Int64 time.
@@ -133,11 +142,13 @@ TEST_F(StreamTest, StreamsAnOutboxTransactionAndConfirmsItsEndLsn) {
   ASSERT_TRUE(read.ok()) << read;
   EXPECT_TRUE(answered);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (Slot().confirmed_flush_lsn < commit_end && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_TRUE(stream->Next().ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  test::WaitUntil(
+      absl::Seconds(5),
+      [&] {
+        EXPECT_TRUE(stream->Next().ok());
+        return Slot().confirmed_flush_lsn >= commit_end;
+      },
+      absl::Milliseconds(20));
   EXPECT_EQ(Slot().confirmed_flush_lsn, commit_end);
   EXPECT_TRUE(Slot().active);
 
@@ -202,11 +213,9 @@ TEST_F(StreamTest, EndsCleanlyInTheMiddleOfALargeTransaction) {
               }).ok());
   absl::Status ended = stream->End();  // without reading the other 49,990 inserts
   EXPECT_TRUE(ended.ok()) << ended;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (Slot().active && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_FALSE(Slot().active) << "the walsender released the slot";
+  EXPECT_TRUE(test::WaitUntil(
+      absl::Seconds(30), [&] { return !Slot().active; }, absl::Milliseconds(20)))
+      << "the walsender released the slot";
 }
 
 TEST_F(StreamTest, MissingSlotIsNotFound) {

@@ -26,15 +26,18 @@ std::string ParseError(std::string_view text) {
   return std::string(table.status().message());
 }
 
+// `text` parses into these parts.
+void ExpectParts(const std::string& text, const std::string& schema, const std::string& name,
+                 const std::string& quoted) {
+  TableName table = Parsed(text);
+  EXPECT_EQ(table.schema, schema) << text;
+  EXPECT_EQ(table.name, name) << text;
+  EXPECT_EQ(table.quoted, quoted) << text;
+}
+
 TEST(TableNameParse, BareNamesAreTakenAsWritten) {
-  TableName plain = Parsed("outbox");
-  EXPECT_EQ(plain.schema, "");
-  EXPECT_EQ(plain.name, "outbox");
-  EXPECT_EQ(plain.quoted, "\"outbox\"");
-  TableName qualified = Parsed("app.outbox");
-  EXPECT_EQ(qualified.schema, "app");
-  EXPECT_EQ(qualified.name, "outbox");
-  EXPECT_EQ(qualified.quoted, "\"app\".\"outbox\"");
+  ExpectParts("outbox", "", "outbox", "\"outbox\"");
+  ExpectParts("app.outbox", "app", "outbox", "\"app\".\"outbox\"");
   // No case folding: outboxd has always taken --table Outbox as the table "Outbox".
   EXPECT_EQ(Parsed("Vendas.Outbox").quoted, "\"Vendas\".\"Outbox\"");
   EXPECT_EQ(Parsed("my outbox").name, "my outbox");
@@ -42,18 +45,10 @@ TEST(TableNameParse, BareNamesAreTakenAsWritten) {
 }
 
 TEST(TableNameParse, QuotedPartsMayHoldDotsAndQuotes) {
-  TableName dotted = Parsed("\"my.sch\".outbox");
-  EXPECT_EQ(dotted.schema, "my.sch");
-  EXPECT_EQ(dotted.name, "outbox");
-  EXPECT_EQ(dotted.quoted, "\"my.sch\".\"outbox\"");
-  EXPECT_EQ(dotted.Display(), "\"my.sch\".outbox");
-  TableName weird = Parsed("\"We\"\"ird\"");
-  EXPECT_EQ(weird.schema, "");
-  EXPECT_EQ(weird.name, "We\"ird");
-  EXPECT_EQ(weird.quoted, "\"We\"\"ird\"");
-  TableName both = Parsed("\"a.b\".\"c.d\"");
-  EXPECT_EQ(both.schema, "a.b");
-  EXPECT_EQ(both.name, "c.d");
+  ExpectParts("\"my.sch\".outbox", "my.sch", "outbox", "\"my.sch\".\"outbox\"");
+  EXPECT_EQ(Parsed("\"my.sch\".outbox").Display(), "\"my.sch\".outbox");
+  ExpectParts("\"We\"\"ird\"", "", "We\"ird", "\"We\"\"ird\"");
+  ExpectParts("\"a.b\".\"c.d\"", "a.b", "c.d", "\"a.b\".\"c.d\"");
   EXPECT_EQ(Parsed("app.\"Out.box\"").name, "Out.box");
 }
 

@@ -13,8 +13,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "poll/poll_test_env.h"
 #include "support/child_process.h"
+#include "support/poll_test_env.h"
+#include "support/wait_until.h"
 
 namespace outboxd {
 namespace {
@@ -39,21 +40,25 @@ void ExpectInsertWorks(test::PollEnv& env, const std::string& why) {
 
 // Waits for one notification on `conn`; its channel, or "" at the deadline.
 std::string NextNotification(pg::Connection& conn, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (PQconsumeInput(conn.get()) == 0) return "";
-    if (PGnotify* notify = PQnotifies(conn.get())) {
-      std::string channel = notify->relname;
-      PQfreemem(notify);
-      return channel;
-    }
-    fd_set readable;
-    FD_ZERO(&readable);
-    FD_SET(conn.socket(), &readable);
-    timeval tv{0, 100000};
-    select(conn.socket() + 1, &readable, nullptr, nullptr, &tv);
-  }
-  return "";
+  std::string channel;
+  test::WaitUntil(
+      timeout,
+      [&] {
+        if (PQconsumeInput(conn.get()) == 0) return true;
+        if (PGnotify* notify = PQnotifies(conn.get())) {
+          channel = notify->relname;
+          PQfreemem(notify);
+          return true;
+        }
+        fd_set readable;
+        FD_ZERO(&readable);
+        FD_SET(conn.socket(), &readable);
+        timeval tv{0, 100000};
+        select(conn.socket() + 1, &readable, nullptr, nullptr, &tv);
+        return false;
+      },
+      absl::ZeroDuration());
+  return channel;
 }
 
 TEST(NotifyChannel, ALongOrNonUtf8ChannelIsRefusedAndInsertsKeepWorking) {

@@ -12,10 +12,10 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "poll/poll_test_env.h"
 #include "support/child_process.h"
 #include "support/decoded_event.h"
 #include "support/metrics_text.h"
+#include "support/poll_test_env.h"
 #include "support/wait_until.h"
 
 namespace outboxd {

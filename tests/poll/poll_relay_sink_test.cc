@@ -8,8 +8,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "poll/poll_relay.h"
-#include "poll/poll_test_env.h"
 #include "support/fake_sink.h"
+#include "support/poll_test_env.h"
 
 namespace outboxd {
 namespace {

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kafka/publisher.h"
-#include "poll/poll_test_env.h"
+#include "support/poll_test_env.h"
 
 namespace outboxd {
 namespace {

@@ -5,6 +5,7 @@
 #include "relay/bulk_stream.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,20 +77,39 @@ class BulkStreamTest : public ::testing::Test {
   std::vector<std::pair<char, pg::Lsn>> ReadAvailable(ChangeStream& stream) {
     std::vector<std::pair<char, pg::Lsn>> read;
     int idle = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (idle < 20 && absl::Now() < deadline) {
-      absl::StatusOr<pg::StreamMessage> m = stream.Next();
-      EXPECT_TRUE(m.ok()) << m.status();
-      if (!m.ok()) break;
-      if (auto* x = std::get_if<pg::XLogData>(&*m)) {
-        read.emplace_back(x->data.empty() ? '?' : x->data[0], x->wal_start);
-        idle = 0;
-      } else {
-        ++idle;
-        absl::SleepFor(absl::Milliseconds(25));
-      }
-    }
+    ReadUntil(
+        stream,
+        [&](const pg::StreamMessage& m) {
+          auto* x = std::get_if<pg::XLogData>(&m);
+          if (x == nullptr) return ++idle >= 20;
+          read.emplace_back(x->data.empty() ? '?' : x->data[0], x->wal_start);
+          idle = 0;
+          return false;
+        },
+        absl::Milliseconds(25));
     return read;
+  }
+
+  // Calls Next() until `take` returns true for a message, Next() fails (a test
+  // failure) or 30 s pass; after a NoMessage, waits `idle` first. Whether `take` did.
+  static bool ReadUntil(ChangeStream& stream,
+                        const std::function<bool(const pg::StreamMessage&)>& take,
+                        absl::Duration idle = absl::Milliseconds(10)) {
+    bool failed = false;
+    bool nothing = false;
+    test::WaitUntil(
+        absl::Seconds(30),
+        [&] {
+          absl::StatusOr<pg::StreamMessage> m = stream.Next();
+          EXPECT_TRUE(m.ok()) << m.status();
+          failed = !m.ok();
+          nothing = !failed && std::holds_alternative<pg::NoMessage>(*m);
+          return failed || take(*m);
+        },
+        [&] {
+          if (nothing) absl::SleepFor(idle);
+        });
+    return !failed;
   }
 
   std::unique_ptr<test::PrivateCluster> cluster_;  // outlives the database on it
@@ -160,25 +180,26 @@ TEST_F(BulkStreamTest, YieldsThePgoutputMessagesAndAdvancesOnlyToWhatWasConfirme
   // sends keepalives while it decodes other databases' WAL, and a client answers those
   // that ask for a reply.
   bool streamed = false;
+  bool ended = false;
   std::string seen;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!streamed && absl::Now() < deadline) {
-    absl::StatusOr<pg::StreamMessage> m = (*stream)->Next();
-    ASSERT_TRUE(m.ok()) << m.status();
-    ASSERT_FALSE(std::holds_alternative<pg::StreamEnd>(*m)) << "the walsender ended; saw " << seen;
-    if (auto* x = std::get_if<pg::XLogData>(&*m)) {
-      if (!x->data.empty()) seen.push_back(x->data[0]);
-      streamed = !x->data.empty() && x->data[0] == 'I';
-    } else if (auto* k = std::get_if<pg::Keepalive>(&*m)) {
-      seen.push_back('k');
-      if (k->reply_requested) {
-        const pg::Lsn at = chunk.empty() ? first.back().second : chunk.back().second;
-        ASSERT_TRUE((*stream)->SendFeedback(k->wal_end, at, Reply::kRequested).ok());
-      }
-    } else {
-      absl::SleepFor(absl::Milliseconds(25));
-    }
-  }
+  ASSERT_TRUE(ReadUntil(
+      **stream,
+      [&](const pg::StreamMessage& m) {
+        ended = std::holds_alternative<pg::StreamEnd>(m);
+        if (auto* x = std::get_if<pg::XLogData>(&m)) {
+          if (!x->data.empty()) seen.push_back(x->data[0]);
+          streamed = !x->data.empty() && x->data[0] == 'I';
+        } else if (auto* k = std::get_if<pg::Keepalive>(&m)) {
+          seen.push_back('k');
+          if (k->reply_requested) {
+            const pg::Lsn at = chunk.empty() ? first.back().second : chunk.back().second;
+            EXPECT_TRUE((*stream)->SendFeedback(k->wal_end, at, Reply::kRequested).ok());
+          }
+        }
+        return ended || streamed;
+      },
+      absl::Milliseconds(25)));
+  ASSERT_FALSE(ended) << "the walsender ended; saw " << seen;
   EXPECT_TRUE(streamed) << "saw " << seen;
   EXPECT_TRUE((*stream)->End().ok());
 }
@@ -196,20 +217,19 @@ TEST_F(BulkStreamTest, TheServerLeavesOutMessagesTheRelayWouldSkip) {
   ASSERT_TRUE(stream.ok()) << stream.status();
   std::vector<std::pair<std::string, std::string>> messages;  // prefix, content
   size_t largest = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (messages.size() < 3 && absl::Now() < deadline) {
-    absl::StatusOr<pg::StreamMessage> m = (*stream)->Next();
-    ASSERT_TRUE(m.ok()) << m.status();
-    auto* x = std::get_if<pg::XLogData>(&*m);
-    if (x == nullptr || x->data.empty() || x->data[0] != 'M') continue;
+  ASSERT_TRUE(ReadUntil(**stream, [&](const pg::StreamMessage& m) {
+    auto* x = std::get_if<pg::XLogData>(&m);
+    if (x == nullptr || x->data.empty() || x->data[0] != 'M') return false;
     largest = std::max(largest, x->data.size());
     absl::StatusOr<pgoutput::Message> decoded = pgoutput::Decode(x->data);
-    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_TRUE(decoded.ok()) << decoded.status();
+    if (!decoded.ok()) return true;
     const auto& message = std::get<pgoutput::LogicalMessage>(*decoded);
     messages.emplace_back(message.prefix, message.content.size() > 64
                                               ? absl::StrCat(message.content.size(), " bytes")
                                               : std::string(message.content));
-  }
+    return messages.size() >= 3;
+  }));
   ASSERT_EQ(messages.size(), 3u);
   EXPECT_EQ(messages[0], std::make_pair(std::string(""), std::string("")));
   EXPECT_EQ(messages[1],
@@ -286,24 +306,18 @@ TEST_F(BulkStreamTest, AdvancesWithinAChunkToWhatWasConfirmed) {
   ASSERT_TRUE(stream.ok()) << stream.status();
   // The first few rows only: the cursor still holds most of the chunk.
   std::vector<pg::Lsn> commits;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (commits.size() < 3 && absl::Now() < deadline) {
-    absl::StatusOr<pg::StreamMessage> m = (*stream)->Next();
-    ASSERT_TRUE(m.ok()) << m.status();
-    if (auto* x = std::get_if<pg::XLogData>(&*m); x && !x->data.empty() && x->data[0] == 'C') {
+  ASSERT_TRUE(ReadUntil(**stream, [&](const pg::StreamMessage& m) {
+    if (auto* x = std::get_if<pg::XLogData>(&m); x && !x->data.empty() && x->data[0] == 'C') {
       commits.push_back(x->wal_start);
     }
-    if (std::holds_alternative<pg::NoMessage>(*m)) absl::SleepFor(absl::Milliseconds(10));
-  }
+    return commits.size() >= 3;
+  }));
   ASSERT_EQ(commits.size(), 3u);
   // Confirmed up to the second transaction; the feedback timer goes on.
-  bool advanced = false;
-  const absl::Time wait_until = absl::Now() + absl::Seconds(20);
-  while (!advanced && absl::Now() < wait_until) {
-    ASSERT_TRUE((*stream)->SendFeedback(commits[2], commits[1], Reply::kNotNeeded).ok());
-    advanced = Confirmed() != before;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  test::WaitUntil(absl::Seconds(20), [&] {
+    EXPECT_TRUE((*stream)->SendFeedback(commits[2], commits[1], Reply::kNotNeeded).ok());
+    return Confirmed() != before;
+  });
   EXPECT_EQ(Confirmed(), commits[1]) << "never past what was confirmed";
   EXPECT_TRUE((*stream)->bulk());
 }

@@ -6,20 +6,24 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "support/pg_fixture.h"
+#include "support/wait_until.h"
 
 namespace outboxd::relay {
 namespace {
 
 // Polls like the relay loop does (every few ms) until an answer comes.
 std::optional<pg::SlotInfo> PollUntilAnswer(SlotWatch& watch, pg::Connection& conn) {
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    absl::StatusOr<std::optional<pg::SlotInfo>> slot = watch.Poll(conn);
-    EXPECT_TRUE(slot.ok()) << slot.status();
-    if (!slot.ok() || slot->has_value()) return slot.ok() ? *slot : std::nullopt;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return std::nullopt;
+  std::optional<pg::SlotInfo> answer;
+  test::WaitUntil(
+      absl::Seconds(10),
+      [&] {
+        absl::StatusOr<std::optional<pg::SlotInfo>> slot = watch.Poll(conn);
+        EXPECT_TRUE(slot.ok()) << slot.status();
+        if (slot.ok()) answer = *slot;
+        return !slot.ok() || answer.has_value();
+      },
+      absl::Milliseconds(5));
+  return answer;
 }
 
 TEST(SlotWatch, ReportsTheSlotOnceItsIntervalHasPassed) {

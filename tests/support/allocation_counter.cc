@@ -29,20 +29,26 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace outboxd::testing {
+namespace {
 
-int AllocationsDuring(const std::function<void()>& fn) {
+// Runs `fn` with both figures reset and counted.
+void CountDuring(const std::function<void()>& fn) {
   allocations = 0;
-  counting = true;
-  fn();
-  counting = false;
-  return allocations.load();
-}
-
-size_t LargestAllocationDuring(const std::function<void()>& fn) {
   largest = 0;
   counting = true;
   fn();
   counting = false;
+}
+
+}  // namespace
+
+int AllocationsDuring(const std::function<void()>& fn) {
+  CountDuring(fn);
+  return allocations.load();
+}
+
+size_t LargestAllocationDuring(const std::function<void()>& fn) {
+  CountDuring(fn);
   return largest.load();
 }
 

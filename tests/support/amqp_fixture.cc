@@ -1,6 +1,6 @@
 // AmqpNode: rabbitmqctl through the node's own wrapper (DIR/rabbitmqctl, which
 // carries its cookie and epmd port). TestBroker: add_vhost + set_permissions for an
-// own vhost, delete_vhost on teardown; pika (tests/amqp/amqp_peer.py) binds, drains
+// own vhost, delete_vhost on teardown; pika (tests/support/amqp_peer.py) binds, drains
 // and deletes.
 #include "support/amqp_fixture.h"
 
@@ -67,7 +67,7 @@ std::vector<std::string> SplitTabs(const std::string& line) {
   return out;
 }
 
-const std::string kPeer = std::string(OUTBOXD_SOURCE_DIR) + "/tests/amqp/amqp_peer.py";
+const std::string kPeer = std::string(OUTBOXD_SOURCE_DIR) + "/tests/support/amqp_peer.py";
 // Debian's interpreter, where python3-pika is installed (a python3 earlier in PATH,
 // e.g. pyenv's, lacks it).
 const std::string kPython = "/usr/bin/python3";

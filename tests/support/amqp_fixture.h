@@ -2,7 +2,7 @@
 // with scripts/rabbitmq) or on a node of the test's own for faults that touch the
 // whole node (a memory alarm, a kill -9). Tests run as parallel processes on one node,
 // so each uses names of its own (Name()), and a vhost of its own when it closes
-// connections. The independent client is pika (tests/amqp/amqp_peer.py).
+// connections. The independent client is pika (tests/support/amqp_peer.py).
 //
 //   auto broker = test::TestBroker::Create(test::VhostKind::kOwn);
 //   broker->BindQueue(broker->Name("orders"), broker->Name("orders_q"), "order.#");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/time/clock.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 
@@ -52,17 +53,16 @@ void ChildProcess::Signal(int signal) {
 }
 
 std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (!exit_code_) {
-    int status = 0;
-    pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
-    }
-    if (absl::Now() > deadline) return std::nullopt;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  WaitUntil(
+      timeout,
+      [&] {
+        int status = 0;
+        if (!exit_code_ && waitpid(pid_, &status, WNOHANG) == pid_) {
+          exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        return exit_code_.has_value();
+      },
+      absl::Milliseconds(20));
   return exit_code_;
 }
 
@@ -88,12 +88,8 @@ bool ChildProcess::WaitForLog(const std::string& text, absl::Duration timeout) c
 
 bool ChildProcess::WaitForAnyLog(const std::vector<std::string>& texts,
                                  absl::Duration timeout) const {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (ContainsAny(Log(), texts)) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return false;
+  return WaitUntil(
+      timeout, [&] { return ContainsAny(Log(), texts); }, absl::Milliseconds(50));
 }
 
 }  // namespace outboxd::test

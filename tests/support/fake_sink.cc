@@ -1,12 +1,10 @@
 #include "support/fake_sink.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 
@@ -20,18 +18,9 @@ sink::SinkFactory FakeSink::Handle::Factory() {
 }
 
 FakeSink::FakeSink(sink::SinkSettings settings, Answer answer)
-    : settings_(std::move(settings)), answer_(std::move(answer)) {
-  int fds[2];
-  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
-    wake_read_ = fds[0];
-    wake_write_ = fds[1];
-  }
-}
+    : settings_(std::move(settings)), answer_(std::move(answer)) {}
 
-FakeSink::~FakeSink() {
-  close(wake_read_);
-  close(wake_write_);
-}
+FakeSink::~FakeSink() = default;
 
 absl::Status FakeSink::Produce(const sink::OutgoingMessage& message) {
   if (!health_.ok()) return health_;
@@ -88,9 +77,7 @@ int FakeSink::Serve(int timeout_ms) {
     // sink would wait here, so wait (briefly) too.
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 5)));
   }
-  char drain[64];
-  while (read(wake_read_, drain, sizeof drain) > 0) {
-  }
+  wake_.Drain();
   int served = 0;
   while (!ready_.empty()) {
     auto [index, status] = std::move(ready_.front());
@@ -114,13 +101,17 @@ int FakeSink::Serve(int timeout_ms) {
 absl::Status FakeSink::Flush(absl::Duration timeout) {
   ++flushes_;
   ++waits_;
-  const absl::Time deadline = absl::Now() + timeout;
-  do {
-    Serve(0);
-    if (outstanding_.empty()) return absl::OkStatus();
-    if (!ready_.empty()) continue;
-    Serve(1);
-  } while (absl::Now() < deadline);
+  const bool drained = WaitUntil(
+      timeout,
+      [&] {
+        Serve(0);
+        if (!outstanding_.empty() && ready_.empty()) Serve(1);
+        return outstanding_.empty();
+      },
+      absl::ZeroDuration());
+  if (drained) {
+    return absl::OkStatus();
+  }
   return absl::DeadlineExceededError("fake sink: messages still outstanding");
 }
 
@@ -146,9 +137,6 @@ void FakeSink::RaiseFatalErrorForTesting(std::string_view reason) {
   health_ = absl::AbortedError(std::string(reason));
 }
 
-void FakeSink::Wake() {
-  const char byte = 1;
-  (void)!write(wake_write_, &byte, 1);
-}
+void FakeSink::Wake() { wake_.Signal(); }
 
 }  // namespace outboxd::test

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "sink/sink.h"
+#include "support/wake_pipe.h"
 
 namespace outboxd::test {
 
@@ -65,7 +66,7 @@ class FakeSink final : public sink::Sink {
   absl::Status Health() const override { return health_; }
   int InFlight() const override { return static_cast<int>(outstanding_.size()); }
   uint64_t InFlightBytes() const override;
-  int wake_fd() const override { return wake_read_; }
+  int wake_fd() const override { return wake_.fd(); }
   // Serves what is ready within the timeout; the rest is dropped unreported.
   int Close(absl::Duration flush_timeout) override;
   void RaiseFatalErrorForTesting(std::string_view reason) override;
@@ -99,8 +100,7 @@ class FakeSink final : public sink::Sink {
   std::vector<ProducedMessage> produced_;
   std::vector<size_t> outstanding_;  // indexes into produced_, in produce order
   std::deque<std::pair<size_t, absl::Status>> ready_;
-  int wake_read_ = -1;
-  int wake_write_ = -1;
+  WakePipe wake_;
   int flushes_ = 0;
   int waits_ = 0;
   int send_nows_ = 0;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/fatal.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -139,6 +140,17 @@ std::string TestDatabase::Scalar(std::string_view sql) {
   pg::Result result = Exec(sql);
   if (result.rows() == 0 || result.columns() == 0) return "";
   return std::string(result.Get(0, 0));
+}
+
+bool TestDatabase::WaitForScalar(std::string_view sql, std::string_view value,
+                                 absl::Duration timeout, std::string* last) {
+  std::string got;
+  const bool reached = WaitUntil(timeout, [&] {
+    got = Scalar(sql);
+    return got == value;
+  });
+  if (last != nullptr) *last = got;
+  return reached;
 }
 
 std::string TestDatabase::CreateRole(std::string_view attributes) {

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "pg/connection.h"
 
 namespace outboxd::test {
@@ -48,6 +49,10 @@ class TestDatabase {
   pg::Result Exec(std::string_view sql);
   // The first field of the first row of `sql` ("" when there is none).
   std::string Scalar(std::string_view sql);
+  // Waits until Scalar(sql) is `value` (a job ran: "SELECT count(*) FROM outbox", "0");
+  // false, with the last value in `last` when given, if it is not after `timeout`.
+  bool WaitForScalar(std::string_view sql, std::string_view value,
+                     absl::Duration timeout = absl::Seconds(30), std::string* last = nullptr);
 
   // Creates a login role with `attributes` (e.g. "NOREPLICATION"), named after this
   // database, and drops it in the destructor. Returns its name.

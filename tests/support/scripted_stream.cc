@@ -1,8 +1,5 @@
 #include "support/scripted_stream.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <utility>
 
 namespace outboxd::test {
@@ -101,40 +98,30 @@ std::string LogicalMessage(pg::Lsn lsn, bool transactional, const std::string& p
 
 }  // namespace pgoutput_bytes
 
-ScriptedStream::ScriptedStream(std::function<absl::Time()> clock) : clock_(std::move(clock)) {
-  int fds[2];
-  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
-    wake_read_ = fds[0];
-    wake_write_ = fds[1];
-  }
-}
+ScriptedStream::ScriptedStream(std::function<absl::Time()> clock) : clock_(std::move(clock)) {}
 
-ScriptedStream::~ScriptedStream() {
-  close(wake_read_);
-  close(wake_write_);
-}
+ScriptedStream::~ScriptedStream() = default;
 
 void ScriptedStream::PushData(pg::Lsn wal_start, std::string pgoutput_message) {
   queue_.push_back({.kind = Kind::kData, .lsn = wal_start, .data = std::move(pgoutput_message)});
-  (void)!write(wake_write_, "x", 1);
+  wake_.Signal();
 }
 
 void ScriptedStream::PushKeepalive(pg::Lsn wal_end, bool reply_requested) {
   queue_.push_back({.kind = Kind::kKeepalive, .lsn = wal_end, .reply_requested = reply_requested});
-  (void)!write(wake_write_, "x", 1);
+  wake_.Signal();
 }
 
 void ScriptedStream::PushEnd() {
   queue_.push_back({.kind = Kind::kEnd});
-  (void)!write(wake_write_, "x", 1);
+  wake_.Signal();
 }
 
 absl::StatusOr<pg::StreamMessage> ScriptedStream::Next() {
   if (queue_.empty()) return pg::NoMessage{};
   Queued next = std::move(queue_.front());
   queue_.pop_front();
-  char byte;
-  (void)!read(wake_read_, &byte, 1);
+  wake_.TakeOne();
   switch (next.kind) {
     case Kind::kData:
       current_ = std::move(next.data);

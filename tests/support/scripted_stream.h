@@ -29,6 +29,7 @@
 #include "pg/copy_data.h"
 #include "pg/lsn.h"
 #include "relay/change_stream.h"
+#include "support/wake_pipe.h"
 
 namespace outboxd::test {
 
@@ -65,7 +66,7 @@ class ScriptedStream final : public relay::ChangeStream {
   void set_batched(bool batched) { batched_ = batched; }
   absl::Status Flush() override { return absl::OkStatus(); }
   absl::Status End() override;
-  int socket() const override { return wake_read_; }
+  int socket() const override { return wake_.fd(); }
 
  private:
   enum class Kind { kData, kKeepalive, kEnd };
@@ -83,8 +84,7 @@ class ScriptedStream final : public relay::ChangeStream {
   bool ended_ = false;
   bool batched_ = false;
   size_t feedback_before_end_ = 0;
-  int wake_read_ = -1;  // readable while messages are queued
-  int wake_write_ = -1;
+  WakePipe wake_;  // readable while messages are queued
 };
 
 // One outbox row as the test writes it; the other columns get plausible values.

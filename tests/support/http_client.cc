@@ -1,4 +1,4 @@
-#include "observe/http_client.h"
+#include "support/http_client.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -203,7 +204,8 @@ void SlowLoris::Run(std::string ip, int port, absl::Duration interval) {
 }
 
 IdleCrowd::IdleCrowd(const std::string& ip, int port, int n, std::vector<std::string> from)
-    : target_(n), thread_([this, ip, port, n, from = std::move(from)] { Run(ip, port, n, from); }) {}
+    : target_(n),
+      thread_([this, ip, port, n, from = std::move(from)] { Run(ip, port, n, from); }) {}
 
 IdleCrowd::~IdleCrowd() {
   stop_ = true;
@@ -211,12 +213,8 @@ IdleCrowd::~IdleCrowd() {
 }
 
 bool IdleCrowd::WaitUntilAllOpen(absl::Duration timeout) const {
-  absl::Time deadline = absl::Now() + timeout;
-  while (open_ < target_) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return WaitUntil(
+      timeout, [&] { return open_ >= target_; }, absl::Milliseconds(10));
 }
 
 void IdleCrowd::Run(std::string ip, int port, int n, std::vector<std::string> from) {

@@ -1,8 +1,8 @@
 // The end-to-end harness: a fresh database with `outboxd setup` done, an in-process
 // mock Kafka cluster, a collector reading every partition, and `outboxd run` as a
 // child process.
-#ifndef OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
-#define OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
+#ifndef OUTBOXD_TESTS_SUPPORT_RELAY_HARNESS_H_
+#define OUTBOXD_TESTS_SUPPORT_RELAY_HARNESS_H_
 
 #include <atomic>
 #include <memory>
@@ -48,6 +48,9 @@ class RelayHarness {
 
   // Runs `outboxd <args...>` to completion; returns its exit code.
   int RunOutboxd(std::vector<std::string> args, std::string* output = nullptr);
+  // `dead-letter replay` of this slot's letters from this database to this cluster,
+  // then `extra`: arguments for RunOutboxd.
+  std::vector<std::string> ReplayArgs(const std::vector<std::string>& extra = {});
   // Starts `outboxd run` against this database and cluster and waits until it
   // streams (outboxd_connected is 1), or, given `wait_for`, until its log says that
   // (a state no metric shows: "standing by", "created slot").
@@ -75,6 +78,12 @@ class RelayHarness {
   // position recorder's horizon, cleanup's DELETE) when a test must show that it
   // did NOT do something meanwhile.
   bool WaitForQueryRounds(const std::string& pattern, int rounds, absl::Duration timeout);
+  // Waits until the relay holds at least `events` unacknowledged events
+  // (outboxd_events_in_flight) and has since sent the server `rounds` standby status
+  // updates (pg_stat_replication.reply_time moved on each time): each was its chance to
+  // confirm what it must not. A test that the slot does NOT advance past a point waits
+  // for this, then reads confirmed_flush_lsn, which never goes backwards.
+  bool WaitForFeedbackWhileInFlight(int events, int rounds, absl::Duration timeout);
   // Waits until the slot's confirmed_flush_lsn >= lsn.
   bool WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout);
 
@@ -83,6 +92,11 @@ class RelayHarness {
   std::unique_ptr<kafka::MockCluster> cluster_;
   std::unique_ptr<KafkaCollector> collector_;
   std::unique_ptr<ChildProcess> relay_;
+
+  // Waits `rounds` times until `newest_after(since)`, a query of one timestamp newer
+  // than `since` (or ''), returns one; each round starts from the one before.
+  template <typename Query>
+  bool WaitForNewerTimestamps(Query newest_after, int rounds, absl::Duration timeout);
 };
 
 // Every row of the outbox (topic pedido.confirmado) reaches the collector within
@@ -99,6 +113,20 @@ absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n);
 // transactions the new primary never had.
 size_t Ghosts(RelayHarness& h);
 
+// The end of a broker outage: every broker back, all `events` delivered and
+// acknowledged, `outboxd cleanup --retention 0s` leaves the outbox empty, and the
+// relay stops with exit code 0.
+void ExpectCleanAfterTheOutage(RelayHarness& h, size_t events);
+
+// `n` dead letters written straight into the table as the relay would have (ids
+// 'e<i>', aggregates 'a<i % aggregates>'), their topic and payload SQL expressions
+// of i.
+void InsertDeadLetters(TestDatabase& db, int n, int aggregates, const std::string& topic_sql,
+                       const std::string& payload_sql);
+
+// A failover test's figures, as properties of the test in its XML report.
+void RecordDeliveryFigures(size_t events, size_t duplicates, size_t ghosts);
+
 // `outboxd status --json --slot <the slot>` on the test database until its output
 // contains `needle` (the last output in `last`).
 bool WaitForStatus(RelayHarness& h, const std::string& needle, absl::Duration timeout,
@@ -111,4 +139,4 @@ void CreateDayPartition(TestDatabase& db, const std::string& table, const std::s
 
 }  // namespace outboxd::test
 
-#endif  // OUTBOXD_TESTS_INTEGRATION_RELAY_HARNESS_H_
+#endif  // OUTBOXD_TESTS_SUPPORT_RELAY_HARNESS_H_

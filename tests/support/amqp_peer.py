@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent AMQP client (pika) for the tests in tests/amqp.
+"""An independent AMQP client (pika) for the RabbitMQ tests (tests/amqp, tests/inbox).
 
   amqp_peer.py bind URL EXCHANGE QUEUE BINDING_KEY   durable topic exchange, queue, binding
   amqp_peer.py delete URL EXCHANGE QUEUE             removes both

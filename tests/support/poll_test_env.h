@@ -2,8 +2,8 @@
 // table (created by SQL, not `outboxd setup`: the polling relay is for databases
 // without logical replication, so no slot), an in-process mock Kafka cluster and a
 // collector reading every partition of the topics.
-#ifndef OUTBOXD_TESTS_POLL_POLL_TEST_ENV_H_
-#define OUTBOXD_TESTS_POLL_POLL_TEST_ENV_H_
+#ifndef OUTBOXD_TESTS_SUPPORT_POLL_TEST_ENV_H_
+#define OUTBOXD_TESTS_SUPPORT_POLL_TEST_ENV_H_
 
 #include <memory>
 #include <string>
@@ -11,26 +11,10 @@
 
 #include "kafka/mock_cluster.h"
 #include "support/kafka_collector.h"
+#include "support/outbox_schema.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::test {
-
-// the default outbox table (src/ops/setup.cc), index included.
-inline constexpr char kOutboxSchema[] = R"sql(
-CREATE TABLE outbox (
-  seq                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id                   uuid        NOT NULL DEFAULT gen_random_uuid() UNIQUE,
-  aggregate_id         text        NOT NULL,
-  tipo                 text        NOT NULL,
-  payload              jsonb       NOT NULL,
-  criado_em            timestamptz NOT NULL DEFAULT now(),
-  publicado_em         timestamptz,
-  tentativas           int         NOT NULL DEFAULT 0,
-  ultimo_erro          text,
-  proxima_tentativa_em timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX outbox_pendentes ON outbox (seq) WHERE publicado_em IS NULL;
-)sql";
 
 class PollEnv {
  public:
@@ -56,4 +40,4 @@ class PollEnv {
 
 }  // namespace outboxd::test
 
-#endif  // OUTBOXD_TESTS_POLL_POLL_TEST_ENV_H_
+#endif  // OUTBOXD_TESTS_SUPPORT_POLL_TEST_ENV_H_

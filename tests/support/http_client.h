@@ -6,8 +6,8 @@
 //   ASSERT_TRUE(crowd.WaitUntilAllOpen(absl::Seconds(10)));
 //   HttpReply reply = Exchange("127.0.0.1", port, "HEAD /healthz", absl::Seconds(1));
 //   EXPECT_EQ(reply.status, 200);
-#ifndef OUTBOXD_TESTS_OPS_HTTP_CLIENT_H_
-#define OUTBOXD_TESTS_OPS_HTTP_CLIENT_H_
+#ifndef OUTBOXD_TESTS_SUPPORT_HTTP_CLIENT_H_
+#define OUTBOXD_TESTS_SUPPORT_HTTP_CLIENT_H_
 
 #include <atomic>
 #include <string>
@@ -112,4 +112,4 @@ class IdleCrowd {
 
 }  // namespace outboxd::test
 
-#endif  // OUTBOXD_TESTS_OPS_HTTP_CLIENT_H_
+#endif  // OUTBOXD_TESTS_SUPPORT_HTTP_CLIENT_H_

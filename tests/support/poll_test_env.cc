@@ -1,4 +1,4 @@
-#include "poll/poll_test_env.h"
+#include "support/poll_test_env.h"
 
 #include <algorithm>
 

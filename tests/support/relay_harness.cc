@@ -1,4 +1,4 @@
-#include "integration/relay_harness.h"
+#include "support/relay_harness.h"
 
 #include <algorithm>
 #include <csignal>
@@ -48,6 +48,14 @@ int RelayHarness::RunOutboxd(std::vector<std::string> args, std::string* output)
   std::optional<int> code = child->Wait(absl::Seconds(60));
   if (output != nullptr) *output = child->Log();
   return code.value_or(-1);
+}
+
+std::vector<std::string> RelayHarness::ReplayArgs(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {
+      "dead-letter", "replay",        "--slot",    slot(),
+      "--pg",        db_->conninfo(), "--brokers", cluster_->bootstraps()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
 }
 
 void RelayHarness::StartRelay(std::vector<std::string> extra_args, const std::string& wait_for) {
@@ -133,20 +141,16 @@ int64_t RelayHarness::SlotLagBytes() {
   return lag;
 }
 
-bool RelayHarness::WaitForQueryRounds(const std::string& pattern, int rounds,
-                                      absl::Duration timeout) {
+template <typename Query>
+bool RelayHarness::WaitForNewerTimestamps(Query newest_after, int rounds, absl::Duration timeout) {
   std::string since = db_->Scalar("SELECT clock_timestamp()::text");
-  const std::string literal = absl::StrReplaceAll(pattern, {{"'", "''"}});
   for (int i = 0; i < rounds; ++i) {
     const bool ran = WaitUntil(
         timeout,
         [&] {
-          const std::string started = db_->Scalar(
-              "SELECT coalesce(max(query_start)::text, '') FROM pg_stat_activity WHERE datname = "
-              "current_database() AND pid <> pg_backend_pid() AND query LIKE '" +
-              literal + "' AND query_start > '" + since + "'");
-          if (started.empty()) return false;
-          since = started;
+          const std::string newer = db_->Scalar(newest_after(since));
+          if (newer.empty()) return false;
+          since = newer;
           return true;
         },
         absl::Milliseconds(20));
@@ -155,34 +159,53 @@ bool RelayHarness::WaitForQueryRounds(const std::string& pattern, int rounds,
   return true;
 }
 
+bool RelayHarness::WaitForQueryRounds(const std::string& pattern, int rounds,
+                                      absl::Duration timeout) {
+  const std::string literal = absl::StrReplaceAll(pattern, {{"'", "''"}});
+  return WaitForNewerTimestamps(
+      [&](const std::string& since) {
+        return "SELECT coalesce(max(query_start)::text, '') FROM pg_stat_activity WHERE datname = "
+               "current_database() AND pid <> pg_backend_pid() AND query LIKE '" +
+               literal + "' AND query_start > '" + since + "'";
+      },
+      rounds, timeout);
+}
+
+bool RelayHarness::WaitForFeedbackWhileInFlight(int events, int rounds, absl::Duration timeout) {
+  if (!WaitForMetric(*relay_, "outboxd_events_in_flight", events, timeout)) return false;
+  return WaitForNewerTimestamps(
+      [&](const std::string& since) {
+        return "SELECT coalesce(max(r.reply_time)::text, '') FROM pg_stat_replication r JOIN "
+               "pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = '" +
+               slot() + "' AND r.reply_time > '" + since + "'";
+      },
+      rounds, timeout);
+}
+
 bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (ConfirmedFlushLsn() >= lsn) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return false;
+  return WaitUntil(timeout, [&] { return ConfirmedFlushLsn() >= lsn; });
 }
 
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {
   std::vector<OutboxRow> rows = h.OutboxRows();
   std::map<std::string, int64_t> seq_of;
   for (const OutboxRow& row : rows) seq_of[row.id] = row.seq;
-  absl::Time deadline = absl::Now() + timeout;
   std::set<std::string> seen;
   std::vector<CollectedMessage> messages;
-  while (absl::Now() < deadline) {
-    messages = h.collector().Messages();
-    seen.clear();
-    // Only the table's rows count: a ghost (published, then lost with a failed
-    // primary) must not stand in for a row the collector has not read yet.
-    for (const auto& m : messages) {
-      std::string id = m.Header("id").value_or("");
-      if (seq_of.count(id)) seen.insert(std::move(id));
-    }
-    if (seen.size() >= rows.size()) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  WaitUntil(
+      timeout,
+      [&] {
+        messages = h.collector().Messages();
+        seen.clear();
+        // Only the table's rows count: a ghost (published, then lost with a failed
+        // primary) must not stand in for a row the collector has not read yet.
+        for (const auto& m : messages) {
+          std::string id = m.Header("id").value_or("");
+          if (seq_of.count(id)) seen.insert(std::move(id));
+        }
+        return seen.size() >= rows.size();
+      },
+      absl::Milliseconds(200));
   size_t missing = 0;
   for (const OutboxRow& row : rows) {
     if (seen.count(row.id)) continue;
@@ -230,6 +253,32 @@ absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n) {
       << "stuck at " << h.collector().Count() << "\n"
       << h.relay().Log();
   return absl::Now() - start;
+}
+
+void ExpectCleanAfterTheOutage(RelayHarness& h, size_t events) {
+  ASSERT_TRUE(h.cluster().SetAllBrokersUp().ok());
+  ASSERT_TRUE(h.collector().WaitForCount(events, absl::Seconds(60))) << h.relay().Log();
+  std::string out;
+  ASSERT_TRUE(WaitForStatus(h, "\"unacked\":0,", absl::Seconds(30), &out)) << out;
+  ASSERT_EQ(h.RunOutboxd({"cleanup", "--retention", "0s", "--pg", h.db().conninfo()}, &out), 0)
+      << out;
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+void InsertDeadLetters(TestDatabase& db, int n, int aggregates, const std::string& topic_sql,
+                       const std::string& payload_sql) {
+  db.Exec(absl::StrCat(
+      "INSERT INTO outbox_dead_letter (id, aggregate_id, type, payload, created_at, lsn, topic, "
+      "error) SELECT 'e' || i, 'a' || (i % ",
+      aggregates, "), t, ", payload_sql, ", '2026-01-01 00:00:00+00', '0/0', t, 'test' ",
+      "FROM generate_series(1, ", n, ") i, LATERAL (SELECT ", topic_sql, " AS t) topic"));
+}
+
+void RecordDeliveryFigures(size_t events, size_t duplicates, size_t ghosts) {
+  ::testing::Test::RecordProperty("events", static_cast<int>(events));
+  ::testing::Test::RecordProperty("duplicates", static_cast<int>(duplicates));
+  ::testing::Test::RecordProperty("ghosts", static_cast<int>(ghosts));
 }
 
 size_t Ghosts(RelayHarness& h) {
