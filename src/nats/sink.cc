@@ -1,6 +1,6 @@
 // nats::Sink: the entries the relay produced until each is reported, in per-key lines
-// (internal/key_lines.h) so that only the first of each key is ever published; the
-// waiting list (never sent, or to be sent again) published lowest sequence first up to
+// (sink::KeyOrder, sink/key_order.h) so that only the first of each key is ever
+// published; the ready ones (never sent, or to be sent again) published lowest first up to
 // max_pending at the server; the PubAcks libnats hands its own thread, queued in
 // Shared and served on the caller's thread; the retry and timeout deadlines behind a
 // timerfd, watched with Shared's eventfd by one epoll descriptor (wake_fd()).
@@ -35,8 +35,8 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "nats/internal/key_lines.h"
 #include "nats/internal/stream.h"
+#include "sink/key_order.h"
 
 namespace outboxd::nats {
 namespace {
@@ -233,8 +233,7 @@ struct Sink::Impl {
   absl::Status fatal;
 
   std::map<uint64_t, Entry> entries;  // by sequence = produce order
-  std::set<uint64_t> waiting;         // to publish (again), lowest first; firsts of keys only
-  KeyLines lines;
+  sink::KeyOrder order;               // ready to publish (again): firsts of keys only
   uint64_t next_seq = 1;
   uint64_t bytes = 0;
   int at_server = 0;
@@ -428,7 +427,7 @@ absl::Status Sink::Impl::PublishOne(uint64_t seq) {
   }
   const natsStatus s = js_PublishMsgAsync(js.get(), &msg, &po);
   if (s == NATS_OK) {
-    waiting.erase(seq);
+    order.Sent(seq);
     e.at_server = true;
     ++at_server;
     ++counters.published;
@@ -451,12 +450,12 @@ absl::Status Sink::Impl::PublishOne(uint64_t seq) {
 }
 
 void Sink::Impl::PublishWaiting() {
-  while (!waiting.empty() && stream_ready && at_server < options.max_pending && Connected() &&
+  while (order.ready() > 0 && stream_ready && at_server < options.max_pending && Connected() &&
          absl::Now() >= retry_at) {
-    const uint64_t seq = *waiting.begin();
+    const uint64_t seq = *order.NextReady();
     absl::Status s = PublishOne(seq);
     if (s.code() == absl::StatusCode::kInvalidArgument) {
-      waiting.erase(seq);
+      order.Sent(seq);
       refused.emplace_back(seq, std::move(s));
       continue;
     }
@@ -468,11 +467,11 @@ void Sink::Impl::PublishWaiting() {
 }
 
 // Publishing pauses for the backoff (every key: the server is the likely cause) and
-// the message goes back to the waiting list. The outage's other lost acks join the
+// the message is ready again. The outage's other lost acks join the
 // pause already set rather than lengthen it; the first of a series is warned about,
 // the later ones logged at debug, until an ack resets the series.
 void Sink::Impl::Retry(uint64_t seq, absl::string_view reason) {
-  waiting.insert(seq);
+  order.Resend(seq);
   const absl::Time now = absl::Now();
   if (now < retry_at) return;
   const absl::Duration wait = retry_backoff.Next();
@@ -499,28 +498,29 @@ void Sink::Impl::Report(const Entry& e, const absl::Status& status, uint64_t str
 void Sink::Impl::Remove(std::map<uint64_t, Entry>::iterator it) {
   bytes -= it->second.bytes;
   if (it->second.at_server) --at_server;
-  waiting.erase(it->first);
   entries.erase(it);
 }
 
 // Acknowledged: reported OK; the key's next message may be published.
 int Sink::Impl::Finish(std::map<uint64_t, Entry>::iterator it, uint64_t stream_seq) {
   Report(it->second, absl::OkStatus(), stream_seq);
-  const uint64_t next = lines.Done(it->second.key, it->first);
+  order.Remove(it->first, it->second.key);
   Remove(it);
-  if (next != 0) waiting.insert(next);
   return 1;
 }
 
 // Reports a failed entry, then every later entry of its key (none was published): the
 // relay dead-letters them in order behind it. Returns how many were reported.
 int Sink::Impl::Fail(std::map<uint64_t, Entry>::iterator it, const absl::Status& status) {
-  const std::vector<uint64_t> behind = lines.Fail(it->second.key, it->first);
+  const std::vector<uint64_t> behind = order.Followers(it->first);
+  const std::string key = it->second.key;
+  order.Remove(it->first, key);
   Report(it->second, status, 0);
   Remove(it);
   const absl::Status follows = absl::FailedPreconditionError(
       absl::StrCat("follows an earlier message of its key that failed: ", status.message()));
   for (uint64_t seq : behind) {
+    order.Remove(seq, key);
     auto follower = entries.find(seq);
     Report(follower->second, follows, 0);
     Remove(follower);
@@ -636,7 +636,7 @@ int Sink::Impl::Step() {
 void Sink::Impl::ArmTimer() {
   const absl::Time now = absl::Now();
   absl::Time next = absl::InfiniteFuture();
-  if ((!waiting.empty() || !stream_ready) && fatal.ok()) next = std::min(next, retry_at);
+  if ((order.ready() > 0 || !stream_ready) && fatal.ok()) next = std::min(next, retry_at);
   if (!refused.empty()) next = now;
   if (delivery_timeout != absl::InfiniteDuration() && !entries.empty()) {
     next = std::min(next, entries.begin()->second.produced_at + delivery_timeout);
@@ -717,7 +717,7 @@ absl::Status Sink::Produce(const sink::OutgoingMessage& message) {
   const uint64_t seq = m.next_seq++;
   auto [it, added] = m.entries.emplace(seq, std::move(e));
   m.bytes += it->second.bytes;
-  if (m.lines.Add(it->second.key, seq)) m.waiting.insert(seq);
+  m.order.Add(seq, it->second.key);
   // Published from Step(), so that every outcome (a message over max_payload too) is
   // reported from Poll(), in order behind its key.
   m.PublishWaiting();

@@ -21,7 +21,7 @@
 // Confirmed only on the PubAck: libnats calls the ack handler on its own thread, which
 // only queues the outcome and wakes wake_fd(); Poll() reports on the caller's thread.
 // Per-key order: at most one message per key is at the server at a time
-// (nats/internal/key_lines.h); when one fails, its key's later messages are reported
+// (sink::KeyOrder, sink/key_order.h); when one fails, its key's later messages are reported
 // failed right behind it. At most `max_pending` messages are at the server at once.
 // The price is a PubAck round trip per message of one key: one hot aggregate went at
 // ~800 events/s here (3,000 events in 3.7-3.8 s), 100 to 1,000 keys at 42,000-65,000.

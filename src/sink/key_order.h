@@ -1,4 +1,4 @@
-// Per-key order for a sink whose broker keeps no partition log (RabbitMQ; NATS next):
+// Per-key order for a sink whose broker keeps no partition log (RabbitMQ, NATS):
 // at most one message of each key is at the broker at a time. Kafka keeps a key's
 // messages in order inside its partition; a queue does not once one of them fails:
 // a follower published before the broker answered for its predecessor would already

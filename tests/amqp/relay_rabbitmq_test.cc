@@ -161,14 +161,12 @@ class RabbitHarness {
     std::map<std::string, int64_t> seq_of;
     for (const Row& row : rows) seq_of[row.id] = row.seq;
     std::set<std::string> seen;
-    absl::Time deadline = absl::Now() + timeout;
-    while (true) {
+    WaitUntil(timeout, [&] {
       Take();
       seen.clear();
       for (const AmqpMessage& m : taken_) seen.insert(m.message_id);
-      if (seen.size() >= rows.size() || absl::Now() > deadline) break;
-      absl::SleepFor(absl::Milliseconds(300));
-    }
+      return seen.size() >= rows.size();
+    });
     size_t missing = 0;
     for (const Row& row : rows) missing += seen.count(row.id) == 0;
     EXPECT_EQ(missing, 0u) << "of " << rows.size() << " committed events\n"
@@ -546,8 +544,7 @@ TEST(RelayOnRabbitMq, AConsistentHashExchangeKeepsEachAggregateInOneQueueInOrder
   std::map<std::string, int64_t> last_seq;
   std::set<int> used;
   size_t got = 0;
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (got < rows.size() && absl::Now() < deadline) {
+  WaitUntil(absl::Seconds(60), [&] {
     for (int q = 0; q < 4; ++q) {
       for (const AmqpMessage& m : h.broker().Drain(prefix + std::to_string(q))) {
         ++got;
@@ -561,7 +558,8 @@ TEST(RelayOnRabbitMq, AConsistentHashExchangeKeepsEachAggregateInOneQueueInOrder
         }
       }
     }
-  }
+    return got >= rows.size();
+  });
   EXPECT_EQ(got, rows.size());
   EXPECT_EQ(queues_of.size(), 20u);
   for (const auto& [aggregate, queues] : queues_of) {

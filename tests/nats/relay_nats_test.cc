@@ -20,6 +20,7 @@
 #include "relay/relay.h"
 #include "support/jetstream_client.h"
 #include "support/set_up_database.h"
+#include "support/wait_until.h"
 
 namespace outboxd {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 using ::outboxd::test::JetStreamClient;
 using ::outboxd::test::PrivateNatsServer;
 using ::outboxd::test::StoredMessage;
+using ::outboxd::test::WaitUntil;
 using ::testing::HasSubstr;
 
 class RelayNatsTest : public ::testing::Test {
@@ -63,12 +65,8 @@ class RelayNatsTest : public ::testing::Test {
 
   bool WaitForCount(JetStreamClient& reader, uint64_t n,
                     absl::Duration timeout = absl::Seconds(60)) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (Count(reader) < n) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return true;
+    return WaitUntil(
+        timeout, [&] { return Count(reader) >= n; }, absl::Milliseconds(50));
   }
 
   uint64_t Count(JetStreamClient& reader) {
@@ -148,8 +146,7 @@ TEST_F(RelayNatsTest, KillNineOfTheServerLosesNothingAndDuplicatesNothing) {
   JetStreamClient watcher(server.url());
   EXPECT_TRUE(WaitForCount(watcher, 500)) << Count(watcher);
   ASSERT_TRUE(server.Kill());
-  absl::SleepFor(absl::Milliseconds(300));  // the outage
-  ASSERT_TRUE(server.Restart());
+  ASSERT_TRUE(server.Restart());  // the outage: as long as the restart takes
   writer.join();
   JetStreamClient reader(server.url());
   ASSERT_TRUE(WaitForCount(reader, kBatches * kPerBatch)) << Count(reader);
@@ -180,10 +177,8 @@ TEST_F(RelayNatsTest, ASubjectNoStreamTakesIsDeadLetteredWithItsAggregatesFollow
   Start();
   JetStreamClient reader(url_);
   ASSERT_TRUE(WaitForCount(reader, 1));
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (db_->Scalar("SELECT count(*) FROM outbox_dead_letter") != "2" && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  WaitUntil(absl::Seconds(60),
+            [&] { return db_->Scalar("SELECT count(*) FROM outbox_dead_letter") == "2"; });
   Stop();
   ASSERT_EQ(db_->Scalar("SELECT count(*) FROM outbox_dead_letter"), "2");
   EXPECT_THAT(db_->Scalar("SELECT error FROM outbox_dead_letter WHERE topic = '" + nowhere + "'"),

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "support/captured_log.h"
 #include "support/jetstream_client.h"
+#include "support/wait_until.h"
 
 namespace outboxd::nats {
 namespace {
@@ -31,6 +32,7 @@ namespace {
 using ::outboxd::test::JetStreamClient;
 using ::outboxd::test::PrivateNatsServer;
 using ::outboxd::test::StoredMessage;
+using ::outboxd::test::WaitUntil;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -86,8 +88,8 @@ class NatsSinkTest : public ::testing::Test {
   }
 
   void AwaitReports(Sink& sink, size_t n, absl::Duration timeout = absl::Seconds(60)) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (reports_.size() < n && absl::Now() < deadline) sink.Poll(100);
+    WaitUntil(
+        timeout, [&] { return reports_.size() >= n; }, [&] { sink.Poll(100); });
     ASSERT_GE(reports_.size(), n) << "reports missing after " << timeout;
   }
 
@@ -277,17 +279,18 @@ TEST_F(NatsSinkTest, OnlyAPubAckConfirmsAndAMissingOneIsPublishedAgain) {
 
   ASSERT_TRUE(Send(*sink, silent, "k", 7, 7).ok());
   std::vector<std::string> ids;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ids.size() < 2 && absl::Now() < deadline) {
-    sink->Poll(50);
-    natsMsg* m = nullptr;
-    if (natsSubscription_NextMsg(&m, sub, 10) == NATS_OK) {
-      const char* id = nullptr;
-      natsMsgHeader_Get(m, "Nats-Msg-Id", &id);
-      ids.push_back(id == nullptr ? "" : id);
-      natsMsg_Destroy(m);
-    }
-  }
+  WaitUntil(
+      absl::Seconds(30), [&] { return ids.size() >= 2; },
+      [&] {
+        sink->Poll(50);
+        natsMsg* m = nullptr;
+        if (natsSubscription_NextMsg(&m, sub, 10) == NATS_OK) {
+          const char* id = nullptr;
+          natsMsgHeader_Get(m, "Nats-Msg-Id", &id);
+          ids.push_back(id == nullptr ? "" : id);
+          natsMsg_Destroy(m);
+        }
+      });
   EXPECT_THAT(ids, ::testing::ElementsAre("7", "7")) << "published again, same id";
   EXPECT_TRUE(reports_.empty()) << "reported without a PubAck";
   EXPECT_GE(sink->counters().republished, 1u);
@@ -402,13 +405,12 @@ TEST_F(NatsSinkTest, KillNineOfTheServerLosesNothingAcknowledged) {
   std::atomic<bool> killed{false};
   std::atomic<size_t> acked_at_kill{0};
   std::thread killer([&] {
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (reported_.load() < 1000 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    WaitUntil(
+        absl::Seconds(60), [&] { return reported_.load() >= 1000; }, absl::Milliseconds(1));
     acked_at_kill = reported_.load();
     server.Kill();
     killed = true;
-    absl::SleepFor(absl::Milliseconds(300));  // the outage
-    server.Restart();
+    server.Restart();  // the outage: as long as the restart takes
   });
   for (int id = 1; id <= kEvents; ++id) {
     // 100 keys: up to 100 messages at the server at once.
