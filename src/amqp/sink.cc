@@ -56,12 +56,6 @@ std::optional<absl::Time> ParseCreatedAt(std::string_view text) {
   return std::nullopt;
 }
 
-int ToPollMs(absl::Duration d) {
-  if (d <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(
-      std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), 1 << 30));
-}
-
 // A produced message's topic, key, value and headers in one allocation: the field
 // count n, n + 1 offsets into the text (uint32_t each), then the text: topic, key,
 // value, and each header's name and value. Kept as std::strings (a dozen allocations),
@@ -560,17 +554,7 @@ int Sink::Poll(int timeout_ms) {
 }
 
 absl::Status Sink::Flush(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!impl_->entries.empty()) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(impl_->entries.size(), " messages still unconfirmed by RabbitMQ at ",
-                       impl_->where, " after ", absl::FormatDuration(timeout)));
-    }
-    Poll(ToPollMs(std::min(left, absl::Milliseconds(100))));
-  }
-  return absl::OkStatus();
+  return sink::PollUntilConfirmed(*this, timeout, absl::StrCat("RabbitMQ at ", impl_->where));
 }
 
 absl::Status Sink::Health() const { return impl_->fatal; }

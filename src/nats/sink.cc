@@ -146,12 +146,6 @@ void OnClosed(natsConnection*, void* closure) {
   shared->Wake();
 }
 
-int ToPollMs(absl::Duration d) {
-  if (d <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(
-      std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1))), 1 << 30));
-}
-
 // A publish subject: tokens separated by dots, none empty, no whitespace or control
 // characters, no wildcard token (those subscribe, they do not publish).
 absl::Status CheckSubject(std::string_view subject) {
@@ -735,17 +729,7 @@ int Sink::Poll(int timeout_ms) {
 }
 
 absl::Status Sink::Flush(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!impl_->entries.empty()) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(impl_->entries.size(), " messages still unacknowledged by JetStream at ",
-                       impl_->where, " after ", absl::FormatDuration(timeout)));
-    }
-    Poll(ToPollMs(std::min(left, absl::Milliseconds(100))));
-  }
-  return absl::OkStatus();
+  return sink::PollUntilConfirmed(*this, timeout, absl::StrCat("JetStream at ", impl_->where));
 }
 
 absl::Status Sink::Health() const { return impl_->fatal; }

@@ -122,6 +122,11 @@ struct SinkSettings {
 // after a fatal error.
 using SinkFactory = std::function<absl::StatusOr<std::unique_ptr<Sink>>(const SinkSettings&)>;
 
+// Flush() of a sink whose Poll() serves its broker's confirms (RabbitMQ, NATS): polls
+// until nothing is in flight, or fails after `timeout` naming `broker` ("RabbitMQ at
+// amqp://host:5672/").
+absl::Status PollUntilConfirmed(Sink& sink, absl::Duration timeout, std::string_view broker);
+
 }  // namespace outboxd::sink
 
 #endif  // OUTBOXD_SINK_SINK_H_
