@@ -88,13 +88,17 @@ bool LooksLikeStandIn(std::string_view text) {
   return true;
 }
 
-enum class Kind { kKey, kText };
+// kKey: an indexed key; kText: a field `original` gives back; kReadable: our own text
+// (the error), which needs only to be storable.
+enum class Kind { kKey, kText, kReadable };
 
 std::string StoredField(std::string_view value, Kind kind) {
   if (kind == Kind::kKey) return StoredKey(value);
   // Text that ends as a stand-in does would read back as a lost one (found by
   // scripts/fuzz): it gets a stand-in too, and its bytes go to `original`.
-  if (IsStorableText(value) && !LooksLikeStandIn(value)) return std::string(value);
+  if (IsStorableText(value) && (kind == Kind::kReadable || !LooksLikeStandIn(value))) {
+    return std::string(value);
+  }
   return StandIn(value, std::string_view::npos);
 }
 
@@ -168,7 +172,7 @@ StoredLetter ToStored(const DeadLetter& letter) {
     row.text.*f.member = std::move(stored);
   }
   // Ours, but a broker's error text may quote a value: readable is enough here.
-  row.text.error = StoredField(letter.error, Kind::kText);
+  row.text.error = StoredField(letter.error, Kind::kReadable);
   if (changed) row.original = EncodeOriginal(letter);
   row.text.original_lost = false;
   return row;

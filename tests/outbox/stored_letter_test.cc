@@ -87,6 +87,15 @@ TEST(StoredLetter, TextThatLooksLikeAStandInComesBackAsItWas) {
   EXPECT_EQ(back.payload, letter.payload);
 }
 
+TEST(StoredLetter, AnErrorAlreadyStoredIsStoredAgainAsItIs) {
+  // The error is ours and has no original bytes: a stand-in read back and stored
+  // again (dead-letter list, replay) must not grow a second stand-in.
+  DeadLetter letter = Letter("a");
+  letter.error = "refused\r\n\xfe fake line";
+  const StoredLetter row = ToStored(letter);
+  EXPECT_EQ(ToStored(FromStored(row)).text.error, row.text.error);
+}
+
 TEST(StoredLetter, AFieldAPersonFixedWinsOverTheOriginal) {
   DeadLetter letter = Letter("a\xff");
   letter.payload = "{\"n\": \xff}";
