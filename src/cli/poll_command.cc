@@ -54,6 +54,7 @@ struct PollCommand {
       return Fail(s, Phase::kStarting);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
+    flags.sink.topic_template = options.topic_template;
     absl::StatusOr<sink::SinkFactory> make_sink =
         MakeSinkFactory(flags.sink, kafka::MessageTimeout::kMayBeFinite);
     if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);

@@ -156,6 +156,7 @@ struct RunCommand {
     // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with
     // idempotence. A timed-out event would be dead-lettered and passed: run needs the
     // infinite message timeout.
+    flags.sink.topic_template = options.topic_template;
     OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
                              MakeSinkFactory(flags.sink, kafka::MessageTimeout::kMustBeInfinite));
     return flags.sink.is_kafka() ? CheckKafka() : absl::OkStatus();

@@ -93,6 +93,7 @@ class ConfigErrorsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ::unsetenv("OUTBOXD_BROKERS");
+    ::unsetenv("OUTBOXD_NATS_URL");
     db_ = TestDatabase::Create().release();
     Outcome setup = RunOutboxd({"setup", "--pg", db_->conninfo(), "--slot", db_->name()});
     ASSERT_EQ(setup.exit_code, 0) << setup.output;
@@ -138,6 +139,17 @@ TEST_F(ConfigErrorsTest, MissingBrokersNamesTheFlagAndItsVariable) {
   EXPECT_TRUE(FailsCleanly(RunOutboxd({"run", "--pg", db_->conninfo()}),
                            {"--brokers is required", "OUTBOXD_BROKERS", "outboxd run --help"}));
   EXPECT_TRUE(FailsCleanly(RunOutboxd({"setup"}), {"--pg is required", "OUTBOXD_PG"}));
+}
+
+// --sink nats without --nats-url, in each command that publishes.
+TEST_F(ConfigErrorsTest, MissingNatsUrlNamesTheFlagAndItsVariable) {
+  EXPECT_TRUE(FailsCleanly(Run({"--sink", "nats"}), {"--sink nats needs --nats-url",
+                                                     "OUTBOXD_NATS_URL", "outboxd run --help"}));
+  EXPECT_TRUE(FailsCleanly(RunOutboxd({"poll", "--pg", db_->conninfo(), "--sink", "nats"}),
+                           {"--nats-url", "OUTBOXD_NATS_URL", "outboxd poll --help"}));
+  EXPECT_TRUE(
+      FailsCleanly(RunOutboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--sink", "nats"}),
+                   {"--nats-url", "OUTBOXD_NATS_URL", "outboxd dead-letter replay --help"}));
 }
 
 TEST_F(ConfigErrorsTest, UnknownFlagOrCommandIsNamed) {

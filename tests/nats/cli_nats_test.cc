@@ -1,0 +1,182 @@
+// `outboxd run|dead-letter replay --sink nats`, the real binary, against the real
+// PostgreSQL (OUTBOXD_TEST_PG) and nats-server (OUTBOXD_TEST_NATS): the stream `run`
+// creates from the --topic template, read back with the tests' own JetStream client;
+// what two kill -9s of the relay leave in it; a dead letter replayed once a stream
+// takes its subject.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/child_process.h"
+#include "support/jetstream_client.h"
+#include "support/outbox_load.h"
+#include "support/pg_fixture.h"
+#include "support/wait_until.h"
+
+namespace outboxd::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A database with `outboxd setup` done, and a stream and subject prefix of its own on
+// the shared server (the database's unique name).
+class NatsCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = TestNatsUrl();
+    if (url_.empty()) GTEST_SKIP() << kNoTestNats;
+    db_ = TestDatabase::Create();
+    prefix_ = db_->name();
+    stream_ = "S_" + prefix_;
+    std::string output;
+    ASSERT_EQ(Outboxd({"setup", "--pg", db_->conninfo(), "--slot", db_->name()}, &output), 0)
+        << output;
+  }
+
+  void TearDown() override {
+    if (relay_ && relay_->Running()) {
+      relay_->Signal(SIGTERM);
+      relay_->Wait(absl::Seconds(60));
+    }
+  }
+
+  int Outboxd(std::vector<std::string> args, std::string* output) {
+    args.insert(args.begin(), BinPath("outboxd"));
+    std::unique_ptr<ChildProcess> child = ChildProcess::Start(args);
+    std::optional<int> code = child->Wait(absl::Seconds(120));
+    *output = child->Log();
+    return code.value_or(-1);
+  }
+
+  // `outboxd run --sink nats` on this database, publishing to <prefix>.{type}: the
+  // stream it creates when missing takes <prefix>.>.
+  void StartRelay() {
+    relay_ = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", db_->conninfo(), "--slot",
+                                  db_->name(), "--metrics", "127.0.0.1:0", "--sink", "nats",
+                                  "--nats-url", url_, "--stream", stream_, "--topic",
+                                  prefix_ + ".{type}"});
+    ASSERT_TRUE(relay_->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay_->Log();
+  }
+
+  uint64_t Count(JetStreamClient& reader, const std::string& stream) {
+    std::optional<StreamSummary> summary = reader.Stream(stream);
+    return summary.has_value() ? summary->messages : 0;
+  }
+
+  std::string Scalar(const std::string& sql) { return db_->Scalar(sql); }
+
+  std::string url_;
+  std::unique_ptr<TestDatabase> db_;
+  std::string prefix_;
+  std::string stream_;
+  std::unique_ptr<ChildProcess> relay_;
+};
+
+// Events written continuously while the relay is killed -9 twice and started again
+// from its slot: the stream `run` created (file storage) holds every committed event
+// once (what the killed relay had published past the slot's position is published
+// again and dropped by Nats-Msg-Id), in commit order per aggregate.
+TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNothing) {
+  StartRelay();
+  Load load(db_->conninfo());
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(load.WaitForMore(150));  // the relay has been publishing a while
+    relay_->Signal(SIGKILL);
+    ASSERT_EQ(relay_->Wait(absl::Seconds(10)), 128 + SIGKILL);
+    StartRelay();
+  }
+  ASSERT_TRUE(load.WaitForMore(100));
+  load.Stop();
+
+  std::map<std::string, int64_t> seq_of;
+  pg::Result rows = db_->Exec("SELECT id::text, seq FROM outbox");
+  for (int i = 0; i < rows.rows(); ++i) {
+    ASSERT_TRUE(absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[rows.Get(i, 0)]));
+  }
+  JetStreamClient reader(url_);
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(90), [&] { return Count(reader, stream_) >= seq_of.size(); },
+      absl::Milliseconds(100)))
+      << Count(reader, stream_) << " of " << seq_of.size() << "\n"
+      << relay_->Log();
+  std::optional<StreamSummary> summary = reader.Stream(stream_);
+  ASSERT_TRUE(summary.has_value());
+  EXPECT_TRUE(summary->file_storage);
+
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  EXPECT_EQ(stored.size(), seq_of.size()) << "every committed event once";
+  std::set<std::string> ids;
+  std::map<std::string, int64_t> last_seq;
+  for (const StoredMessage& m : stored) {
+    const std::string id = m.Header("id");
+    EXPECT_EQ(m.subject, prefix_ + ".pedido.confirmado");
+    EXPECT_EQ(m.Header("Nats-Msg-Id"), id);
+    EXPECT_TRUE(ids.insert(id).second) << "stored twice: " << id;
+    ASSERT_EQ(seq_of.count(id), 1u) << "not an outbox row: " << id;
+    const std::string aggregate = m.Header("aggregate_id");
+    EXPECT_LT(last_seq[aggregate], seq_of[id]) << "aggregate " << aggregate << " out of order";
+    last_seq[aggregate] = seq_of[id];
+  }
+  std::printf("%d transactions, %zu events, %zu stored\n", load.transactions(), seq_of.size(),
+              stored.size());
+}
+
+// An event whose subject no stream takes is dead-lettered with the server's reason
+// while its neighbours flow; once a stream takes the subject, `dead-letter replay
+// --sink nats` delivers it, with the URL (and its password) from --nats-url-file,
+// which no line of the output shows.
+TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) {
+  JetStreamClient client(url_);
+  client.AddStream(stream_, prefix_ + ".pedido.>");  // exists: run leaves it as it is
+  StartRelay();
+  db_->Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+      "('u', 'fatura.paga', '{\"n\":1}'), ('ok', 'pedido.confirmado', '{\"n\":2}')");
+  ASSERT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Scalar("SELECT count(*) FROM outbox_dead_letter") == "1"; },
+      absl::Milliseconds(200)))
+      << relay_->Log();
+  EXPECT_EQ(Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "u");
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) == 1; }, absl::Milliseconds(100)));
+
+  // The fix: a stream of its own for invoices.
+  const std::string invoices = "F_" + prefix_;
+  client.AddStream(invoices, prefix_ + ".fatura.>");
+  char path[] = "/tmp/outboxd-nats-url.XXXXXX";
+  const int fd = mkstemp(path);  // 0600: no warning about its mode
+  ASSERT_GE(fd, 0);
+  const std::string with_password = "nats://outboxd:s3cr3t-nats@" + url_.substr(7);
+  ASSERT_EQ(write(fd, with_password.data(), with_password.size()),
+            static_cast<ssize_t>(with_password.size()));
+  close(fd);
+  std::string output;
+  const int code = Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
+                            "--sink", "nats", "--nats-url-file", path, "--stream", invoices},
+                           &output);
+  unlink(path);
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, Not(HasSubstr("s3cr3t-nats")));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  std::vector<StoredMessage> replayed = client.ReadAll(invoices, prefix_ + ".fatura.>");
+  ASSERT_EQ(replayed.size(), 1u);
+  EXPECT_EQ(replayed[0].value, R"({"n": 1})");
+  EXPECT_EQ(replayed[0].Header("Nats-Msg-Id"),
+            Scalar("SELECT id::text FROM outbox WHERE aggregate_id = 'u'"));
+}
+
+}  // namespace
+}  // namespace outboxd::test
