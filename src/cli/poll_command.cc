@@ -27,7 +27,8 @@ struct PollCommand {
   bool install_notify_trigger = false;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka or RabbitMQ by polling");
+    CLI::App* cmd = app.add_subcommand(
+        "poll", "Relay pending outbox rows to Kafka, RabbitMQ or NATS JetStream by polling");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval, "Sleep after an empty batch")->capture_default_str();

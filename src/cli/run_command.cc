@@ -49,7 +49,8 @@ struct RunCommand {
   uint64_t max_in_flight = kSinkDefault;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka or RabbitMQ");
+    CLI::App* cmd = app.add_subcommand(
+        "run", "Relay outbox inserts from the WAL to Kafka, RabbitMQ or NATS JetStream");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
     Flag(cmd, "slot", options.slot, "Logical replication slot")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication")->capture_default_str();

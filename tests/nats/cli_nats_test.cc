@@ -104,7 +104,8 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
   std::map<std::string, int64_t> seq_of;
   pg::Result rows = db_->Exec("SELECT id::text, seq FROM outbox");
   for (int i = 0; i < rows.rows(); ++i) {
-    ASSERT_TRUE(absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[rows.Get(i, 0)]));
+    ASSERT_TRUE(
+        absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[std::string(rows.Get(i, 0))]));
   }
   JetStreamClient reader(url_);
   EXPECT_TRUE(WaitUntil(
