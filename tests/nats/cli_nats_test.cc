@@ -86,9 +86,11 @@ class NatsCliTest : public ::testing::Test {
 };
 
 // Events written continuously while the relay is killed -9 twice and started again
-// from its slot: the stream `run` created (file storage) holds every committed event
-// once (what the killed relay had published past the slot's position is published
-// again and dropped by Nats-Msg-Id), in commit order per aggregate.
+// from its slot, then once more in the middle of one large transaction (confirmed only
+// once all its messages are acknowledged, so the next relay publishes all of it again):
+// the stream `run` created (file storage) holds every committed event once (the
+// repeats dropped by Nats-Msg-Id within the duplicate window), in commit order per
+// aggregate.
 TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNothing) {
   StartRelay();
   Load load(db_->conninfo());
@@ -101,13 +103,28 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
   ASSERT_TRUE(load.WaitForMore(100));
   load.Stop();
 
+  JetStreamClient reader(url_);
+  const uint64_t before = Count(reader, stream_);
+  constexpr int kLarge = 10000;
+  db_->Exec(
+      absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'big' || (g % 500), "
+                   "'pedido.confirmado', jsonb_build_object('g', g) FROM generate_series(1, ",
+                   kLarge, ") g"));
+  ASSERT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(reader, stream_) >= before + 1000; },
+      absl::Milliseconds(5)));
+  relay_->Signal(SIGKILL);
+  ASSERT_EQ(relay_->Wait(absl::Seconds(10)), 128 + SIGKILL);
+  const uint64_t at_kill = Count(reader, stream_);
+  ASSERT_LT(at_kill, before + kLarge) << "the kill came after the whole transaction was stored";
+  StartRelay();
+
   std::map<std::string, int64_t> seq_of;
   pg::Result rows = db_->Exec("SELECT id::text, seq FROM outbox");
   for (int i = 0; i < rows.rows(); ++i) {
     ASSERT_TRUE(
         absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[std::string(rows.Get(i, 0))]));
   }
-  JetStreamClient reader(url_);
   EXPECT_TRUE(WaitUntil(
       absl::Seconds(90), [&] { return Count(reader, stream_) >= seq_of.size(); },
       absl::Milliseconds(100)))
@@ -131,8 +148,9 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
     EXPECT_LT(last_seq[aggregate], seq_of[id]) << "aggregate " << aggregate << " out of order";
     last_seq[aggregate] = seq_of[id];
   }
-  std::printf("%d transactions, %zu events, %zu stored\n", load.transactions(), seq_of.size(),
-              stored.size());
+  std::printf("%d transactions, %zu events, %zu stored, %llu of the large one's at the kill\n",
+              load.transactions(), seq_of.size(), stored.size(),
+              static_cast<unsigned long long>(at_kill - before));
 }
 
 // An event whose subject no stream takes is dead-lettered with the server's reason
