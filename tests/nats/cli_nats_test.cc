@@ -62,12 +62,13 @@ class NatsCliTest : public ::testing::Test {
   }
 
   // `outboxd run --sink nats` on this database, publishing to <prefix>.{type}: the
-  // stream it creates when missing takes <prefix>.>.
-  void StartRelay() {
+  // stream it creates when missing takes <prefix>.>. `url_flag`: --nats-url or
+  // --nats-url-file, with `url` its value (default: the server's URL).
+  void StartRelay(const std::string& url_flag = "--nats-url", const std::string& url = "") {
     relay_ = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", db_->conninfo(), "--slot",
                                   db_->name(), "--metrics", "127.0.0.1:0", "--sink", "nats",
-                                  "--nats-url", url_, "--stream", stream_, "--topic",
-                                  prefix_ + ".{type}"});
+                                  url_flag, url.empty() ? url_ : url, "--stream", stream_,
+                                  "--topic", prefix_ + ".{type}"});
     ASSERT_TRUE(relay_->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay_->Log();
   }
 
@@ -155,12 +156,19 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
 
 // An event whose subject no stream takes is dead-lettered with the server's reason
 // while its neighbours flow; once a stream takes the subject, `dead-letter replay
-// --sink nats` delivers it, with the URL (and its password) from --nats-url-file,
-// which no line of the output shows.
+// --sink nats` delivers it. Both read the URL, with a password, from --nats-url-file,
+// which no line of their output shows.
 TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) {
+  char path[] = "/tmp/outboxd-nats-url.XXXXXX";
+  const int fd = mkstemp(path);  // 0600: no warning about its mode
+  ASSERT_GE(fd, 0);
+  const std::string with_password = "nats://outboxd:s3cr3t-nats@" + url_.substr(7);
+  ASSERT_EQ(write(fd, with_password.data(), with_password.size()),
+            static_cast<ssize_t>(with_password.size()));
+  close(fd);
   JetStreamClient client(url_);
   client.AddStream(stream_, prefix_ + ".pedido.>");  // exists: run leaves it as it is
-  StartRelay();
+  StartRelay("--nats-url-file", path);
   db_->Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
       "('u', 'fatura.paga', '{\"n\":1}'), ('ok', 'pedido.confirmado', '{\"n\":2}')");
@@ -171,17 +179,11 @@ TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) 
   EXPECT_EQ(Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "u");
   EXPECT_TRUE(WaitUntil(
       absl::Seconds(60), [&] { return Count(client, stream_) == 1; }, absl::Milliseconds(100)));
+  EXPECT_THAT(relay_->Log(), Not(HasSubstr("s3cr3t-nats")));
 
   // The fix: a stream of its own for invoices.
   const std::string invoices = "F_" + prefix_;
   client.AddStream(invoices, prefix_ + ".fatura.>");
-  char path[] = "/tmp/outboxd-nats-url.XXXXXX";
-  const int fd = mkstemp(path);  // 0600: no warning about its mode
-  ASSERT_GE(fd, 0);
-  const std::string with_password = "nats://outboxd:s3cr3t-nats@" + url_.substr(7);
-  ASSERT_EQ(write(fd, with_password.data(), with_password.size()),
-            static_cast<ssize_t>(with_password.size()));
-  close(fd);
   std::string output;
   const int code = Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
                             "--sink", "nats", "--nats-url-file", path, "--stream", invoices},
