@@ -1,9 +1,8 @@
-// `outboxd run|dead-letter replay --sink nats`, the real binary, against the real
+// `outboxd run|poll|dead-letter replay --sink nats`, the real binary, against the real
 // PostgreSQL (OUTBOXD_TEST_PG) and nats-server (OUTBOXD_TEST_NATS): the stream `run`
-// creates from the --topic template, read back with the tests' own JetStream client;
-// what two kill -9s of the relay leave in it; a dead letter replayed once a stream
-// takes its subject.
-#include <sys/stat.h>
+// and `poll` create from the --topic template, read back with the tests' own
+// JetStream client; what three kill -9s of the relay leave in it; a dead letter
+// replayed once a stream takes its subject.
 #include <unistd.h>
 
 #include <csignal>
@@ -177,6 +176,8 @@ TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) 
       absl::Milliseconds(200)))
       << relay_->Log();
   EXPECT_EQ(Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "u");
+  EXPECT_THAT(Scalar("SELECT error FROM outbox_dead_letter"),
+              HasSubstr("no JetStream stream takes subject " + prefix_ + ".fatura.paga"));
   EXPECT_TRUE(WaitUntil(
       absl::Seconds(60), [&] { return Count(client, stream_) == 1; }, absl::Milliseconds(100)));
   EXPECT_THAT(relay_->Log(), Not(HasSubstr("s3cr3t-nats")));
@@ -197,6 +198,34 @@ TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) 
   EXPECT_EQ(replayed[0].value, R"({"n": 1})");
   EXPECT_EQ(replayed[0].Header("Nats-Msg-Id"),
             Scalar("SELECT id::text FROM outbox WHERE aggregate_id = 'u'"));
+}
+
+// `outboxd poll --sink nats` creates the stream from its --topic template too, and
+// marks each row published once its PubAck came.
+TEST_F(NatsCliTest, PollCreatesTheStreamAndMarksEachEventPublished) {
+  db_->Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'p' || (g % 3), "
+      "'pedido.confirmado', jsonb_build_object('n', g) FROM generate_series(1, 50) g");
+  std::unique_ptr<ChildProcess> poll = ChildProcess::Start(
+      {BinPath("outboxd"), "poll", "--pg", db_->conninfo(), "--interval", "100ms", "--sink", "nats",
+       "--nats-url", url_, "--stream", stream_, "--topic", prefix_ + ".{type}"});
+  const auto pending = [&] {
+    return Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL");
+  };
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] { return pending() == "0"; }))
+      << pending() << " pending\n"
+      << poll->Log();
+  JetStreamClient reader(url_);
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  ASSERT_EQ(stored.size(), 50u) << poll->Log();
+  std::set<std::string> ids;
+  for (const StoredMessage& m : stored) {
+    EXPECT_EQ(m.Header("Nats-Msg-Id"), m.Header("id"));
+    ids.insert(m.Header("id"));
+  }
+  EXPECT_EQ(ids.size(), 50u);
+  poll->Signal(SIGTERM);
+  EXPECT_EQ(poll->Wait(absl::Seconds(60)), 0) << poll->Log();
 }
 
 }  // namespace
