@@ -152,6 +152,22 @@ TEST_F(ConfigErrorsTest, MissingNatsUrlNamesTheFlagAndItsVariable) {
                    {"--nats-url", "OUTBOXD_NATS_URL", "outboxd dead-letter replay --help"}));
 }
 
+// --no-declare with --sink nats only checks the stream: a missing one ends the start
+// with exit code 2, named (after the start line: the sink is made as the relay
+// starts), and is not created.
+TEST_F(ConfigErrorsTest, NoDeclareWithAMissingNatsStreamNamesItAndCreatesNothing) {
+  const char* url = std::getenv("OUTBOXD_TEST_NATS");
+  if (url == nullptr) GTEST_SKIP() << "OUTBOXD_TEST_NATS not set: run scripts/nats start DIR";
+  const std::string stream = "MISSING_" + db_->name();
+  for (int i = 0; i < 2; ++i) {  // the second start meets no stream left by the first
+    // Its own subjects: were the stream created, it would take no other test's.
+    Outcome outcome = Run({"--sink", "nats", "--nats-url", url, "--stream", stream, "--topic",
+                           db_->name() + ".{type}", "--no-declare"});
+    EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+    EXPECT_THAT(outcome.output, HasSubstr("error JetStream stream " + stream + " does not exist"));
+  }
+}
+
 TEST_F(ConfigErrorsTest, UnknownFlagOrCommandIsNamed) {
   EXPECT_TRUE(FailsCleanly(Run({"--bogus"}), {"--bogus", "outboxd run --help"}));
   EXPECT_TRUE(FailsCleanly(RunOutboxd({"setup", "--pg", db_->conninfo(), "--bogus"}),
