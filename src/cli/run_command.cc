@@ -67,7 +67,7 @@ struct RunCommand {
            "remove WAL the slot needs: emitted events in it are then lost for good");
     AddRelayFlags(cmd, flags, options.columns);
     Flag(cmd, "max-in-flight", max_in_flight, "Pause reading above this many unacked events")
-        ->default_str("100000; 10000 with --sink rabbitmq");
+        ->default_str("100000; 10000 with --sink rabbitmq or nats");
     Flag(cmd, "max-in-flight-bytes", options.max_in_flight_bytes,
          "Pause reading above this many bytes (key+value+headers) of unacked events, e.g. 64MiB")
         ->transform(CLI::AsSizeValue(false))
