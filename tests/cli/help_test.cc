@@ -86,7 +86,7 @@ TEST(Help, CommittedReferenceIsTheGeneratedOne) {
          "  build/bin/outboxd --help-reference > docs/configuration.md";
   for (const char* row : {"| `--pg` | `OUTBOXD_PG` | `pg` (string) | *required* |",
                           "| `--max-in-flight` | `OUTBOXD_MAX_IN_FLIGHT` | `max-in-flight` "
-                          "(integer) | `100000; 10000 with --sink rabbitmq` |",
+                          "(integer) | `100000; 10000 with --sink rabbitmq or nats` |",
                           "| `--kafka` | `OUTBOXD_KAFKA` | `kafka` (array of strings) |",
                           "## outboxd dead-letter replay"}) {
     EXPECT_THAT(out.text, HasSubstr(row));
