@@ -16,7 +16,7 @@ FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       g++ cmake ninja-build pkg-config ca-certificates \
-      libpq-dev libssl-dev librdkafka-dev librabbitmq-dev \
+      libpq-dev libssl-dev librdkafka-dev librabbitmq-dev libnats-dev \
       libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev prometheus-cpp-dev \
       libmicrohttpd-dev libtomlplusplus-dev \
       protobuf-compiler libprotobuf-dev \
@@ -34,13 +34,13 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 FROM debian:bookworm-slim
 # Runtime libraries only (Debian bookworm package names): libpq, libcrypto (libssl3: the
 # signature of outboxd_emit's events, the dead-letter table's SHA-256 stand-ins),
-# librdkafka, rabbitmq-c (--sink rabbitmq), simdjson,
+# librdkafka, rabbitmq-c (--sink rabbitmq), libnats (--sink nats), simdjson,
 # abseil, spdlog/fmt, prometheus-cpp's core (/metrics), libmicrohttpd (the /metrics and
 # /healthz server), protobuf (--format protobuf); ca-certificates for TLS; curl for the
 # health check.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libpq5 libssl3 librdkafka1 librabbitmq4 libsimdjson14 libabsl20220623 libspdlog1.10 libfmt9 \
+      libpq5 libssl3 librdkafka1 librabbitmq4 libnats3.4 libsimdjson14 libabsl20220623 libspdlog1.10 libfmt9 \
       libprometheus-cpp-core1.0 libmicrohttpd12 libprotobuf32 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --no-create-home \

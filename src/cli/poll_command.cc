@@ -27,7 +27,8 @@ struct PollCommand {
   bool install_notify_trigger = false;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("poll", "Relay pending outbox rows to Kafka or RabbitMQ by polling");
+    CLI::App* cmd = app.add_subcommand(
+        "poll", "Relay pending outbox rows to Kafka, RabbitMQ or NATS JetStream by polling");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval, "Sleep after an empty batch")->capture_default_str();
@@ -54,6 +55,7 @@ struct PollCommand {
       return Fail(s, Phase::kStarting);
     }
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
+    flags.sink.topic_template = options.topic_template;
     absl::StatusOr<sink::SinkFactory> make_sink =
         MakeSinkFactory(flags.sink, kafka::MessageTimeout::kMayBeFinite);
     if (!make_sink.ok()) return Fail(make_sink.status(), Phase::kStarting);

@@ -49,7 +49,8 @@ struct RunCommand {
   uint64_t max_in_flight = kSinkDefault;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("run", "Relay outbox inserts from the WAL to Kafka or RabbitMQ");
+    CLI::App* cmd = app.add_subcommand(
+        "run", "Relay outbox inserts from the WAL to Kafka, RabbitMQ or NATS JetStream");
     Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
     Flag(cmd, "slot", options.slot, "Logical replication slot")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication")->capture_default_str();
@@ -66,7 +67,7 @@ struct RunCommand {
            "remove WAL the slot needs: emitted events in it are then lost for good");
     AddRelayFlags(cmd, flags, options.columns);
     Flag(cmd, "max-in-flight", max_in_flight, "Pause reading above this many unacked events")
-        ->default_str("100000; 10000 with --sink rabbitmq");
+        ->default_str("100000; 10000 with --sink rabbitmq or nats");
     Flag(cmd, "max-in-flight-bytes", options.max_in_flight_bytes,
          "Pause reading above this many bytes (key+value+headers) of unacked events, e.g. 64MiB")
         ->transform(CLI::AsSizeValue(false))
@@ -156,6 +157,7 @@ struct RunCommand {
     // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with
     // idempotence. A timed-out event would be dead-lettered and passed: run needs the
     // infinite message timeout.
+    flags.sink.topic_template = options.topic_template;
     OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
                              MakeSinkFactory(flags.sink, kafka::MessageTimeout::kMustBeInfinite));
     return flags.sink.is_kafka() ? CheckKafka() : absl::OkStatus();

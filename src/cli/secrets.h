@@ -1,7 +1,8 @@
 // Secrets from files, so they stay out of argv (ps), the environment
 // (/proc/<pid>/environ) and the logs: --pg-password-file PATH for every command that
-// takes --pg; the sinks' secret files (--kafka-secret-file, --amqp-url-file) are
-// read with ReadSecretFile too (cli/sink_flags.h). Each secret file's content, with
+// takes --pg; the sinks' secret files (--kafka-secret-file, --amqp-url-file,
+// --nats-url-file; --nats-creds-file only checked, libnats reads it) are read with
+// ReadSecretFile too (cli/sink_flags.h). Each secret file's content, with
 // one trailing newline stripped, is the secret; it is handed to libpq (or the
 // broker's client) in memory and redacted from every log line.
 //

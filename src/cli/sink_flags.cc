@@ -2,7 +2,11 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "amqp/sink.h"
 #include "base/annotate.h"
 #include "base/log.h"
@@ -26,6 +30,22 @@ void AddKafkaFlags(CLI::App* cmd, KafkaFlags& flags, const std::string& brokers_
          "outboxd_unsafe_kafka_config");
 }
 
+void AddNatsFlags(CLI::App* cmd, NatsFlags& flags) {
+  Flag(cmd, "nats-url", flags.options.url,
+       "NATS URL nats://host:4222, several comma-separated (--sink nats)");
+  Flag(cmd, "nats-url-file", flags.url_file,
+       "File holding the NATS URL(s), for ones with nats://user:password@... (kept out of "
+       "argv, environment and logs)");
+  Flag(cmd, "nats-creds-file", flags.options.creds_file,
+       "NATS credentials file (user JWT and NKey seed) for the connection");
+  Flag(cmd, "stream", flags.options.stream.name,
+       "NATS JetStream stream; the subject is the --topic template's result. run and poll "
+       "create it when missing (file storage, 2-minute duplicate window) taking the "
+       "template's tokens before its first placeholder then >: orders.{type} gives "
+       "orders.>, {type} gives >; dead-letter replay only checks it")
+      ->capture_default_str();
+}
+
 void AddAmqpFlags(CLI::App* cmd, AmqpFlags& flags) {
   Flag(cmd, "amqp-url", flags.options.url,
        "RabbitMQ URL amqp://user:pass@host:5672/vhost or amqps://... (--sink rabbitmq)");
@@ -35,8 +55,6 @@ void AddAmqpFlags(CLI::App* cmd, AmqpFlags& flags) {
   Flag(cmd, "exchange", flags.options.exchange,
        "RabbitMQ durable topic exchange; the routing key is the --topic template's result")
       ->capture_default_str();
-  Switch(cmd, "no-declare", flags.no_declare,
-         "Only check that the exchange exists (passive declare) instead of declaring it");
   Flag(cmd, "amqp-ca-file", flags.options.tls.ca_file,
        "amqps://: CA certificate file that verifies the broker (PEM)");
   Flag(cmd, "amqp-cert-file", flags.options.tls.cert_file,
@@ -142,29 +160,37 @@ std::string UrlPassword(const std::string& url) {
   return url.substr(colon + 1, at - colon - 1);
 }
 
-absl::Status ResolveUrl(AmqpFlags& flags, const std::string& command) {
-  std::string& url = flags.options.url;
-  if (!url.empty() && !flags.url_file.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--amqp-url and --amqp-url-file both given; keep one (the file for a URL with a "
-        "password); see ",
-        command, " --help"));
+// The URL from --X-url or --X-url-file (a secret file), exactly one of them, its
+// passwords marked for redaction; `prefix` is "amqp" or "nats", `example` the URL the
+// error shows. Several comma-separated URLs (NATS) each have theirs redacted.
+absl::Status ResolveUrl(std::string& url, const std::string& url_file, const std::string& prefix,
+                        const std::string& sink, const std::string& example,
+                        const std::string& command) {
+  if (!url.empty() && !url_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", prefix, "-url and --", prefix,
+                     "-url-file both given; keep one (the file for a URL with a password); see ",
+                     command, " --help"));
   }
-  if (url.empty() && flags.url_file.empty()) {
+  if (url.empty() && url_file.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sink rabbitmq needs --amqp-url amqp://user:pass@host:5672/vhost (or OUTBOXD_AMQP_URL, "
-        "or --amqp-url-file PATH); see ",
-        command, " --help"));
+        "--sink ", sink, " needs --", prefix, "-url ", example, " (or ", EnvName(prefix + "-url"),
+        ", or --", prefix, "-url-file PATH); see ", command, " --help"));
   }
-  if (!flags.url_file.empty()) {
-    OUTBOXD_ASSIGN_OR_RETURN(url, ReadSecretFile("amqp-url-file", flags.url_file));
+  if (!url_file.empty()) {
+    OUTBOXD_ASSIGN_OR_RETURN(url, ReadSecretFile(prefix + "-url-file", url_file));
   }
   RedactFromLogs(UrlPassword(url));
+  for (absl::string_view one : absl::StrSplit(url, ',')) {
+    RedactFromLogs(UrlPassword(std::string(absl::StripAsciiWhitespace(one))));
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(AmqpFlags& flags, const std::string& command) {
-  OUTBOXD_RETURN_IF_ERROR(ResolveUrl(flags, command));
+absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(AmqpFlags& flags, bool no_declare,
+                                                  const std::string& command) {
+  OUTBOXD_RETURN_IF_ERROR(ResolveUrl(flags.options.url, flags.url_file, "amqp", "rabbitmq",
+                                     "amqp://user:pass@host:5672/vhost", command));
   // The URL parses (the error never quotes it), before anything connects.
   OUTBOXD_ASSIGN_OR_RETURN(flags.redacted_url, amqp::RedactedUrl(flags.options.url));
   amqp::TlsOptions& tls = flags.options.tls;
@@ -176,9 +202,29 @@ absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(AmqpFlags& flags, const std::s
   tls.verify_peer = !flags.no_verify_peer;
   tls.verify_hostname = !flags.no_verify_hostname;
   flags.options.exchange_mode =
-      flags.no_declare ? amqp::ExchangeMode::kPassive : amqp::ExchangeMode::kDeclare;
+      no_declare ? amqp::ExchangeMode::kPassive : amqp::ExchangeMode::kDeclare;
   flags.options.connection_name = command;
   return amqp::Sink::Factory({.publisher = flags.options});
+}
+
+absl::StatusOr<sink::SinkFactory> NatsSinkFactory(NatsFlags& flags, const SinkFlags& sink) {
+  nats::SinkOptions& options = flags.options;
+  OUTBOXD_RETURN_IF_ERROR(
+      ResolveUrl(options.url, flags.url_file, "nats", "nats", "nats://host:4222", sink.command));
+  flags.redacted_url = nats::RedactedUrl(options.url);
+  if (!options.creds_file.empty()) {
+    // libnats reads the file itself; this read only checks it as every secret file is
+    // checked (readable, not readable by others), before anything connects.
+    OUTBOXD_RETURN_IF_ERROR(ReadSecretFile("nats-creds-file", options.creds_file).status());
+  }
+  if (options.stream.name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stream is empty; name the JetStream stream; see ", sink.command, " --help"));
+  }
+  const bool create = !sink.no_declare && !sink.topic_template.empty();
+  options.stream.declare = create ? nats::Declare::kCreateIfMissing : nats::Declare::kPassive;
+  if (create) options.stream.subjects = {StreamSubjects(sink.topic_template)};
+  return nats::Sink::Factory(options);
 }
 
 }  // namespace
@@ -189,11 +235,15 @@ void AddSinkFlags(CLI::App* cmd, SinkFlags& flags, const std::string& brokers_he
        app = app->get_parent()) {
     flags.command.insert(7, " " + app->get_name());
   }
-  Flag(cmd, "sink", flags.sink, "Broker to publish to: kafka or rabbitmq")
-      ->check(CLI::IsMember({"kafka", "rabbitmq"}))
+  Flag(cmd, "sink", flags.sink, "Broker to publish to: kafka, rabbitmq or nats (JetStream)")
+      ->check(CLI::IsMember({"kafka", "rabbitmq", "nats"}))
       ->capture_default_str();
   AddKafkaFlags(cmd, flags.kafka, brokers_help);
   AddAmqpFlags(cmd, flags.amqp);
+  AddNatsFlags(cmd, flags.nats);
+  Switch(cmd, "no-declare", flags.no_declare,
+         "Only check that RabbitMQ's exchange (passive declare) or NATS' stream exists "
+         "instead of declaring or creating it");
 }
 
 absl::Status ResolveSinkFlags(SinkFlags& flags) {
@@ -203,13 +253,30 @@ absl::Status ResolveSinkFlags(SinkFlags& flags) {
 
 absl::StatusOr<sink::SinkFactory> MakeSinkFactory(SinkFlags& flags, kafka::MessageTimeout timeout) {
   if (flags.is_kafka()) return KafkaSinkFactory(flags.kafka, timeout);
-  return AmqpSinkFactory(flags.amqp, flags.command);
+  if (flags.sink == "nats") return NatsSinkFactory(flags.nats, flags);
+  return AmqpSinkFactory(flags.amqp, flags.no_declare, flags.command);
 }
 
 std::string SinkDescription(const SinkFlags& flags) {
   if (flags.is_kafka()) return absl::StrCat("Kafka brokers ", flags.kafka.options.brokers);
+  if (flags.sink == "nats") {
+    return absl::StrCat("NATS ", flags.nats.redacted_url, " stream ",
+                        flags.nats.options.stream.name);
+  }
   return absl::StrCat("RabbitMQ ", flags.amqp.redacted_url, " exchange ",
                       flags.amqp.options.exchange);
+}
+
+std::string StreamSubjects(const std::string& topic_template) {
+  std::vector<std::string> tokens;
+  for (absl::string_view token : absl::StrSplit(topic_template, '.')) {
+    if (absl::StrContains(token, '{')) {
+      tokens.push_back(">");
+      break;
+    }
+    tokens.emplace_back(token);
+  }
+  return absl::StrJoin(tokens, ".");
 }
 
 }  // namespace outboxd::cli

@@ -1,12 +1,14 @@
 // The broker a relay publishes to, for run, poll and dead-letter replay: --sink
 // kafka|rabbitmq and each sink's flags beside each other, turned into the
 // sink::SinkFactory the relays hold. Kafka's: --brokers, --kafka, --kafka-secret-file,
-// --allow-unsafe-kafka; RabbitMQ's: --amqp-url or --amqp-url-file, --exchange,
-// --no-declare, the TLS files. A third broker adds its flags struct, its Add and its
-// factory here, and one case to MakeSinkFactory.
+// --allow-unsafe-kafka; RabbitMQ's: --amqp-url or --amqp-url-file, --exchange, the TLS
+// files; NATS JetStream's: --nats-url or --nats-url-file, --nats-creds-file, --stream;
+// --no-declare for both. Another broker adds its flags struct, its Add and its factory
+// here, and one case to MakeSinkFactory.
 //
 //   SinkFlags sink;
 //   AddSinkFlags(cmd, sink);                                   // in Register
+//   sink.topic_template = options.topic_template;              // run, poll: NATS subjects
 //   OUTBOXD_RETURN_IF_ERROR(ResolveSinkFlags(sink));           // with the other checks
 //   OUTBOXD_ASSIGN_OR_RETURN(options.make_sink,
 //                            MakeSinkFactory(sink, kafka::MessageTimeout::kMustBeInfinite));
@@ -22,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "amqp/publisher.h"
 #include "kafka/publisher.h"
+#include "nats/sink.h"
 #include "sink/sink.h"
 
 namespace outboxd::cli {
@@ -35,14 +38,20 @@ struct KafkaFlags {
   bool unsafe = false;                    // allowed, and in force: outboxd_unsafe_kafka_config
 };
 
-// --amqp-url, --amqp-url-file, --exchange, --no-declare, --amqp-ca-file,
-// --amqp-cert-file, --amqp-key-file, --amqp-no-verify-peer, --amqp-no-verify-hostname.
+// --amqp-url, --amqp-url-file, --exchange, --amqp-ca-file, --amqp-cert-file,
+// --amqp-key-file, --amqp-no-verify-peer, --amqp-no-verify-hostname.
 struct AmqpFlags {
   amqp::PublisherOptions options;  // the URL (from either flag), exchange and TLS files
   std::string url_file;
-  bool no_declare = false;
   bool no_verify_peer = false;
   bool no_verify_hostname = false;
+  std::string redacted_url;  // set by MakeSinkFactory, for the log
+};
+
+// --nats-url, --nats-url-file, --nats-creds-file, --stream.
+struct NatsFlags {
+  nats::SinkOptions options;  // the URL (from either flag), creds file and stream name
+  std::string url_file;
   std::string redacted_url;  // set by MakeSinkFactory, for the log
 };
 
@@ -50,6 +59,13 @@ struct SinkFlags {
   std::string sink = "kafka";
   KafkaFlags kafka;
   AmqpFlags amqp;
+  NatsFlags nats;
+  // --no-declare: RabbitMQ's exchange and NATS' stream are only checked, not made.
+  bool no_declare = false;
+  // Set by run and poll before MakeSinkFactory: the --topic template, whose subjects a
+  // NATS stream created at start takes (StreamSubjects). Left empty by dead-letter
+  // replay, which only checks that the stream exists.
+  std::string topic_template;
   std::string command;  // "outboxd run", for the errors' "see ... --help"
 
   bool is_kafka() const { return sink == "kafka"; }
@@ -73,12 +89,25 @@ absl::Status ResolveSinkFlags(SinkFlags& flags);
 // whose failed attempt leaves the row to be tried again), librdkafka's log routed to
 // ours. RabbitMQ: the URL from --amqp-url or --amqp-url-file (a secret file, as
 // --pg-password-file: its password is redacted from every log line), checked but not
-// connected to. InvalidArgument (exit 2) naming the flag and the fix otherwise.
+// connected to. NATS: the same for --nats-url / --nats-url-file, --nats-creds-file
+// checked as a secret file, and the stream created with StreamSubjects(topic_template)
+// unless --no-declare or no template (replay). InvalidArgument (exit 2) naming the flag
+// and the fix otherwise.
 absl::StatusOr<sink::SinkFactory> MakeSinkFactory(SinkFlags& flags, kafka::MessageTimeout timeout);
 
 // For the start line (after MakeSinkFactory), never with a password: "Kafka brokers
-// k1:9092" or "RabbitMQ amqp://127.0.0.1:5672/ exchange outboxd".
+// k1:9092", "RabbitMQ amqp://127.0.0.1:5672/ exchange outboxd" or "NATS
+// nats://127.0.0.1:4222 stream OUTBOXD".
 std::string SinkDescription(const SinkFlags& flags);
+
+// The subject a created stream takes for a --topic template: its dot-separated tokens
+// up to the first one with a {placeholder}, then ">" (a placeholder's value may hold
+// dots, as "pedido.confirmado" does, so one "*" would not cover it):
+//   StreamSubjects("orders.{type}")     -> "orders.>"
+//   StreamSubjects("{type}")            -> ">"
+//   StreamSubjects("cdc.{table}.{type}") -> "cdc.>"
+//   StreamSubjects("audit")             -> "audit"
+std::string StreamSubjects(const std::string& topic_template);
 
 }  // namespace outboxd::cli
 

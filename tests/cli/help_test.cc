@@ -40,13 +40,16 @@ TEST(Help, ListsEveryCommand) {
 
 TEST(Help, EachCommandListsItsFlagsWithTheirVariables) {
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
-      {{"run"}, {"--pg", "OUTBOXD_PG", "--brokers", "--max-in-flight", "--kafka", "--metrics"}},
+      {{"run"},
+       {"--pg", "OUTBOXD_PG", "--brokers", "--max-in-flight", "--kafka", "--metrics", "--nats-url",
+        "OUTBOXD_NATS_URL", "--nats-url-file", "--nats-creds-file", "--stream", "OUTBOXD_STREAM",
+        "--no-declare"}},
       {{"setup"}, {"--pg", "--slot", "--recreate-slot"}},
-      {{"poll"}, {"--brokers", "--batch", "--notify"}},
+      {{"poll"}, {"--brokers", "--batch", "--notify", "--nats-url", "--stream"}},
       {{"cleanup"}, {"--retention", "--inbox-retention", "--batch"}},
       {{"status"}, {"--json", "--max-age"}},
       {{"reconcile"}, {"--expect", "--type", "--since"}},
-      {{"dead-letter", "replay"}, {"--pg", "--brokers", "--aggregate"}},
+      {{"dead-letter", "replay"}, {"--pg", "--brokers", "--aggregate", "--nats-url", "--stream"}},
   };
   for (auto [command, flags] : cases) {
     command.push_back("--help");
@@ -61,7 +64,7 @@ TEST(Help, EachCommandListsItsFlagsWithTheirVariables) {
   // variable.
   EXPECT_THAT(Outboxd({"run", "--help"}).text, HasSubstr("--healthz-stall"));
   EXPECT_THAT(Outboxd({"poll", "--help"}).text, HasSubstr("--healthz-stall"));
-  EXPECT_THAT(Outboxd({"--help"}).text, HasSubstr("to Kafka or RabbitMQ"));
+  EXPECT_THAT(Outboxd({"--help"}).text, HasSubstr("to Kafka, RabbitMQ or NATS JetStream"));
 }
 
 TEST(Help, VersionIsTheProjectVersion) {
@@ -83,7 +86,7 @@ TEST(Help, CommittedReferenceIsTheGeneratedOne) {
          "  build/bin/outboxd --help-reference > docs/configuration.md";
   for (const char* row : {"| `--pg` | `OUTBOXD_PG` | `pg` (string) | *required* |",
                           "| `--max-in-flight` | `OUTBOXD_MAX_IN_FLIGHT` | `max-in-flight` "
-                          "(integer) | `100000; 10000 with --sink rabbitmq` |",
+                          "(integer) | `100000; 10000 with --sink rabbitmq or nats` |",
                           "| `--kafka` | `OUTBOXD_KAFKA` | `kafka` (array of strings) |",
                           "## outboxd dead-letter replay"}) {
     EXPECT_THAT(out.text, HasSubstr(row));

@@ -93,6 +93,7 @@ class ConfigErrorsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ::unsetenv("OUTBOXD_BROKERS");
+    ::unsetenv("OUTBOXD_NATS_URL");
     db_ = TestDatabase::Create().release();
     Outcome setup = RunOutboxd({"setup", "--pg", db_->conninfo(), "--slot", db_->name()});
     ASSERT_EQ(setup.exit_code, 0) << setup.output;
@@ -138,6 +139,33 @@ TEST_F(ConfigErrorsTest, MissingBrokersNamesTheFlagAndItsVariable) {
   EXPECT_TRUE(FailsCleanly(RunOutboxd({"run", "--pg", db_->conninfo()}),
                            {"--brokers is required", "OUTBOXD_BROKERS", "outboxd run --help"}));
   EXPECT_TRUE(FailsCleanly(RunOutboxd({"setup"}), {"--pg is required", "OUTBOXD_PG"}));
+}
+
+// --sink nats without --nats-url, in each command that publishes.
+TEST_F(ConfigErrorsTest, MissingNatsUrlNamesTheFlagAndItsVariable) {
+  EXPECT_TRUE(FailsCleanly(Run({"--sink", "nats"}), {"--sink nats needs --nats-url",
+                                                     "OUTBOXD_NATS_URL", "outboxd run --help"}));
+  EXPECT_TRUE(FailsCleanly(RunOutboxd({"poll", "--pg", db_->conninfo(), "--sink", "nats"}),
+                           {"--nats-url", "OUTBOXD_NATS_URL", "outboxd poll --help"}));
+  EXPECT_TRUE(
+      FailsCleanly(RunOutboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--sink", "nats"}),
+                   {"--nats-url", "OUTBOXD_NATS_URL", "outboxd dead-letter replay --help"}));
+}
+
+// --no-declare with --sink nats only checks the stream: a missing one ends the start
+// with exit code 2, named (after the start line: the sink is made as the relay
+// starts), and is not created.
+TEST_F(ConfigErrorsTest, NoDeclareWithAMissingNatsStreamNamesItAndCreatesNothing) {
+  const char* url = std::getenv("OUTBOXD_TEST_NATS");
+  if (url == nullptr) GTEST_SKIP() << "OUTBOXD_TEST_NATS not set: run scripts/nats start DIR";
+  const std::string stream = "MISSING_" + db_->name();
+  for (int i = 0; i < 2; ++i) {  // the second start meets no stream left by the first
+    // Its own subjects: were the stream created, it would take no other test's.
+    Outcome outcome = Run({"--sink", "nats", "--nats-url", url, "--stream", stream, "--topic",
+                           db_->name() + ".{type}", "--no-declare"});
+    EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+    EXPECT_THAT(outcome.output, HasSubstr("error JetStream stream " + stream + " does not exist"));
+  }
 }
 
 TEST_F(ConfigErrorsTest, UnknownFlagOrCommandIsNamed) {

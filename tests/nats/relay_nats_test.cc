@@ -1,5 +1,5 @@
 // The CDC relay (relay::Relay, in process) publishing to NATS JetStream through
-// nats::Sink, as `outboxd run --sink nats` will once the CLI makes that sink: a real
+// nats::Sink, as `outboxd run --sink nats` does (the binary: cli_nats_test.cc): a real
 // PostgreSQL (OUTBOXD_TEST_PG) and a real nats-server (OUTBOXD_TEST_NATS), the stream
 // read back with a JetStream pull consumer.
 #include <cstdlib>

@@ -1,0 +1,232 @@
+// `outboxd run|poll|dead-letter replay --sink nats`, the real binary, against the real
+// PostgreSQL (OUTBOXD_TEST_PG) and nats-server (OUTBOXD_TEST_NATS): the stream `run`
+// and `poll` create from the --topic template, read back with the tests' own
+// JetStream client; what three kill -9s of the relay leave in it; a dead letter
+// replayed once a stream takes its subject.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/child_process.h"
+#include "support/jetstream_client.h"
+#include "support/outbox_load.h"
+#include "support/pg_fixture.h"
+#include "support/wait_until.h"
+
+namespace outboxd::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A database with `outboxd setup` done, and a stream and subject prefix of its own on
+// the shared server (the database's unique name).
+class NatsCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = TestNatsUrl();
+    if (url_.empty()) GTEST_SKIP() << kNoTestNats;
+    db_ = TestDatabase::Create();
+    prefix_ = db_->name();
+    stream_ = "S_" + prefix_;
+    std::string output;
+    ASSERT_EQ(Outboxd({"setup", "--pg", db_->conninfo(), "--slot", db_->name()}, &output), 0)
+        << output;
+  }
+
+  void TearDown() override {
+    if (relay_ && relay_->Running()) {
+      relay_->Signal(SIGTERM);
+      relay_->Wait(absl::Seconds(60));
+    }
+  }
+
+  int Outboxd(std::vector<std::string> args, std::string* output) {
+    args.insert(args.begin(), BinPath("outboxd"));
+    std::unique_ptr<ChildProcess> child = ChildProcess::Start(args);
+    std::optional<int> code = child->Wait(absl::Seconds(120));
+    *output = child->Log();
+    return code.value_or(-1);
+  }
+
+  // `outboxd run --sink nats` on this database, publishing to <prefix>.{type}: the
+  // stream it creates when missing takes <prefix>.>. `url_flag`: --nats-url or
+  // --nats-url-file, with `url` its value (default: the server's URL).
+  void StartRelay(const std::string& url_flag = "--nats-url", const std::string& url = "") {
+    relay_ = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", db_->conninfo(), "--slot",
+                                  db_->name(), "--metrics", "127.0.0.1:0", "--sink", "nats",
+                                  url_flag, url.empty() ? url_ : url, "--stream", stream_,
+                                  "--topic", prefix_ + ".{type}"});
+    ASSERT_TRUE(relay_->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay_->Log();
+  }
+
+  uint64_t Count(JetStreamClient& reader, const std::string& stream) {
+    std::optional<StreamSummary> summary = reader.Stream(stream);
+    return summary.has_value() ? summary->messages : 0;
+  }
+
+  std::string Scalar(const std::string& sql) { return db_->Scalar(sql); }
+
+  std::string url_;
+  std::unique_ptr<TestDatabase> db_;
+  std::string prefix_;
+  std::string stream_;
+  std::unique_ptr<ChildProcess> relay_;
+};
+
+// Events written continuously while the relay is killed -9 twice and started again
+// from its slot, then once more in the middle of one large transaction (confirmed only
+// once all its messages are acknowledged, so the next relay publishes all of it again):
+// the stream `run` created (file storage) holds every committed event once (the
+// repeats dropped by Nats-Msg-Id within the duplicate window), in commit order per
+// aggregate.
+TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNothing) {
+  StartRelay();
+  Load load(db_->conninfo());
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(load.WaitForMore(150));  // the relay has been publishing a while
+    relay_->Signal(SIGKILL);
+    ASSERT_EQ(relay_->Wait(absl::Seconds(10)), 128 + SIGKILL);
+    StartRelay();
+  }
+  ASSERT_TRUE(load.WaitForMore(100));
+  load.Stop();
+
+  JetStreamClient reader(url_);
+  const uint64_t before = Count(reader, stream_);
+  constexpr int kLarge = 10000;
+  db_->Exec(
+      absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'big' || (g % 500), "
+                   "'pedido.confirmado', jsonb_build_object('g', g) FROM generate_series(1, ",
+                   kLarge, ") g"));
+  ASSERT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(reader, stream_) >= before + 1000; },
+      absl::Milliseconds(5)));
+  relay_->Signal(SIGKILL);
+  ASSERT_EQ(relay_->Wait(absl::Seconds(10)), 128 + SIGKILL);
+  const uint64_t at_kill = Count(reader, stream_);
+  ASSERT_LT(at_kill, before + kLarge) << "the kill came after the whole transaction was stored";
+  StartRelay();
+
+  std::map<std::string, int64_t> seq_of;
+  pg::Result rows = db_->Exec("SELECT id::text, seq FROM outbox");
+  for (int i = 0; i < rows.rows(); ++i) {
+    ASSERT_TRUE(
+        absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[std::string(rows.Get(i, 0))]));
+  }
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(90), [&] { return Count(reader, stream_) >= seq_of.size(); },
+      absl::Milliseconds(100)))
+      << Count(reader, stream_) << " of " << seq_of.size() << "\n"
+      << relay_->Log();
+  std::optional<StreamSummary> summary = reader.Stream(stream_);
+  ASSERT_TRUE(summary.has_value());
+  EXPECT_TRUE(summary->file_storage);
+
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  EXPECT_EQ(stored.size(), seq_of.size()) << "every committed event once";
+  std::set<std::string> ids;
+  std::map<std::string, int64_t> last_seq;
+  for (const StoredMessage& m : stored) {
+    const std::string id = m.Header("id");
+    EXPECT_EQ(m.subject, prefix_ + ".pedido.confirmado");
+    EXPECT_EQ(m.Header("Nats-Msg-Id"), id);
+    EXPECT_TRUE(ids.insert(id).second) << "stored twice: " << id;
+    ASSERT_EQ(seq_of.count(id), 1u) << "not an outbox row: " << id;
+    const std::string aggregate = m.Header("aggregate_id");
+    EXPECT_LT(last_seq[aggregate], seq_of[id]) << "aggregate " << aggregate << " out of order";
+    last_seq[aggregate] = seq_of[id];
+  }
+  std::printf("%d transactions, %zu events, %zu stored, %llu of the large one's at the kill\n",
+              load.transactions(), seq_of.size(), stored.size(),
+              static_cast<unsigned long long>(at_kill - before));
+}
+
+// An event whose subject no stream takes is dead-lettered with the server's reason
+// while its neighbours flow; once a stream takes the subject, `dead-letter replay
+// --sink nats` delivers it. Both read the URL, with a password, from --nats-url-file,
+// which no line of their output shows.
+TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) {
+  char path[] = "/tmp/outboxd-nats-url.XXXXXX";
+  const int fd = mkstemp(path);  // 0600: no warning about its mode
+  ASSERT_GE(fd, 0);
+  const std::string with_password = "nats://outboxd:s3cr3t-nats@" + url_.substr(7);
+  ASSERT_EQ(write(fd, with_password.data(), with_password.size()),
+            static_cast<ssize_t>(with_password.size()));
+  close(fd);
+  JetStreamClient client(url_);
+  client.AddStream(stream_, prefix_ + ".pedido.>");  // exists: run leaves it as it is
+  StartRelay("--nats-url-file", path);
+  db_->Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+      "('u', 'fatura.paga', '{\"n\":1}'), ('ok', 'pedido.confirmado', '{\"n\":2}')");
+  ASSERT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Scalar("SELECT count(*) FROM outbox_dead_letter") == "1"; },
+      absl::Milliseconds(200)))
+      << relay_->Log();
+  EXPECT_EQ(Scalar("SELECT aggregate_id FROM outbox_dead_letter"), "u");
+  EXPECT_THAT(Scalar("SELECT error FROM outbox_dead_letter"),
+              HasSubstr("no JetStream stream takes subject " + prefix_ + ".fatura.paga"));
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) == 1; }, absl::Milliseconds(100)));
+  EXPECT_THAT(relay_->Log(), Not(HasSubstr("s3cr3t-nats")));
+
+  // The fix: a stream of its own for invoices.
+  const std::string invoices = "F_" + prefix_;
+  client.AddStream(invoices, prefix_ + ".fatura.>");
+  std::string output;
+  const int code = Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
+                            "--sink", "nats", "--nats-url-file", path, "--stream", invoices},
+                           &output);
+  unlink(path);
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, Not(HasSubstr("s3cr3t-nats")));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  std::vector<StoredMessage> replayed = client.ReadAll(invoices, prefix_ + ".fatura.>");
+  ASSERT_EQ(replayed.size(), 1u);
+  EXPECT_EQ(replayed[0].value, R"({"n": 1})");
+  EXPECT_EQ(replayed[0].Header("Nats-Msg-Id"),
+            Scalar("SELECT id::text FROM outbox WHERE aggregate_id = 'u'"));
+}
+
+// `outboxd poll --sink nats` creates the stream from its --topic template too, and
+// marks each row published once its PubAck came.
+TEST_F(NatsCliTest, PollCreatesTheStreamAndMarksEachEventPublished) {
+  db_->Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'p' || (g % 3), "
+      "'pedido.confirmado', jsonb_build_object('n', g) FROM generate_series(1, 50) g");
+  std::unique_ptr<ChildProcess> poll = ChildProcess::Start(
+      {BinPath("outboxd"), "poll", "--pg", db_->conninfo(), "--interval", "100ms", "--sink", "nats",
+       "--nats-url", url_, "--stream", stream_, "--topic", prefix_ + ".{type}"});
+  const auto pending = [&] {
+    return Scalar("SELECT count(*) FROM outbox WHERE publicado_em IS NULL");
+  };
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] { return pending() == "0"; }))
+      << pending() << " pending\n"
+      << poll->Log();
+  JetStreamClient reader(url_);
+  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
+  ASSERT_EQ(stored.size(), 50u) << poll->Log();
+  std::set<std::string> ids;
+  for (const StoredMessage& m : stored) {
+    EXPECT_EQ(m.Header("Nats-Msg-Id"), m.Header("id"));
+    ids.insert(m.Header("id"));
+  }
+  EXPECT_EQ(ids.size(), 50u);
+  poll->Signal(SIGTERM);
+  EXPECT_EQ(poll->Wait(absl::Seconds(60)), 0) << poll->Log();
+}
+
+}  // namespace
+}  // namespace outboxd::test
