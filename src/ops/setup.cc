@@ -314,8 +314,9 @@ absl::Status RestrictEmitMessage(pg::Connection& conn, const SetupOptions& optio
   std::string sql = absl::StrCat("REVOKE EXECUTE ON FUNCTION ", functions, " FROM PUBLIC");
   std::string granted;
   if (!r.IsNull(0, 2)) {
-    granted = absl::StrCat(" (granted to ", r.Get(0, 2), ", owner of ", function.Display(), ")");
-    absl::StrAppend(&sql, "; GRANT EXECUTE ON FUNCTION ", functions, " TO ", r.Get(0, 2));
+    const std::string owner(r.Get(0, 2));
+    granted = absl::StrCat(" (granted to ", owner, ", owner of ", function.Display(), ")");
+    absl::StrAppend(&sql, "; GRANT EXECUTE ON FUNCTION ", functions, " TO ", owner);
   }
   absl::StatusOr<pg::Result> done = conn.Exec(sql);
   if (!done.ok()) {
