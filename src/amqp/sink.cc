@@ -150,6 +150,10 @@ struct Sink::Impl {
   // jitter (one sink's own retries).
   Backoff reconnect_backoff{absl::ZeroDuration(), absl::ZeroDuration(), Backoff::Jitter::kNone};
   absl::Time retry_at = absl::InfinitePast();  // after a nack
+  // Until when a return is published again (options.unroutable_grace after a
+  // reconnect), and whether this grace has logged its first return.
+  absl::Time grace_until = absl::InfinitePast();
+  bool grace_logged = false;
   Backoff nack_backoff{absl::ZeroDuration(), absl::ZeroDuration(), Backoff::Jitter::kNone};
   absl::Status fatal;
 
@@ -226,6 +230,8 @@ void Sink::Impl::TryReconnect() {
     reconnect_backoff.Reset();
     if (ever_connected) {
       ++counters.reconnects;
+      grace_until = absl::Now() + options.unroutable_grace;
+      grace_logged = false;
       spdlog::info("reconnected to RabbitMQ at {}; publishing {} waiting messages again, in order",
                    where, order.ready());
     }
@@ -350,6 +356,22 @@ int Sink::Impl::ServeDone() {
         // "no queue bound for routing key X": the dead letter's reason, the fix in it.
         absl::string_view reason = d.reason;
         absl::ConsumePrefix(&reason, "unroutable: ");
+        if (absl::Now() < grace_until) {
+          ++counters.returned_again;
+          order.Resend(d.seq);
+          retry_at = absl::Now() + nack_backoff.Next();
+          if (!grace_logged) {
+            grace_logged = true;
+            spdlog::warn(
+                "RabbitMQ returned a message right after the reconnect ({}): a restarted "
+                "node may still be recovering its queues; publishing returned messages again "
+                "for {} more, then dead-lettering what is still unroutable",
+                std::string(reason),
+                absl::FormatDuration(
+                    absl::Trunc(grace_until - absl::Now(), absl::Milliseconds(100))));
+          }
+          break;
+        }
         served += Fail(it, absl::NotFoundError(reason));
         break;
       }
