@@ -1,8 +1,9 @@
 // `outboxd run|poll|dead-letter replay --sink nats`, the real binary, against the real
 // PostgreSQL (OUTBOXD_TEST_PG) and nats-server (OUTBOXD_TEST_NATS): the stream `run`
 // and `poll` create from the --topic template, read back with the tests' own
-// JetStream client; what six kill -9s of the relay leave in it; a dead letter
-// replayed once a stream takes its subject.
+// JetStream client; what six kill -9s of the relay leave in it, and a kill -9 of the
+// server leading an R3 stream on a cluster of three (scripts/nats start-cluster, the
+// test's own); a dead letter replayed once a stream takes its subject.
 #include <unistd.h>
 
 #include <csignal>
@@ -178,6 +179,57 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
   std::printf("%d transactions, %zu events, %zu stored, %llu of the large one's at the kill\n",
               load.transactions(), stored.rows, stored.messages,
               static_cast<unsigned long long>(at_kill - before));
+}
+
+// An R3 stream on a JetStream cluster of three servers (the test's own), the relay
+// given all three URLs, events written continuously: kill -9 of the server leading
+// the stream loses nothing and stores nothing twice. The two left elect a new leader;
+// the relay's connection, wherever it was, goes on (libnats moves to another URL);
+// what was unacknowledged at the kill, and what met no responders while the stream had
+// no leader (the sink asks: its stream takes the subject, so it is no dead letter), is
+// published again once the stream answers, the repeats dropped by Nats-Msg-Id.
+TEST_F(NatsCliTest, AnR3StreamLosesNothingWhenItsLeadersServerIsKilled) {
+  NatsCluster cluster;
+  ASSERT_FALSE(cluster.urls().empty());
+  JetStreamClient client(cluster.urls());
+  client.AddStream(stream_, prefix_ + ".>", {.replicas = 3});
+  StartRelay("--nats-url", cluster.urls());
+  Load load(db_->conninfo());
+  ASSERT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) >= 300; }, absl::Milliseconds(10)))
+      << relay_->Log();
+
+  const std::optional<StreamSummary> before = client.Stream(stream_);
+  ASSERT_TRUE(before.has_value());
+  const std::string leader = before->leader;
+  ASSERT_TRUE(cluster.Kill(leader));
+  const absl::Time killed = absl::Now();
+  std::string new_leader;
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    std::optional<StreamSummary> s = client.Stream(stream_);
+    new_leader = s.has_value() ? s->leader : "";
+    return !new_leader.empty() && new_leader != leader;
+  }));
+  // An upper bound: the test's own requests to the killed server time out meanwhile.
+  const absl::Duration election = absl::Now() - killed;
+  // The relay publishes to the new leader while the load goes on.
+  const uint64_t at_election = Count(client, stream_);
+  ASSERT_TRUE(load.WaitForMore(300));
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) > at_election + 300; },
+      absl::Milliseconds(10)))
+      << relay_->Log();
+  load.Stop();
+
+  const Stored stored = CheckStream(client);
+  EXPECT_EQ(stored.missing, 0u) << "lost";
+  EXPECT_EQ(stored.duplicates, 0) << "stored twice";
+  EXPECT_EQ(stored.messages, stored.rows) << "every committed event once";
+  std::printf(
+      "R3 stream, leader %s killed, %s seen leading within %s: %zu events, %zu stored, "
+      "%zu lost, %d duplicates\n",
+      leader.c_str(), new_leader.c_str(), absl::FormatDuration(election).c_str(), stored.rows,
+      stored.messages, stored.missing, stored.duplicates);
 }
 
 // An event whose subject no stream takes is dead-lettered with the server's reason
