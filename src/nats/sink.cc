@@ -273,6 +273,7 @@ struct Sink::Impl {
   int ServeRefused();
   int Step();
   int ServeDone();
+  bool BetweenLeaders(const std::string& topic, absl::flat_hash_map<std::string, bool>& asked);
   int ExpireTimedOut();
   void NoticeConnection();
   void Retry(uint64_t seq, absl::string_view reason);
@@ -563,11 +564,15 @@ int Sink::Impl::ServeDone() {
     batch.swap(shared->done);
   }
   int served = 0;
+  absl::flat_hash_map<std::string, bool> between_leaders;  // by subject, for this batch
   for (Completion& c : batch) {
     auto it = entries.find(c.seq);
     if (it == entries.end()) continue;  // reported already (timed out)
     it->second.at_server = false;
     --at_server;
+    if (c.outcome == Outcome::kNoStream && BetweenLeaders(it->second.topic, between_leaders)) {
+      c.outcome = Outcome::kRetry;
+    }
     switch (c.outcome) {
       case Outcome::kAcked:
         if (c.duplicate) ++counters.duplicates;
@@ -583,6 +588,19 @@ int Sink::Impl::ServeDone() {
     }
   }
   return served;
+}
+
+// No responders on `topic`: the sink's stream takes it (or JetStream could not say),
+// so the stream is between leaders and the message is published again; or no stream
+// takes it: a dead letter. Asked once per subject in a batch of completions.
+bool Sink::Impl::BetweenLeaders(const std::string& topic,
+                                absl::flat_hash_map<std::string, bool>& asked) {
+  auto [it, fresh] = asked.try_emplace(topic, false);
+  if (fresh) {
+    absl::StatusOr<bool> takes = StreamTakesSubject(js.get(), options.stream.name, topic);
+    it->second = !takes.ok() || *takes;
+  }
+  return it->second;
 }
 
 // With a finite delivery timeout (the polling relay's attempts), a message not
