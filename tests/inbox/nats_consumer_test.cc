@@ -4,8 +4,11 @@
 // (an `id` header and Nats-Msg-Id = the event id, an aggregate_id header): each
 // processed once into the inbox, acked only after the inbox COMMIT (a COMMIT that
 // fails leaves it unacked and it comes again), a handler error nak'd and retried
-// before the messages behind it, and a redelivery after the ack wait, while the first
-// delivery is still committing, skipped as a duplicate: one effect.
+// before the messages behind it, a redelivery after the ack wait, while the first
+// delivery is still committing, skipped as a duplicate: one effect; an ack lost after
+// the COMMIT (the test's own server frozen, then killed -9 and restarted, the consumer
+// restarted) redelivered and skipped: one effect, nothing lost; a message without an
+// id reported and never acked.
 #include <nats/nats.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
 #include "nats/sink.h"
@@ -51,12 +55,22 @@ class NatsConsumerTest : public ::testing::Test {
     prefix_ = db_->name();
     stream_ = "S_" + prefix_;
     topic_ = prefix_ + ".pedido.confirmado";
+    UseServer(url_);
+  }
+  void TearDown() override { Disconnect(); }
+
+  // The consumers, the publishing and State() on the server at `url` from now on.
+  void UseServer(const std::string& url) {
+    Disconnect();
+    url_ = url;
     ASSERT_EQ(natsConnection_ConnectTo(&nc_, url_.c_str()), NATS_OK);
     ASSERT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
   }
-  void TearDown() override {
+  void Disconnect() {
     if (js_ != nullptr) jsCtx_Destroy(js_);
     if (nc_ != nullptr) natsConnection_Destroy(nc_);
+    js_ = nullptr;
+    nc_ = nullptr;
   }
 
   ConsumerOptions Options() {
@@ -100,12 +114,13 @@ class NatsConsumerTest : public ::testing::Test {
   }
 
   // Event n again without Nats-Msg-Id, so JetStream stores the repeat: what a relay
-  // restarted past the stream's duplicate window would publish.
-  void PublishAgain(int n) {
+  // restarted past the stream's duplicate window would publish. Without `id` too when
+  // !with_id: a producer's message the inbox cannot deduplicate.
+  void PublishAgain(int n, bool with_id = true) {
     natsMsg* msg = nullptr;
     const std::string body = absl::StrCat(R"({"pedidoId":"pedido-)", n % 3, R"(","n":)", n, "}");
     ASSERT_EQ(natsMsg_Create(&msg, topic_.c_str(), nullptr, body.data(), body.size()), NATS_OK);
-    natsMsgHeader_Set(msg, "id", Id(n).c_str());
+    if (with_id) natsMsgHeader_Set(msg, "id", Id(n).c_str());
     natsMsgHeader_Set(msg, "aggregate_id", absl::StrCat("pedido-", n % 3).c_str());
     EXPECT_EQ(js_PublishMsg(nullptr, js_, msg, nullptr, nullptr), NATS_OK);
     natsMsg_Destroy(msg);
@@ -278,6 +293,86 @@ TEST_F(NatsConsumerTest, ARedeliveryAfterTheAckWaitHasNoSecondEffect) {
   EXPECT_EQ(Effects(), 1);
   EXPECT_EQ(Marks(), 1);
   EXPECT_TRUE(test::WaitUntil(absl::Seconds(10), [&] { return State().ack_pending == 0; }));
+}
+
+// The crash window between the inbox COMMIT and the ack, provoked: the test's own
+// server is frozen (SIGSTOP) while the handler runs, so the COMMIT lands and the ack
+// stays unread in the server's socket and times out; the consumer goes away, the
+// server is killed -9 (the ack lost with it) and restarted on its file store, and a
+// new consumer binds the same durable. JetStream delivers the message again after the
+// ack wait and the inbox skips it: one effect; the two fetched behind it are processed
+// once: nothing lost.
+TEST_F(NatsConsumerTest, AckLostAfterTheInboxCommitYieldsARedeliveryNotASecondEffect) {
+  test::PrivateNatsServer server;
+  UseServer(server.url());
+  Publish(0, 3);
+  ConsumerOptions options = Options();
+  options.ack_wait = absl::Seconds(1);
+  int calls = 0;
+  auto consumer = Start(
+      [&](pg::Connection& conn, const Message& m) {
+        if (++calls == 1) {
+          EXPECT_TRUE(server.Freeze());
+        }
+        return test::WriteEffect(conn, m);
+      },
+      options);
+  ASSERT_NE(consumer, nullptr);
+  std::vector<Delivery> first = test::PollDeliveries(*consumer, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].result, Delivery::Result::kProcessed);
+  EXPECT_EQ(first[0].message.id, Id(0));
+  EXPECT_FALSE(first[0].offset_commit.ok()) << "acked although the server was frozen";
+  EXPECT_EQ(Marks(), 1);
+  consumer.reset();
+  ASSERT_TRUE(server.Restart());
+
+  auto restarted = Start(test::WriteEffect, options);
+  ASSERT_NE(restarted, nullptr);
+  std::vector<Delivery> again = test::PollDeliveries(*restarted, 3);
+  ASSERT_EQ(again.size(), 3u);
+  std::vector<std::string> processed;
+  for (const Delivery& d : again) {
+    EXPECT_TRUE(d.offset_commit.ok()) << d.offset_commit;
+    if (d.result == Delivery::Result::kDuplicate) {
+      EXPECT_EQ(d.message.id, Id(0));
+    } else {
+      EXPECT_EQ(d.result, Delivery::Result::kProcessed);
+      processed.push_back(d.message.id);
+    }
+  }
+  EXPECT_THAT(processed, ::testing::UnorderedElementsAre(Id(1), Id(2)));
+  EXPECT_EQ(Effects(), 3) << "an event applied twice or lost";
+  EXPECT_EQ(Marks(), 3);
+  EXPECT_TRUE(test::WaitUntil(absl::Seconds(10), [&] {
+    const ConsumerState state = State();
+    return state.ack_pending == 0 && state.ack_floor == 3u;
+  }));
+}
+
+// A message without an id (no `id` header, no Nats-Msg-Id) cannot be deduplicated: it
+// is reported naming its stream sequence and the way past it, never acked, and
+// reported again; the event behind it waits (never skipped silently).
+TEST_F(NatsConsumerTest, MessageWithoutIdIsReportedAndNeverSkipped) {
+  Publish(0, 0);  // the stream
+  PublishAgain(0, /*with_id=*/false);
+  Publish(1, 2);
+  auto consumer = Start(test::WriteEffect);
+  ASSERT_NE(consumer, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    absl::Status error;
+    std::vector<Delivery> got = test::PollDeliveries(*consumer, 1, &error);
+    EXPECT_TRUE(got.empty());
+    EXPECT_EQ(error.code(), absl::StatusCode::kFailedPrecondition) << error;
+    EXPECT_EQ(error.message(),
+              absl::StrCat("message stream ", stream_, ", sequence 1 (subject ", topic_,
+                           ") has no \"id\" header, so it cannot be deduplicated; it is not "
+                           "acked. Fix the producer, then remove it from the stream (nats "
+                           "stream rmm ",
+                           stream_, " SEQUENCE) if it must be skipped"));
+  }
+  EXPECT_EQ(Effects(), 0) << "the event behind it must wait";
+  EXPECT_EQ(State().ack_floor, 0u);
 }
 
 // A durable bound again with another ack wait is refused at start, naming it.

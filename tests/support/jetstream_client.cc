@@ -24,6 +24,14 @@ std::string RunCommand(const std::string& command) {
   return pclose(pipe) == 0 ? output : "failed: " + output;
 }
 
+// RunCommand, and a test failure with its output when it fails.
+bool RunChecked(const std::string& command) {
+  const std::string out = RunCommand(command);
+  const bool ok = out.rfind("failed", 0) != 0;
+  EXPECT_TRUE(ok) << out;
+  return ok;
+}
+
 StoredMessage ToStored(natsMsg* m) {
   StoredMessage got{
       natsMsg_GetSubject(m), std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m)), {}};
@@ -62,11 +70,12 @@ PrivateNatsServer::~PrivateNatsServer() {
   if (!dir_.empty()) RunCommand(std::string(kScript) + " stop " + dir_);
 }
 
+bool PrivateNatsServer::Freeze() {
+  return RunChecked("kill -STOP \"$(cat " + dir_ + "/server.pid)\"");
+}
+
 bool PrivateNatsServer::Script(const char* verb) {
-  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir_);
-  const bool ok = out.rfind("failed", 0) != 0;
-  EXPECT_TRUE(ok) << out;
-  return ok;
+  return RunChecked(std::string(kScript) + " " + verb + " " + dir_);
 }
 
 JetStreamClient::JetStreamClient(const std::string& url) {
