@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
                  "Consumer group (RabbitMQ: the queue; NATS: the durable consumer)")
       ->capture_default_str();
   app.add_option("--topic", flags.consumer.topics,
-                 "Topic(s) to consume (RabbitMQ: the queue's binding keys)")
+                 "Topic(s) to consume (RabbitMQ: the queue's binding keys; NATS: one subject)")
       ->capture_default_str();
   app.add_option("--kafka", flags.kafka, "librdkafka property KEY=VALUE (repeatable)");
   try {
