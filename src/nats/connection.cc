@@ -120,7 +120,8 @@ absl::Status Probe(const ConnectionOptions& options, const std::string& where) {
           absl::StrCat("NATS at ", where,
                        " refused the credentials; check the creds file or user and password"));
     case NATS_NO_SERVER:
-      return absl::UnavailableError(absl::StrCat("NATS not reachable at ", where));
+      return absl::UnavailableError(absl::StrCat(
+          "NATS not reachable at ", where, "; check the URL and that nats-server runs there"));
     case NATS_SECURE_CONNECTION_WANTED:
       return absl::InvalidArgumentError(absl::StrCat(
           "NATS at ", where, " does not offer TLS; use a nats:// URL or enable TLS on the server"));

@@ -94,7 +94,9 @@ TEST_F(NatsConnectionTest, AnUnreachableServerFailsOrIsConnectedToLaterAsAsked) 
       Connection::Open({.url = "nats://u:p4ss@127.0.0.1:1", .unreachable = Unreachable::kFail});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(refused.status().message(), "NATS not reachable at nats://***@127.0.0.1:1");
+  EXPECT_EQ(refused.status().message(),
+            "NATS not reachable at nats://***@127.0.0.1:1; check the URL and that "
+            "nats-server runs there");
 
   PrivateNatsServer server;
   ASSERT_TRUE(server.Kill());
