@@ -7,8 +7,9 @@
 // before the messages behind it, a redelivery after the ack wait, while the first
 // delivery is still committing, skipped as a duplicate: one effect; an ack lost after
 // the COMMIT (the test's own server frozen, then killed -9 and restarted, the consumer
-// restarted) redelivered and skipped: one effect, nothing lost; a message without an
-// id reported and never acked.
+// restarted) redelivered and skipped: one effect, nothing lost; the server killed -9
+// and restarted under a running consumer: nothing lost, nothing applied twice; a
+// message without an id reported and never acked.
 #include <nats/nats.h>
 #include <unistd.h>
 
@@ -348,6 +349,39 @@ TEST_F(NatsConsumerTest, AckLostAfterTheInboxCommitYieldsARedeliveryNotASecondEf
     const ConsumerState state = State();
     return state.ack_pending == 0 && state.ack_floor == 3u;
   }));
+}
+
+// The test's own server killed -9 and restarted under a running consumer that holds
+// fetched messages: it reconnects, binds again if it must, and goes on; events
+// published after the restart come too. Every event applied once, nothing lost,
+// nothing left unacked.
+TEST_F(NatsConsumerTest, AServerKilledUnderTheConsumerLosesNothingAndAppliesNothingTwice) {
+  test::PrivateNatsServer server;
+  UseServer(server.url());
+  Publish(0, 10);
+  ConsumerOptions options = Options();
+  options.ack_wait = absl::Seconds(1);
+  auto consumer = Start(test::WriteEffect, options);
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_EQ(test::PollDeliveries(*consumer, 5).size(), 5u);  // 5 more fetched, held
+  ASSERT_TRUE(server.Restart());
+  Publish(10, 20);
+  absl::Status error;
+  EXPECT_TRUE(test::WaitUntil(
+      absl::Seconds(60), [&] { return !error.ok() || Effects() >= 20; },
+      [&] { error = consumer->PollOnce(absl::Milliseconds(100)).status(); }));
+  EXPECT_TRUE(error.ok()) << error;
+  EXPECT_EQ(Effects(), 20) << "an event applied twice or lost";
+  EXPECT_EQ(Marks(), 20);
+  EXPECT_TRUE(test::WaitUntil(
+      absl::Seconds(30),
+      [&] {
+        const ConsumerState state = State();
+        return state.ack_floor == 20u && state.ack_pending == 0;
+      },
+      [&] { error = consumer->PollOnce(absl::Milliseconds(100)).status(); }));
+  EXPECT_TRUE(error.ok()) << error;
+  EXPECT_EQ(Effects(), 20);
 }
 
 // A message without an id (no `id` header, no Nats-Msg-Id) cannot be deduplicated: it
