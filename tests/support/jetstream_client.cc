@@ -70,8 +70,13 @@ PrivateNatsServer::~PrivateNatsServer() {
   if (!dir_.empty()) RunCommand(std::string(kScript) + " stop " + dir_);
 }
 
+// kill returns once the signal is queued; each thread stops when it next runs, so
+// this waits until /proc shows every thread stopped (T).
 bool PrivateNatsServer::Freeze() {
-  return RunChecked("kill -STOP \"$(cat " + dir_ + "/server.pid)\"");
+  return RunChecked("pid=$(cat " + dir_ +
+                    "/server.pid) && kill -STOP $pid && for i in $(seq 500); do "
+                    "awk '{print $3}' /proc/$pid/task/*/stat | grep -qv T || exit 0; "
+                    "sleep 0.01; done; echo not stopped; exit 1");
 }
 
 bool PrivateNatsServer::Script(const char* verb) {
