@@ -1,5 +1,6 @@
 // Consumer: the inbox transaction and the retry policy; the broker side is an
-// internal::Source (internal/kafka_source.cc, internal/amqp_source.cc), which settles
+// internal::Source (internal/kafka_source.cc, internal/amqp_source.cc,
+// internal/nats_source.cc), which settles
 // a message only when told to, after the database COMMIT.
 #include "inbox/consumer.h"
 
@@ -30,13 +31,19 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(pg::Connection conn,
                                                            ConsumerOptions options,
                                                            Handler handler) {
   const bool amqp = !options.amqp_url.empty();
-  if ((!amqp && options.brokers.empty()) || options.group_id.empty() || options.topics.empty() ||
-      !handler) {
+  const bool nats = !options.nats_url.empty();
+  if ((!amqp && !nats && options.brokers.empty()) || options.group_id.empty() ||
+      options.topics.empty() || !handler) {
     return absl::InvalidArgumentError(
-        "inbox consumer needs brokers (or an AMQP URL), a group id, topics and a handler");
+        "inbox consumer needs brokers (or an AMQP or NATS URL), a group id, topics and a handler");
+  }
+  if (amqp && nats) {
+    return absl::InvalidArgumentError("inbox consumer takes an AMQP URL or a NATS URL, not both");
   }
   absl::StatusOr<std::unique_ptr<internal::Source>> source =
-      amqp ? internal::MakeAmqpSource(options) : internal::MakeKafkaSource(options);
+      amqp   ? internal::MakeAmqpSource(options)
+      : nats ? internal::MakeNatsSource(options)
+             : internal::MakeKafkaSource(options);
   if (!source.ok()) return source.status();
   return std::unique_ptr<Consumer>(
       new Consumer(std::move(conn), std::move(options), std::move(handler), std::move(*source)));

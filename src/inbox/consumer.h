@@ -2,15 +2,19 @@
 // PostgreSQL transaction) and settles it with the broker only after that database
 // COMMIT. From Kafka, a consumer-group member that commits the message's offset
 // synchronously (enable.auto.commit=false); from RabbitMQ (amqp_url set), a queue
-// consumer with manual acks (basic.ack after the COMMIT, at most `prefetch` unacked).
-// A crash between the COMMIT and the offset commit / ack makes the broker redeliver
-// the message, and the inbox mark turns that redelivery into a skipped duplicate.
+// consumer with manual acks (basic.ack after the COMMIT, at most `prefetch` unacked);
+// from NATS JetStream (nats_url set), a durable pull consumer with explicit acks (a
+// synchronous ack after the COMMIT, at most `prefetch` unacked). A crash between the
+// COMMIT and the offset commit / ack makes the broker redeliver the message (NATS:
+// after `ack_wait`), and the inbox mark turns that redelivery into a skipped duplicate.
 //
 //   ConsumerOptions opts{.brokers = "127.0.0.1:9092", .group_id = "billing",
 //                        .topics = {"pedido.confirmado"}};
 //   OUTBOXD_ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(conn), opts, bill));
 //   // or RabbitMQ: {.amqp_url = "amqp://guest:guest@127.0.0.1:5672/%2f",
 //   //              .group_id = "billing" (the queue), .topics = {"pedido.confirmado"}}
+//   // or NATS: {.nats_url = "nats://127.0.0.1:4222", .group_id = "billing" (the
+//   //           durable consumer), .topics = {"pedido.confirmado"}}
 //   while (!stop) {
 //     absl::StatusOr<std::optional<Delivery>> d = consumer->PollOnce(absl::Milliseconds(200));
 //     if (!d.ok()) return d.status();   // a message without a usable id header
@@ -19,7 +23,8 @@
 //
 // Failures and retries: a handler or database error rolls back the mark too, seeks
 // the partition back to the message (RabbitMQ: basic.nack with requeue, and the
-// channel reopened so the prefetched messages behind it keep their places) and pauses
+// channel reopened so the prefetched messages behind it keep their places; NATS: a
+// nak of it and of the fetched ones behind it, in order) and pauses
 // the whole consumer for a backoff (initial_backoff doubling up to max_backoff, reset
 // by the next success), then the message is processed again; it is retried until it
 // succeeds. A message with no
@@ -52,9 +57,12 @@ struct Received;
 
 struct ConsumerOptions {
   std::string brokers;   // Kafka
-  std::string group_id;  // Kafka: the consumer group; RabbitMQ: the queue unless `queue`
+  // Kafka: the consumer group; RabbitMQ: the queue unless `queue`; NATS: the durable
+  // consumer unless `durable`.
+  std::string group_id;
   // Kafka: the topics; RabbitMQ: the binding keys of the queue on `exchange` (the
-  // routing keys are the relay's --topic, so the same names serve both).
+  // routing keys are the relay's --topic, so the same names serve both); NATS: exactly
+  // one subject, the durable consumer's filter (wildcards allowed: "pedido.>").
   std::vector<std::string> topics;
   // RabbitMQ instead of Kafka when set: amqp://user:pass@host:port/vhost. The consumer
   // declares the exchange (durable topic, as the relay does), the durable queue and
@@ -62,8 +70,22 @@ struct ConsumerOptions {
   std::string amqp_url;
   std::string exchange = "outboxd";
   std::string queue;  // default: group_id
-  // basic.qos: unacked messages the broker sends ahead. Bounds the memory and what a
-  // crash sends again (duplicates the inbox skips).
+  // NATS JetStream instead of Kafka when set: nats://host:4222, several
+  // comma-separated, tls://host:port for TLS, user:password@ allowed (never logged).
+  // The consumer binds the durable pull consumer `durable` on `stream` (creating it:
+  // explicit acks, from the stream's first message, filtered by the one topic); a
+  // stream that does not exist yet is waited for (`outboxd run --sink nats` makes it).
+  std::string nats_url;
+  std::string nats_creds_file;  // a NATS .creds file, or empty
+  std::string stream = "OUTBOXD";
+  std::string durable;  // default: group_id
+  // NATS: a message delivered and not acked within this is delivered again (what a
+  // killed consumer held). Set when the durable consumer is created; binding an
+  // existing one with another value is an error naming both. JetStream's default.
+  absl::Duration ack_wait = absl::Seconds(30);
+  // basic.qos (NATS: the consumer's MaxAckPending and the fetch batch): unacked
+  // messages the broker sends ahead. Bounds the memory and what a crash sends again
+  // (duplicates the inbox skips).
   uint16_t prefetch = 100;
   // librdkafka properties applied after ours (they win), e.g. {"session.timeout.ms",
   // "10000"}. enable.auto.commit is forced off: committing early would lose messages.
@@ -91,8 +113,10 @@ class Consumer {
  public:
   // Kafka: subscribes to the topics (joining the group happens in PollOnce).
   // RabbitMQ: connects, declares and binds the queue and starts consuming; Unavailable
-  // when the broker cannot be reached or refuses. InvalidArgument for a bad option or
-  // librdkafka property.
+  // when the broker cannot be reached or refuses. NATS: connects and binds (or
+  // creates) the durable consumer; Unavailable when the server cannot be reached,
+  // Unauthenticated when it refuses the credentials. InvalidArgument for a bad option
+  // or librdkafka property.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(pg::Connection conn,
                                                           ConsumerOptions options, Handler handler);
   ~Consumer();  // Close()s
@@ -107,7 +131,8 @@ class Consumer {
   absl::StatusOr<std::optional<Delivery>> PollOnce(absl::Duration timeout);
 
   // Leaves the group (a peer takes the partitions over at once); RabbitMQ: closes the
-  // connection (unacked messages go back to the queue). Idempotent.
+  // connection (unacked messages go back to the queue); NATS: naks the fetched
+  // messages not yet processed and closes (the durable consumer stays). Idempotent.
   void Close();
 
   pg::Connection& connection() { return conn_; }

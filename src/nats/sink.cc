@@ -24,17 +24,15 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "nats/connection.h"
 #include "nats/internal/stream.h"
 #include "sink/key_order.h"
 
@@ -178,27 +176,9 @@ absl::Status CheckHeader(const sink::Header& h) {
   return absl::OkStatus();
 }
 
-using Options = std::unique_ptr<natsOptions, decltype(&natsOptions_Destroy)>;
-using Connection = std::unique_ptr<natsConnection, decltype(&natsConnection_Destroy)>;
 using JetStream = std::unique_ptr<jsCtx, decltype(&jsCtx_Destroy)>;
 
 }  // namespace
-
-std::string RedactedUrl(std::string_view url) {
-  std::vector<std::string> parts;
-  for (absl::string_view part : absl::StrSplit(absl::string_view(url.data(), url.size()), ',')) {
-    part = absl::StripAsciiWhitespace(part);
-    const size_t scheme = part.find("://");
-    const size_t host = scheme == absl::string_view::npos ? 0 : scheme + 3;
-    const size_t at = part.find('@', host);
-    if (at == absl::string_view::npos) {
-      parts.emplace_back(part);
-    } else {
-      parts.push_back(absl::StrCat(part.substr(0, host), "***@", part.substr(at + 1)));
-    }
-  }
-  return absl::StrJoin(parts, ",");
-}
 
 struct Sink::Impl {
   // One produced message, owned until its report.
@@ -220,8 +200,7 @@ struct Sink::Impl {
   absl::Duration delivery_timeout = absl::InfiniteDuration();
   std::string where;  // the redacted URL
   Shared* shared = new Shared();
-  Options nats_options{nullptr, &natsOptions_Destroy};
-  Connection connection{nullptr, &natsConnection_Destroy};
+  std::unique_ptr<Connection> connection;
   JetStream js{nullptr, &jsCtx_Destroy};
   bool stream_ready = false;
   absl::Status fatal;
@@ -250,23 +229,15 @@ struct Sink::Impl {
       shared->done.clear();
     }
     js.reset();
-    if (connection != nullptr) natsConnection_Close(connection.get());
     connection.reset();
-    nats_options.reset();
     if (shared->event_fd >= 0) close(shared->event_fd);
     if (timer_fd >= 0) close(timer_fd);
     if (epoll_fd >= 0) close(epoll_fd);
   }
 
   absl::Status OpenWakeFds();
-  // kProbe: one attempt, no callbacks (its close must not count as the sink's);
-  // kKeep: the connection the sink keeps.
-  enum class Attempt { kProbe, kKeep };
-  absl::Status SetOptions(Attempt attempt);
   absl::Status Connect();
-  bool Connected() const {
-    return natsConnection_Status(connection.get()) == NATS_CONN_STATUS_CONNECTED;
-  }
+  bool Connected() const { return connection->connected(); }
   void PrepareStreamOnce();
   absl::Status PublishOne(uint64_t seq);
   void PublishWaiting();
@@ -303,75 +274,18 @@ absl::Status Sink::Impl::OpenWakeFds() {
   return absl::OkStatus();
 }
 
-absl::Status Sink::Impl::SetOptions(Attempt attempt) {
-  natsOptions* raw = nullptr;
-  if (natsOptions_Create(&raw) != NATS_OK) return absl::InternalError("natsOptions_Create failed");
-  nats_options.reset(raw);
-  std::vector<std::string> urls;
-  for (absl::string_view u : absl::StrSplit(options.url, ',', absl::SkipWhitespace())) {
-    urls.emplace_back(absl::StripAsciiWhitespace(u));
-  }
-  std::vector<const char*> servers;
-  for (const std::string& u : urls) servers.push_back(u.c_str());
-  bool ok =
-      !servers.empty() &&
-      natsOptions_SetServers(raw, servers.data(), static_cast<int>(servers.size())) == NATS_OK &&
-      natsOptions_SetName(raw, "outboxd") == NATS_OK &&
-      natsOptions_SetReconnectWait(raw, 100) == NATS_OK;
-  if (ok && attempt == Attempt::kProbe) {
-    ok = natsOptions_SetMaxReconnect(raw, 0) == NATS_OK;
-  } else if (ok) {
-    ok = natsOptions_SetMaxReconnect(raw, -1) == NATS_OK &&
-         natsOptions_SetDisconnectedCB(raw, OnDisconnected, shared) == NATS_OK &&
-         natsOptions_SetReconnectedCB(raw, OnReconnected, shared) == NATS_OK &&
-         natsOptions_SetClosedCB(raw, OnClosed, shared) == NATS_OK &&
-         // With a connected callback libnats retries in the background; without one
-         // it retries inside natsConnection_Connect, up to the (unlimited) count.
-         natsOptions_SetRetryOnFailedConnect(raw, true, OnReconnected, shared) == NATS_OK;
-  }
-  if (ok && !options.creds_file.empty()) {
-    ok = natsOptions_SetUserCredentialsFromFiles(raw, options.creds_file.c_str(), nullptr) ==
-         NATS_OK;
-  }
-  if (ok && !options.user.empty()) {
-    ok = natsOptions_SetUserInfo(raw, options.user.c_str(), options.password.c_str()) == NATS_OK;
-  }
-  if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad NATS URL or options: ", where));
-  return absl::OkStatus();
-}
-
-// A first attempt that never reconnects fails fast on a refused login or a bad URL
-// (libnats' first connect with unlimited reconnects loops over an unreachable server
-// inside natsConnection_Connect). Then the connection the sink keeps: it never gives
-// up (an outage delays; the relay's window bounds what waits), and when the server is
-// not reachable libnats keeps trying in the background.
+// The connection the sink keeps (nats/connection.h): it never gives up (an outage
+// delays; the relay's window bounds what waits), and when the server is not reachable
+// libnats keeps trying in the background.
 absl::Status Sink::Impl::Connect() {
-  OUTBOXD_RETURN_IF_ERROR(SetOptions(Attempt::kProbe));
-  natsConnection* raw = nullptr;
-  natsStatus s = natsConnection_Connect(&raw, nats_options.get());
-  natsConnection_Destroy(raw);
-  raw = nullptr;
-  if (s == NATS_CONNECTION_AUTH_FAILED) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("NATS at ", where,
-                     " refused the credentials; check the creds file or "
-                     "user and password"));
-  }
-  if (s != NATS_OK && s != NATS_NO_SERVER) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot connect to NATS at ", where, ": ", natsStatus_GetText(s)));
-  }
-  if (s == NATS_NO_SERVER) {
-    spdlog::warn("NATS not reachable at {}; retrying in the background, messages wait", where);
-  }
-  OUTBOXD_RETURN_IF_ERROR(SetOptions(Attempt::kKeep));
-  s = natsConnection_Connect(&raw, nats_options.get());
-  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-    natsConnection_Destroy(raw);
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to NATS at ", where, ": ", natsStatus_GetText(s)));
-  }
-  connection.reset(raw);
+  OUTBOXD_ASSIGN_OR_RETURN(connection, Connection::Open({.url = options.url,
+                                                         .creds_file = options.creds_file,
+                                                         .user = options.user,
+                                                         .password = options.password,
+                                                         .events = {.disconnected = OnDisconnected,
+                                                                    .reconnected = OnReconnected,
+                                                                    .closed = OnClosed,
+                                                                    .closure = shared}}));
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.PublishAsync.AckHandler = OnAck;
@@ -379,7 +293,7 @@ absl::Status Sink::Impl::Connect() {
   jo.PublishAsync.MaxPending = options.max_pending;
   jo.PublishAsync.StallWait = 1;  // the sink keeps its own window; never block the caller
   jsCtx* ctx = nullptr;
-  if (natsConnection_JetStream(&ctx, connection.get(), &jo) != NATS_OK) {
+  if (natsConnection_JetStream(&ctx, connection->get(), &jo) != NATS_OK) {
     return absl::InternalError("natsConnection_JetStream failed");
   }
   js.reset(ctx);
@@ -439,7 +353,7 @@ absl::Status Sink::Impl::PublishOne(uint64_t seq) {
         absl::StrCat("message of ", e.value.size(),
                      " bytes (and its headers) is over the NATS server's "
                      "max_payload of ",
-                     natsConnection_GetMaxPayload(connection.get()), " bytes"));
+                     natsConnection_GetMaxPayload(connection->get()), " bytes"));
   }
   return absl::UnavailableError(natsStatus_GetText(s));
 }

@@ -51,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "nats/connection.h"  // RedactedUrl, for the callers' messages
 #include "sink/sink.h"
 
 namespace outboxd::nats {
@@ -98,9 +99,6 @@ struct SinkCounters {
   uint64_t republished = 0;  // of those, a message published again (ack lost, refused)
   uint64_t duplicates = 0;   // PubAcks saying the stream had the id already
 };
-
-// The URL(s) with any user information replaced by "***": what messages may name.
-std::string RedactedUrl(std::string_view url);
 
 class Sink final : public sink::Sink {
  public:

@@ -40,12 +40,17 @@ std::string Start(const std::string& verb, const std::string& dir, const std::st
   return out.substr(0, out.find('\n'));
 }
 
-// scripts/nats VERB DIR: false (and a test failure) when it failed.
-bool RunVerb(const std::string& verb, const std::string& dir) {
-  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir);
+// RunCommand, and a test failure with its output when it fails.
+bool RunChecked(const std::string& command) {
+  const std::string out = RunCommand(command);
   const bool ok = out.rfind("failed", 0) != 0;
   EXPECT_TRUE(ok) << out;
   return ok;
+}
+
+// scripts/nats VERB DIR: false (and a test failure) when it failed.
+bool RunVerb(const std::string& verb, const std::string& dir) {
+  return RunChecked(std::string(kScript) + " " + verb + " " + dir);
 }
 
 StoredMessage ToStored(natsMsg* m) {
@@ -76,6 +81,15 @@ PrivateNatsServer::PrivateNatsServer(const std::string& config) : dir_(MakeDir()
 
 PrivateNatsServer::~PrivateNatsServer() {
   if (!dir_.empty()) RunCommand(std::string(kScript) + " stop " + dir_);
+}
+
+// kill returns once the signal is queued; each thread stops when it next runs, so
+// this waits until /proc shows every thread stopped (T).
+bool PrivateNatsServer::Freeze() {
+  return RunChecked("pid=$(cat " + dir_ +
+                    "/server.pid) && kill -STOP $pid && for i in $(seq 500); do "
+                    "awk '{print $3}' /proc/$pid/task/*/stat | grep -qv T || exit 0; "
+                    "sleep 0.01; done; echo not stopped; exit 1");
 }
 
 bool PrivateNatsServer::Script(const char* verb) { return RunVerb(verb, dir_); }

@@ -58,6 +58,7 @@ struct StreamSummary {
 //   test::PrivateNatsServer server;
 //   server.Kill();     // kill -9
 //   server.Restart();  // same ports and file store
+//   server.Freeze();   // SIGSTOP: what clients send stays unread in its sockets
 class PrivateNatsServer {
  public:
   // `config`: extra nats-server.conf lines, each one shell word.
@@ -70,6 +71,9 @@ class PrivateNatsServer {
   // False (and a test failure) when the script failed.
   bool Kill() { return Script("kill"); }
   bool Restart() { return Script("restart"); }
+  // SIGSTOP: connections stay open and what clients write is left unread, so a Kill()
+  // or Restart() after it loses that for sure (a request sent now gets no answer).
+  bool Freeze();
 
  private:
   bool Script(const char* verb);

@@ -1,9 +1,11 @@
-// Where inbox::Consumer gets its messages: a Kafka consumer-group member or a
-// RabbitMQ queue consumer. The Consumer runs the inbox transaction; the source only
-// hands messages over and settles each one afterwards: Settle() once its effect is
-// committed (Kafka: commit the offset; RabbitMQ: basic.ack), Redeliver() when it
-// failed (Kafka: seek back; RabbitMQ: basic.nack with requeue, and the channel
-// reopened so the prefetched messages behind it come again after it, in order).
+// Where inbox::Consumer gets its messages: a Kafka consumer-group member, a RabbitMQ
+// queue consumer or a durable NATS JetStream pull consumer. The Consumer runs the
+// inbox transaction; the source only hands messages over and settles each one
+// afterwards: Settle() once its effect is committed (Kafka: commit the offset;
+// RabbitMQ: basic.ack; NATS: a synchronous ack), Redeliver() when it failed (Kafka:
+// seek back; RabbitMQ: basic.nack with requeue, and the channel reopened so the
+// prefetched messages behind it come again after it, in order; NATS: nak it and the
+// fetched ones behind it, in order).
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(auto source, MakeAmqpSource(options));
 //   OUTBOXD_ASSIGN_OR_RETURN(std::optional<Received> r, source->Next(absl::Milliseconds(200)));
@@ -28,7 +30,7 @@ namespace outboxd::inbox::internal {
 
 struct Received {
   Message message;
-  uint64_t delivery_tag = 0;  // RabbitMQ: what basic.ack/nack name
+  uint64_t delivery_tag = 0;  // RabbitMQ: what basic.ack/nack name; NATS: the source's count
 };
 
 class Source {
@@ -51,6 +53,7 @@ class Source {
 
 absl::StatusOr<std::unique_ptr<Source>> MakeKafkaSource(const ConsumerOptions& options);
 absl::StatusOr<std::unique_ptr<Source>> MakeAmqpSource(const ConsumerOptions& options);
+absl::StatusOr<std::unique_ptr<Source>> MakeNatsSource(const ConsumerOptions& options);
 
 }  // namespace outboxd::inbox::internal
 
