@@ -78,6 +78,7 @@ struct Sink::Impl final : public Sink {
   OutgoingMessage ToAmqp(uint64_t seq, const Entry& e);
   absl::Status PublishOne(uint64_t seq);
   void PublishReady();
+  bool ReturnedInGrace(uint64_t seq, absl::string_view reason);
   int ServeDone();
   void NoticeState();
   void WatchCurrentSocket();
@@ -93,6 +94,10 @@ struct Sink::Impl final : public Sink {
   // sink's own retries).
   Backoff reconnect_backoff;
   absl::Time retry_at = absl::InfinitePast();  // after a nack
+  // Until when a return is published again (options.unroutable_grace after a
+  // reconnect), and whether this grace has logged its first return.
+  absl::Time grace_until = absl::InfinitePast();
+  bool grace_logged = false;
   Backoff nack_backoff;
   std::vector<Done> done;
   int watched_fd = -1;
@@ -118,6 +123,8 @@ void Sink::Impl::TryReconnect() {
     reconnect_backoff.Reset();
     if (ever_connected) {
       ++counters_.reconnects;
+      grace_until = absl::Now() + options.unroutable_grace;
+      grace_logged = false;
       spdlog::info("reconnected to RabbitMQ at {}; publishing {} waiting messages again, in order",
                    where, order().ready());
     }
@@ -179,6 +186,27 @@ void Sink::Impl::PublishReady() {
   }
 }
 
+// Right after a reconnect (options.unroutable_grace) a return is not final: a node
+// restarted after a crash routes nothing to a queue it is still recovering. The
+// message is published again after the nack backoff; the first such return is
+// logged. Returns false once the grace is over: the return is reported failed.
+bool Sink::Impl::ReturnedInGrace(uint64_t seq, absl::string_view reason) {
+  if (absl::Now() >= grace_until) return false;
+  ++counters_.returned_again;
+  order().Resend(seq);
+  retry_at = absl::Now() + nack_backoff.Next();
+  if (!grace_logged) {
+    grace_logged = true;
+    spdlog::warn(
+        "RabbitMQ returned a message right after the reconnect ({}): a restarted "
+        "node may still be recovering its queues; publishing returned messages again "
+        "for {} more, then dead-lettering what is still unroutable",
+        std::string(reason),
+        absl::FormatDuration(absl::Trunc(grace_until - absl::Now(), absl::Milliseconds(100))));
+  }
+  return true;
+}
+
 // Serves the Publisher's completions: acks and failures are reported, lost and
 // nacked messages are ready to be published again.
 int Sink::Impl::ServeDone() {
@@ -198,6 +226,7 @@ int Sink::Impl::ServeDone() {
         // "no queue bound for routing key X": the dead letter's reason, the fix in it.
         absl::string_view reason = d.reason;
         absl::ConsumePrefix(&reason, "unroutable: ");
+        if (ReturnedInGrace(d.seq, reason)) break;
         served += Fail(it, absl::NotFoundError(reason));
         break;
       }

@@ -41,6 +41,10 @@ struct SetupCommand {
     Switch(cmd, "require-not-null", options.require_not_null,
            "Refuse an existing outbox table whose mapped columns allow NULL (without it, a "
            "warning: run dead-letters a row with a NULL there)");
+    Switch(cmd, "keep-public-emit-message", options.keep_public_emit_message,
+           "Leave EXECUTE on pg_logical_emit_message with PUBLIC (without it, setup run by a "
+           "superuser grants it only to outboxd_emit's owner, so no other role can put a "
+           "message of any size in the relay's stream)");
     Flag(cmd, "partitions-ahead", options.partitions_ahead,
          "With --partition-by or --inbox-partition-by: partitions created after the current one")
         ->capture_default_str();

@@ -283,6 +283,52 @@ absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& option
   return absl::OkStatus();
 }
 
+// --source messages|both: pgoutput sends every logical message whatever its prefix,
+// and libpq holds each whole before the relay can skip it, so while PUBLIC may call
+// pg_logical_emit_message any role that connects decides how much memory the relay
+// needs (docs/security.md, "Who may publish an event"). A superuser's setup takes
+// EXECUTE from PUBLIC, on every overload the server has, and gives it to
+// outboxd_emit's owner (the SECURITY DEFINER function calls it for its callers).
+// Anyone else's setup cannot: the relay names the REVOKE when it starts with a
+// WAL-only source (relay/preflight.cc).
+absl::Status RestrictEmitMessage(pg::Connection& conn, const SetupOptions& options,
+                                 SetupReport& report) {
+  if (options.keep_public_emit_message) return absl::OkStatus();
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName outbox, outbox::ParseOutboxTable(options.table));
+  OUTBOXD_ASSIGN_OR_RETURN(const TableName resolved, ResolveSchema(conn, outbox));
+  const TableName function = resolved.Sibling(std::string(outbox::kEmitFunction));
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams("SELECT pg_catalog.string_agg('pg_catalog.pg_logical_emit_message(' || "
+                      "pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', ', '), "
+                      "(SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user), "
+                      "(SELECT pg_catalog.quote_ident(o.rolname) FROM pg_catalog.pg_proc f JOIN "
+                      "pg_catalog.pg_roles o ON o.oid = f.proowner WHERE NOT o.rolsuper AND "
+                      "f.oid = pg_catalog.to_regprocedure($1 || '(text,text,jsonb)')) "
+                      "FROM pg_catalog.pg_proc p WHERE p.proname = 'pg_logical_emit_message' AND "
+                      "p.pronamespace = 'pg_catalog'::regnamespace AND "
+                      "pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE')",
+                      {function.quoted}));
+  if (r.IsNull(0, 0) || r.Get(0, 1) != "t") return absl::OkStatus();
+  const std::string functions(r.Get(0, 0));
+  std::string sql = absl::StrCat("REVOKE EXECUTE ON FUNCTION ", functions, " FROM PUBLIC");
+  std::string granted;
+  if (!r.IsNull(0, 2)) {
+    const std::string owner(r.Get(0, 2));
+    granted = absl::StrCat(" (granted to ", owner, ", owner of ", function.Display(), ")");
+    absl::StrAppend(&sql, "; GRANT EXECUTE ON FUNCTION ", functions, " TO ", owner);
+  }
+  absl::StatusOr<pg::Result> done = conn.Exec(sql);
+  if (!done.ok()) {
+    return Annotate(done.status(), "cannot take pg_logical_emit_message from PUBLIC: ");
+  }
+  report.created.push_back(absl::StrCat(
+      "EXECUTE on pg_logical_emit_message taken from PUBLIC", granted,
+      ": no other role can put a logical message in the relay's stream; GRANT it to a role "
+      "another tool needs it for, or pass --keep-public-emit-message"));
+  return absl::OkStatus();
+}
+
 // Tables, index and publication commit together; the advisory lock serialises two
 // setups racing on the same database.
 absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, SetupReport& report) {
@@ -293,6 +339,7 @@ absl::Status EnsureSchema(pg::Connection& conn, const SetupOptions& options, Set
   std::optional<TableName> upgraded;
   if (status.ok() && !options.poll_only) {
     status = EnsureEmitFunction(conn, options, report, upgraded);
+    if (status.ok()) status = RestrictEmitMessage(conn, options, report);
   }
   if (!status.ok()) {
     (void)conn.Exec("ROLLBACK");

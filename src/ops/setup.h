@@ -57,6 +57,11 @@ struct SetupOptions {
   // naming the ALTER TABLE) instead of noted: the relay dead-letters a row with a NULL
   // there, and a NULL aggregate keeps no order.
   bool require_not_null = false;
+  // Leave EXECUTE on pg_logical_emit_message with PUBLIC. Without it, a superuser's
+  // setup takes it from PUBLIC and grants it to outboxd_emit's owner, so no role that
+  // merely connects can put a message of any size in a WAL-only relay's stream (the
+  // relay skips it, but libpq holds it whole first).
+  bool keep_public_emit_message = false;
 };
 
 // What one Setup run created, e.g. {"table outbox", "index outbox_pendentes"}, and

@@ -299,17 +299,16 @@ absl::Status WarnIfPublicEmitsMessages(pg::Connection& conn, const RelayOptions&
   if (options.source == Source::kTable) return absl::OkStatus();
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result r,
-      conn.Exec("SELECT pg_catalog.has_function_privilege('public', "
-                "'pg_catalog.pg_logical_emit_message(boolean, text, bytea)', 'EXECUTE') OR "
-                "pg_catalog.has_function_privilege('public', "
-                "'pg_catalog.pg_logical_emit_message(boolean, text, text)', 'EXECUTE')"));
+      conn.Exec("SELECT pg_catalog.bool_or(pg_catalog.has_function_privilege('public', p.oid, "
+                "'EXECUTE')) FROM pg_catalog.pg_proc p WHERE p.proname = "
+                "'pg_logical_emit_message' AND p.pronamespace = 'pg_catalog'::regnamespace"));
   if (r.rows() == 1 && r.Get(0, 0) == "t") {
     spdlog::warn(
         "every role may call pg_logical_emit_message in this database: a message of any "
         "size reaches the relay whole, whatever its prefix (none is published unless "
-        "outboxd_emit signed it); to bound the relay's memory, REVOKE EXECUTE ON FUNCTION "
-        "pg_logical_emit_message FROM PUBLIC and grant it to the outbox's owner "
-        "(docs/security.md, least privilege step 1)");
+        "outboxd_emit signed it); to bound the relay's memory, run outboxd setup once as a "
+        "superuser, or REVOKE EXECUTE ON FUNCTION pg_logical_emit_message FROM PUBLIC and "
+        "grant it to the outbox's owner (docs/security.md, least privilege step 1)");
   }
   return absl::OkStatus();
 }

@@ -47,10 +47,12 @@ class AmqpSinkTest : public ::testing::Test {
   }
 
   std::unique_ptr<Sink> MakeSink(absl::Duration delivery_timeout = absl::InfiniteDuration(),
-                                 std::string url = "") {
+                                 std::string url = "",
+                                 absl::Duration unroutable_grace = absl::Seconds(30)) {
     SinkOptions options{.publisher = {.url = url.empty() ? broker_->url() : url,
                                       .exchange = exchange_,
-                                      .connection_name = broker_->Name("sink")}};
+                                      .connection_name = broker_->Name("sink")},
+                        .unroutable_grace = unroutable_grace};
     auto sink = Sink::Create(
         options, {.on_delivery =
                       [this](const sink::DeliveryReport& r) {
@@ -84,6 +86,18 @@ class AmqpSinkTest : public ::testing::Test {
     const std::vector<sink::Header> headers = {{"id", id}, {"aggregate_id", key}};
     return sink.Produce(
         {.topic = "invoice.paid", .key = key, .value = "{}", .headers = headers, .tag = tag});
+  }
+
+  // One routable message confirmed (tag 1), then the broker closes the sink's
+  // connection and the sink connects again.
+  void Reconnect(Sink& sink) {
+    ASSERT_TRUE(Send(sink, "k", 1, "1", 1).ok());
+    AwaitReports(sink, 1);
+    ASSERT_TRUE(reports_[0].status.ok()) << reports_[0].status;
+    broker_->Ctl({"close_all_connections", "-p", broker_->vhost(), "test"});
+    ASSERT_TRUE(test::WaitUntil(
+        absl::Seconds(30), [&] { return sink.counters().reconnects > 0; },
+        [&] { sink.Poll(100); }));
   }
 
   void AwaitReports(Sink& sink, size_t n, absl::Duration timeout = absl::Seconds(60)) {
@@ -141,6 +155,40 @@ TEST_F(AmqpSinkTest, AnUnroutableMessageIsReportedWithTheRoutingKeyAndTheMessage
   EXPECT_EQ(reports_[0].value, "{}");
   EXPECT_EQ(reports_[0].headers["id"], "5");
   EXPECT_EQ(reports_[0].headers["aggregate_id"], "9");
+}
+
+// Right after a reconnect a return is not final (a restarted node may still be
+// recovering its queues): the message is published again until a queue takes it.
+TEST_F(AmqpSinkTest, AReturnRightAfterAReconnectIsPublishedAgainUntilAQueueIsBound) {
+  Start(VhostKind::kOwn);
+  std::unique_ptr<Sink> sink = MakeSink();
+  Reconnect(*sink);
+  ASSERT_TRUE(SendUnroutable(*sink, "A", "2", 2).ok());
+  ASSERT_TRUE(test::WaitUntil(
+      absl::Seconds(10), [&] { return sink->counters().returned_again >= 2; },
+      [&] { sink->Poll(100); }));
+  EXPECT_EQ(reports_.size(), 1u) << "reported though within the grace";
+  const std::string invoices = broker_->Name("invoices_q");
+  broker_->BindQueue(exchange_, invoices, "invoice.#");
+  AwaitReports(*sink, 2);
+  EXPECT_TRUE(reports_[1].status.ok()) << reports_[1].status;
+  std::vector<AmqpMessage> got = broker_->Drain(invoices);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].message_id, "2");
+}
+
+// Once the grace after the reconnect has passed, a return is final again.
+TEST_F(AmqpSinkTest, AReturnAfterTheReconnectsGraceIsReportedForTheDeadLetter) {
+  Start(VhostKind::kOwn);
+  std::unique_ptr<Sink> sink = MakeSink(absl::InfiniteDuration(), "", absl::Seconds(1));
+  Reconnect(*sink);
+  const absl::Time sent = absl::Now();
+  ASSERT_TRUE(SendUnroutable(*sink, "A", "2", 2).ok());
+  AwaitReports(*sink, 2, absl::Seconds(20));
+  EXPECT_EQ(reports_[1].status.code(), absl::StatusCode::kNotFound) << reports_[1].status;
+  EXPECT_EQ(reports_[1].status.message(), "no queue bound for routing key invoice.paid");
+  EXPECT_GT(sink->counters().returned_again, 0u);
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(10));
 }
 
 // The broker closes the channel on an oversized message: it fails, with its key's

@@ -117,6 +117,12 @@ std::unique_ptr<ChildProcess> StartRelayAs(RelayHarness& h, const std::string& c
   return relay;
 }
 
+void GrantEmitMessageToPublic(TestDatabase& db) {
+  db.Exec(
+      "GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text), "
+      "pg_logical_emit_message(boolean, text, bytea) TO PUBLIC");
+}
+
 std::string Emit(pg::Connection& conn, const std::string& aggregate, const std::string& payload) {
   absl::StatusOr<pg::Result> r = conn.ExecParams(
       "SELECT outboxd_emit($1, 'pedido.confirmado', $2::jsonb)::text", {aggregate, payload});

@@ -57,6 +57,10 @@ std::unique_ptr<ChildProcess> StartRelayAs(RelayHarness& h, const std::string& c
 
 // --- Logical decoding messages (the WAL-only source) ---------------------------------
 
+// Gives EXECUTE on pg_logical_emit_message back to PUBLIC, as PostgreSQL ships it and
+// as setup leaves it when a non-superuser runs it or with --keep-public-emit-message:
+// the database in which any role can write a logical message.
+void GrantEmitMessageToPublic(TestDatabase& db);
 // outboxd_emit(aggregate, 'pedido.confirmado', payload): the event's id.
 std::string Emit(pg::Connection& conn, const std::string& aggregate, const std::string& payload);
 // A message with outboxd's prefix, its content the SQL bytea expression `content_sql`.

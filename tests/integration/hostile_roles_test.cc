@@ -60,6 +60,9 @@ class HostileRoles : public ::testing::Test {
     const std::string writer = db.CreateRole("");
     db.Exec(absl::StrReplaceAll(kUndoSetup,
                                 {{"$SLOT", h_->slot()}, {"$DB", db.name()}, {"$OWNER", owner_}}));
+    // The owner's setup cannot take pg_logical_emit_message from PUBLIC: the attacker
+    // keeps it, as in every database no superuser ran setup in.
+    GrantEmitMessageToPublic(db);
     std::string out;
     ASSERT_EQ(OutboxdAs(owner_,
                         {"setup", "--slot", h_->slot(), "--partition-by", "day",

@@ -203,9 +203,12 @@ double PeakRssMib(pid_t pid) {
 // that are not UTF-8, a made-up signature), reading the key, calling outboxd_emit
 // without EXECUTE, and messages too large to publish. None is published or
 // dead-lettered, the rejection counter moves, and the authorised writer's events of
-// the same aggregate, before and after, arrive in order, all of them.
+// the same aggregate, before and after, arrive in order, all of them. The database is
+// one where PUBLIC kept pg_logical_emit_message (setup by a non-superuser, or with
+// --keep-public-emit-message).
 TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
   RelayHarness h(kTopics);
+  GrantEmitMessageToPublic(h.db());
   const std::string writer_role = h.db().CreateRole("");
   h.db().Exec(
       absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer_role));
@@ -265,12 +268,47 @@ TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Issue 27 point 2, the memory: setup as a superuser (the harness's) took
+// pg_logical_emit_message from PUBLIC, so a role with only CONNECT cannot put 150 MiB
+// in the relay's stream (a 150 MiB message under another prefix, streamed: 317 MiB
+// peak, libpq holding it twice), while outboxd_emit, calling it as its owner, still
+// writes events for the roles granted EXECUTE. Nothing to warn about at start.
+TEST(WalOnly, SetupByASuperuserLeavesNoRoleButOutboxdEmitWritingLogicalMessages) {
+  RelayHarness h(kTopics);
+  const std::string writer_role = h.db().CreateRole("");
+  h.db().Exec(
+      absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer_role));
+  const std::string mallory = h.db().CreateRole("");
+  h.StartRelay({"--source", "messages"});
+  pg::Connection writer = *pg::Connection::Open(h.db().ConninfoWith("user=" + writer_role));
+  pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + mallory));
+  const double rss_before = PeakRssMib(h.relay().pid());
+  for (const char* sql : {"SELECT pg_logical_emit_message(true, 'other', "
+                          "convert_to(repeat('y', 150 << 20), 'UTF8'))",
+                          "SELECT pg_logical_emit_message(false, 'other', repeat('y', 150 << 20))",
+                          "SELECT pg_logical_emit_message(true, 'outboxd', 'outboxd-v2'::bytea)"}) {
+    EXPECT_EQ(pg::SqlStateOf(attacker.Exec(sql).status()), "42501") << sql;
+  }
+  Committed committed;
+  committed["pedido-1"].push_back(Emit(writer, "pedido-1", R"({"n":1})"));
+  committed["pedido-1"].push_back(Emit(writer, "pedido-1", R"({"n":2})"));
+  EXPECT_EQ(ExpectDeliveredInOrder(h, committed, absl::Seconds(30)), 0u);
+  const double rss_after = PeakRssMib(h.relay().pid());
+  std::printf("relay peak RSS: %.1f MiB before the refused 150 MiB messages, %.1f after\n",
+              rss_before, rss_after);
+  EXPECT_LT(rss_after, rss_before + 32) << "a refused message still reached the relay";
+  EXPECT_EQ(h.relay().Log().find("every role may call pg_logical_emit_message"), std::string::npos)
+      << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 // A role with CREATE on the database makes a schema named after the relay's role
 // ("$user" comes first in the default search_path) holding a key table of its own, and
 // signs forged events with that key. The relay reads the key beside the outbox its
 // publication covers, owned by that table's owner: the forgeries are rejected.
 TEST(WalOnly, AKeyPlantedEarlierInTheRelaysSearchPathIsNeverRead) {
   RelayHarness h(kTopics);
+  GrantEmitMessageToPublic(h.db());
   const std::string intruder = h.db().CreateRole("");
   h.db().Exec(absl::StrCat("GRANT CREATE ON DATABASE \"", h.db().name(), "\" TO ", intruder));
   pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + intruder));

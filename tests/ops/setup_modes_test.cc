@@ -19,6 +19,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+const ::testing::Matcher<const std::string&> kEmitMessageRevoked =
+    ::testing::StartsWith("EXECUTE on pg_logical_emit_message taken from PUBLIC");
+
 const outbox::ColumnMapping kDebeziumColumns{.aggregate_id = "aggregateid", .type = "type"};
 
 // The table as the catalog holds it: columns, types, defaults, constraints, indexes,
@@ -47,10 +50,11 @@ TEST(SetupColumns, ADebeziumTableGetsOnlyWhatIsMissingAndIsNeverAltered) {
   absl::Status status = ops::Setup(
       conn, {.table = "dbz_outbox", .slot = db->name(), .columns = kDebeziumColumns}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(report.created,
-              ElementsAre("table dbz_outbox_dead_letter", "table dbz_outbox_relay_state",
-                          "table inbox", "publication outboxd", "function outboxd_emit",
-                          "table outboxd_emit_key", "replication slot " + db->name()));
+  EXPECT_THAT(
+      report.created,
+      ElementsAre("table dbz_outbox_dead_letter", "table dbz_outbox_relay_state", "table inbox",
+                  "publication outboxd", "function outboxd_emit", "table outboxd_emit_key",
+                  kEmitMessageRevoked, "replication slot " + db->name()));
   EXPECT_EQ(TableFingerprint(*db, "dbz_outbox"), before);
   // Said once each: what goes without the timestamp, what a NULL payload becomes, and
   // that polling cannot serve it.

@@ -9,15 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "pg/connection.h"
 #include "pg/slot.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::ops {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
+
+const ::testing::Matcher<const std::string&> kEmitMessageRevoked =
+    ::testing::StartsWith("EXECUTE on pg_logical_emit_message taken from PUBLIC");
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 
@@ -44,7 +52,7 @@ TEST(Setup, CreatesTablesPublicationAndSlotOnAFreshDatabase) {
   EXPECT_THAT(report.created,
               ElementsAre("table outbox", "index outbox_pendentes", "table outbox_dead_letter",
                           "table outbox_relay_state", "table inbox", "publication outboxd",
-                          "function outboxd_emit", "table outboxd_emit_key",
+                          "function outboxd_emit", "table outboxd_emit_key", kEmitMessageRevoked,
                           "replication slot " + db->name()));
 
   absl::StatusOr<pg::SlotInfo> slot = pg::QuerySlot(conn, db->name());
@@ -118,11 +126,11 @@ TEST(Setup, NamesIndexesAfterACustomTableAndUsesItsSchema) {
   absl::Status status = ops::Setup(
       conn, {.table = "app.eventos", .publication = "pub_eventos", .slot = db->name()}, &report);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(report.created,
-              ElementsAre("table app.eventos", "index eventos_pendentes",
-                          "table eventos_dead_letter", "table eventos_relay_state", "table inbox",
-                          "publication pub_eventos", "function app.outboxd_emit",
-                          "table app.outboxd_emit_key", "replication slot " + db->name()));
+  EXPECT_THAT(report.created, ElementsAre("table app.eventos", "index eventos_pendentes",
+                                          "table eventos_dead_letter", "table eventos_relay_state",
+                                          "table inbox", "publication pub_eventos",
+                                          "function app.outboxd_emit", "table app.outboxd_emit_key",
+                                          kEmitMessageRevoked, "replication slot " + db->name()));
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_pendentes') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.inbox') IS NOT NULL"), "t");
   EXPECT_EQ(db->Scalar("SELECT to_regclass('app.eventos_dead_letter') IS NOT NULL"), "t");
@@ -199,6 +207,57 @@ TEST(Setup, RoleWithoutReplicationCannotCreateTheSlot) {
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(Message(status),
             "role " + role + " lacks REPLICATION: ALTER ROLE " + role + " REPLICATION");
+}
+
+// Issue 27 point 2: a message of any size under any prefix reaches a WAL-only relay
+// whole while PUBLIC may write one. The owner's setup cannot take that from PUBLIC and
+// changes nothing; a superuser's does, and gives it to outboxd_emit's owner, whose
+// SECURITY DEFINER function still writes events for the roles granted EXECUTE.
+TEST(Setup, ASuperusersSetupTakesEmitMessageFromPublicAndGivesItToOutboxdEmitsOwner) {
+  auto db = test::TestDatabase::Create();
+  const std::string owner = db->CreateRole("REPLICATION");
+  const std::string writer = db->CreateRole("");
+  const std::string other = db->CreateRole("");
+  db->Exec(absl::StrCat("GRANT CREATE ON DATABASE \"", db->name(), "\" TO ", owner,
+                        "; GRANT CREATE ON SCHEMA public TO ", owner));
+  const std::string public_may =
+      "SELECT bool_or(has_function_privilege('public', p.oid, 'EXECUTE')) FROM pg_proc p "
+      "WHERE proname = 'pg_logical_emit_message'";
+  pg::Connection as_owner = *pg::Connection::Open(db->ConninfoWith("user=" + owner));
+  SetupReport report;
+  ASSERT_TRUE(ops::Setup(as_owner, {.slot = db->name()}, &report).ok());
+  EXPECT_THAT(report.created, Not(Contains(kEmitMessageRevoked)));
+  EXPECT_EQ(db->Scalar(public_may), "t");
+
+  pg::Connection as_superuser = db->Connect();
+  ASSERT_TRUE(ops::Setup(as_superuser, {.slot = db->name()}, &report).ok());
+  EXPECT_THAT(report.created,
+              ElementsAre(AllOf(kEmitMessageRevoked, HasSubstr("granted to " + owner))));
+  EXPECT_EQ(db->Scalar(public_may), "f");
+  db->Exec(absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer));
+  pg::Connection as_writer = *pg::Connection::Open(db->ConninfoWith("user=" + writer));
+  EXPECT_TRUE(as_writer.Exec("SELECT outboxd_emit('pedido-1', 'pedido.confirmado', '{}')").ok());
+  pg::Connection as_other = *pg::Connection::Open(db->ConninfoWith("user=" + other));
+  for (const char* sql : {"SELECT pg_logical_emit_message(true, 'x', 'y')",
+                          "SELECT pg_logical_emit_message(false, 'x', 'y'::bytea)"}) {
+    EXPECT_EQ(pg::SqlStateOf(as_other.Exec(sql).status()), "42501") << sql;
+    EXPECT_EQ(pg::SqlStateOf(as_writer.Exec(sql).status()), "42501") << sql;
+  }
+
+  ASSERT_TRUE(ops::Setup(as_superuser, {.slot = db->name()}, &report).ok());
+  EXPECT_THAT(report.created, IsEmpty()) << "a second run changes nothing";
+}
+
+TEST(Setup, KeepPublicEmitMessageLeavesItWithPublic) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  SetupReport report;
+  ASSERT_TRUE(
+      ops::Setup(conn, {.slot = db->name(), .keep_public_emit_message = true}, &report).ok());
+  EXPECT_THAT(report.created, Not(Contains(kEmitMessageRevoked)));
+  const std::string other = db->CreateRole("");
+  pg::Connection as_other = *pg::Connection::Open(db->ConninfoWith("user=" + other));
+  EXPECT_TRUE(as_other.Exec("SELECT pg_logical_emit_message(true, 'x', 'y')").ok());
 }
 
 }  // namespace
