@@ -219,6 +219,7 @@ struct Sink::Impl final : public Sink {
   void PublishWaiting();
   int ServeRefused();
   int ServeDone();
+  bool BetweenLeaders(std::string_view topic, absl::flat_hash_map<std::string, bool>& asked);
   void NoticeConnection();
   void Retry(uint64_t seq, absl::string_view reason);
   absl::Status FailureStatus(const Entry& e, const Completion& c) const;
@@ -470,10 +471,15 @@ int Sink::Impl::ServeDone() {
     batch.swap(shared->done);
   }
   int served = 0;
+  absl::flat_hash_map<std::string, bool> between_leaders;  // by subject, for this batch
   for (Completion& c : batch) {
     --at_server;
     auto it = entries().find(c.seq);
     if (it == entries().end()) continue;  // reported already (timed out)
+    if (c.outcome == Outcome::kNoStream &&
+        BetweenLeaders(it->second.message.topic(), between_leaders)) {
+      c.outcome = Outcome::kRetry;
+    }
     switch (c.outcome) {
       case Outcome::kAcked:
         if (c.duplicate) ++counters_.duplicates;
@@ -490,6 +496,19 @@ int Sink::Impl::ServeDone() {
     }
   }
   return served;
+}
+
+// No responders on `topic`: the sink's stream takes it (or JetStream could not say),
+// so the stream is between leaders and the message is published again; or no stream
+// takes it: a dead letter. Asked once per subject in a batch of completions.
+bool Sink::Impl::BetweenLeaders(std::string_view topic,
+                                absl::flat_hash_map<std::string, bool>& asked) {
+  auto [it, fresh] = asked.try_emplace(std::string(topic), false);
+  if (fresh) {
+    absl::StatusOr<bool> takes = StreamTakesSubject(js.get(), options.stream.name, topic);
+    it->second = !takes.ok() || *takes;
+  }
+  return it->second;
 }
 
 void Sink::Impl::NoticeConnection() {

@@ -4,10 +4,13 @@
 //
 //   relay ──Produce──▶ entries (produce order) ──js_PublishMsgAsync──▶ stream
 //         ◀─reports─── PubAck (or duplicate): OK
-//                      no responders / other stream: NotFound
+//                      no responders, no stream takes the subject: NotFound
+//                      other stream: NotFound
 //                      stream full (discard new): FailedPrecondition
 //                      over max_payload or the stream's max_msg_size: InvalidArgument
-//                      no ack within ack_wait, lost connection, other server errors:
+//                      no ack within ack_wait, lost connection, other server errors,
+//                      no responders while the sink's stream takes the subject (a
+//                      clustered stream electing a new leader):
 //                      published again (same Nats-Msg-Id), later, in order
 //
 // Each message is published to the relay's topic as its subject, with the relay's

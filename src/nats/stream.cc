@@ -1,4 +1,5 @@
 // PrepareStream: JetStream's stream info, then (when missing and allowed) its creation.
+// StreamTakesSubject: the stream info again, its subjects matched against one.
 #include "nats/internal/stream.h"
 
 #include <nats/nats.h>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/log.h"
 
 namespace outboxd::nats {
@@ -58,6 +60,21 @@ absl::Status Create(jsCtx* js, const StreamOptions& options, const std::string& 
                                                  " at ", where, ": ", LastError(s)));
 }
 
+// NATS subject matching: `*` takes one token, a last `>` one or more.
+bool SubjectMatches(absl::string_view filter, absl::string_view subject) {
+  std::vector<absl::string_view> f = absl::StrSplit(filter, '.');
+  std::vector<absl::string_view> s = absl::StrSplit(subject, '.');
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == ">") return i + 1 == f.size() && s.size() > i;
+    if (i >= s.size() || (f[i] != "*" && f[i] != s[i])) return false;
+  }
+  return f.size() == s.size();
+}
+
+// Long enough for a server on this host or next to it to answer; short because the
+// sink's caller waits for it.
+constexpr int64_t kQuestionWaitMs = 1000;
+
 }  // namespace
 
 absl::Status PrepareStream(jsCtx* js, const StreamOptions& options, const std::string& where) {
@@ -82,6 +99,26 @@ absl::Status PrepareStream(jsCtx* js, const StreamOptions& options, const std::s
                                             "(leave out --no-declare)"));
   }
   return Create(js, options, where);
+}
+
+absl::StatusOr<bool> StreamTakesSubject(jsCtx* js, const std::string& stream,
+                                        std::string_view subject) {
+  jsOptions options;
+  jsOptions_Init(&options);
+  options.Wait = kQuestionWaitMs;
+  jsStreamInfo* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&raw, js, stream.c_str(), &options, &code);
+  StreamInfo info(raw, &jsStreamInfo_Destroy);
+  if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return false;
+  if (s != NATS_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read JetStream stream ", stream, ": ", LastError(s)));
+  }
+  for (int i = 0; i < info->Config->SubjectsLen; ++i) {
+    if (SubjectMatches(info->Config->Subjects[i], {subject.data(), subject.size()})) return true;
+  }
+  return false;
 }
 
 }  // namespace outboxd::nats

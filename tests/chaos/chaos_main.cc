@@ -11,6 +11,14 @@
 // close_all_connections, kill -9 and restart of the node, a memory alarm held a few
 // seconds, and the PostgreSQL crash-restart.
 //
+// With --sink nats the relays publish to a nats-server of the run's own (scripts/nats,
+// JetStream with file storage), read back by an independent libnats reader
+// (nats_reader.h), under relay kill -9, kill -9 of the server with a start on the same
+// store after an outage, the server paused (SIGSTOP) past the sink's ack wait, the
+// PostgreSQL crash-restart and the walsender killed. JetStream drops a repeated
+// Nats-Msg-Id within the stream's duplicate window (2 minutes, longer than the run),
+// so here a duplicate in the stream fails the run as a loss does.
+//
 // With --replica PostgreSQL is a primary and its streaming standby (scripts/pg-ha,
 // ha_pair.h); the relays follow whichever is primary (a two-host --pg,
 // --recreate-missing-slot), and the faults add failovers: promote (kill -9 of the
@@ -19,16 +27,17 @@
 // timeline: events in the broker whose rows it lacks are ghosts, counted and printed,
 // and with --standby-slot (publish only what the standby flushed) there must be none.
 //
-//   outboxd-chaos --minutes 5 [--seed 42] [--rate 100] [--sink rabbitmq]
+//   outboxd-chaos --minutes 5 [--seed 42] [--rate 100] [--sink rabbitmq|nats]
 //                 [--replica [--standby-slot]]              (scripts/chaos wraps it)
 //
 // Everything it runs is its own: a private PostgreSQL cluster, the mock broker (or
-// the RabbitMQ node) as a separate process, the relays as child processes. Exit 0 when the check
-// passes, 1 when something was lost, a rolled-back event appeared or order broke, 2 when the run
-// could not be set up.
+// the RabbitMQ node, or the NATS server) as a separate process, the relays as child
+// processes. Exit 0 when the check passes, 1 when something was lost, a rolled-back
+// event appeared or order broke, 2 when the run could not be set up.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -42,11 +51,12 @@
 #include "absl/time/clock.h"
 #include "chaos/amqp_reader.h"
 #include "chaos/broker.h"
+#include "chaos/broker_node.h"
 #include "chaos/checker.h"
 #include "chaos/ha_pair.h"
 #include "chaos/kafka_reader.h"
 #include "chaos/load.h"
-#include "chaos/rabbit_node.h"
+#include "chaos/nats_reader.h"
 #include "chaos/relays.h"
 #include "chaos/schedule.h"
 #include "pg/lsn.h"
@@ -64,13 +74,18 @@ constexpr int kPartitions = 4;
 constexpr char kExchange[] = "chaos";
 constexpr char kQueue[] = "chaos-check";
 constexpr char kBinding[] = "chaos.*";
+// NATS: the stream the reader makes and the relays publish to. It takes the normal
+// events' subjects (chaos.a, chaos.b); the invalid-topic poison ("chaos bad topic!")
+// is no NATS subject at all, refused by the sink and dead-lettered.
+constexpr char kStream[] = "CHAOS";
+constexpr char kSubjects[] = "chaos.*";
 
 struct Options {
   double minutes = 1;
   uint64_t seed = 0;
   double rate = 100;
   bool keep = false;
-  std::string sink = "kafka";  // or "rabbitmq"
+  std::string sink = "kafka";  // or "rabbitmq", "nats"
   bool scalar_poison_only = false;
   bool replica = false;       // a primary and its standby, and failover faults
   bool standby_slot = false;  // --replica: the relays wait for the standby (no ghosts)
@@ -93,6 +108,7 @@ class ChaosRun {
   // The broker and the reader, with the relays' flags for it.
   absl::Status SetUpKafka(std::vector<std::string>& sink_args);
   absl::Status SetUpRabbit(std::vector<std::string>& sink_args);
+  absl::Status SetUpNats(std::vector<std::string>& sink_args);
   // One PostgreSQL cluster, or (--replica) a primary and its standby; sets db_.
   absl::Status SetUpPostgres();
   // --replica: the relays' PostgreSQL flags while `standby` is the primary's standby.
@@ -100,8 +116,11 @@ class ChaosRun {
   // --replica: promote or switchover, then the old primary rebuilt as the new standby.
   void Failover(const Fault& fault);
   bool rabbit() const { return options_.sink == "rabbitmq"; }
-  // RabbitMQ's faults; a non-OK status is a problem of the run.
+  bool nats() const { return options_.sink == "nats"; }
+  const std::vector<FaultKind>& FaultKinds() const;
+  // RabbitMQ's and NATS' faults; a non-OK status is a problem of the run.
   absl::Status InjectRabbit(const Fault& fault);
+  absl::Status InjectNats(const Fault& fault);
   void Inject(const Fault& fault);
   void ProduceErrors(const Fault& fault);
   void KillWalsender();
@@ -122,7 +141,7 @@ class ChaosRun {
   std::unique_ptr<HaPair> ha_;  // --replica, instead of cluster_
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<MockBroker> broker_;  // Kafka
-  std::unique_ptr<RabbitNode> node_;    // RabbitMQ
+  std::unique_ptr<BrokerNode> node_;    // RabbitMQ or NATS
   std::unique_ptr<Reader> reader_;
   std::unique_ptr<RelayPair> relays_;
   std::unique_ptr<Load> load_;
@@ -159,11 +178,12 @@ std::vector<std::string> ChaosRun::ReplicaArgs(const std::string& standby) const
 }
 
 absl::Status ChaosRun::SetUp() {
-  if (absl::Status s = SetUpPostgres(); !s.ok()) return s;
+  if (absl::Status pg = SetUpPostgres(); !pg.ok()) return pg;
   std::vector<std::string> sink_args;
-  if (absl::Status s = rabbit() ? SetUpRabbit(sink_args) : SetUpKafka(sink_args); !s.ok()) {
-    return s;
-  }
+  absl::Status s = rabbit() ? SetUpRabbit(sink_args)
+                   : nats() ? SetUpNats(sink_args)
+                            : SetUpKafka(sink_args);
+  if (!s.ok()) return s;
   std::vector<std::string> setup_args = {test::BinPath("outboxd"), "setup",  "--pg",
                                          db_->conninfo(),          "--slot", db_->name()};
   if (!options_.partition_by.empty()) {
@@ -199,7 +219,7 @@ absl::Status ChaosRun::SetUpKafka(std::vector<std::string>& sink_args) {
 absl::Status ChaosRun::SetUpRabbit(std::vector<std::string>& sink_args) {
   // The node runs as the rabbitmq user (when we are root) under dir_: it must get in.
   chmod(dir_.c_str(), 0755);
-  auto node = RabbitNode::Start(dir_);
+  auto node = BrokerNode::Start("rabbitmq", dir_, "OUTBOXD_TEST_AMQP");
   if (!node.ok()) return node.status();
   node_ = std::move(*node);
   auto reader = AmqpReader::Start(node_->url(), kExchange, kQueue, kBinding);
@@ -209,20 +229,58 @@ absl::Status ChaosRun::SetUpRabbit(std::vector<std::string>& sink_args) {
   return absl::OkStatus();
 }
 
+absl::Status ChaosRun::SetUpNats(std::vector<std::string>& sink_args) {
+  auto node = BrokerNode::Start("nats", dir_, "OUTBOXD_TEST_NATS");
+  if (!node.ok()) return node.status();
+  node_ = std::move(*node);
+  auto reader = NatsReader::Start(node_->url(), kStream, kSubjects);
+  if (!reader.ok()) return reader.status();
+  reader_ = std::move(*reader);
+  sink_args = {"--sink", "nats", "--nats-url", node_->url(), "--stream", kStream};
+  return absl::OkStatus();
+}
+
+const std::vector<FaultKind>& ChaosRun::FaultKinds() const {
+  if (options_.replica) return kReplicaFaultKinds;
+  if (rabbit()) return kRabbitFaultKinds;
+  return nats() ? kNatsFaultKinds : kKafkaFaultKinds;
+}
+
 absl::Status ChaosRun::InjectRabbit(const Fault& f) {
   switch (f.kind) {
     case FaultKind::kConnectionsClosed:
-      return node_->Ctl({"close_all_connections", "chaos"});
+      return node_->Tool("rabbitmqctl", {"close_all_connections", "chaos"});
     case FaultKind::kNodeRestart:
-      return node_->KillAndRestart();
+      return node_->Script("restart");
     case FaultKind::kMemoryAlarm: {
-      absl::Status status = node_->Ctl({"set_vm_memory_high_watermark", "0.00001"});
+      absl::Status status = node_->Tool("rabbitmqctl", {"set_vm_memory_high_watermark", "0.00001"});
       absl::SleepFor(f.length);
-      if (status.ok()) status = node_->Ctl({"set_vm_memory_high_watermark", "0.4"});
+      if (status.ok()) status = node_->Tool("rabbitmqctl", {"set_vm_memory_high_watermark", "0.4"});
       return status;
     }
     default:
       return absl::InternalError(absl::StrCat(KindName(f.kind), " is not a RabbitMQ fault"));
+  }
+}
+
+absl::Status ChaosRun::InjectNats(const Fault& f) {
+  switch (f.kind) {
+    case FaultKind::kServerDown: {
+      absl::Status status = node_->Script("kill");
+      absl::SleepFor(f.length);
+      if (status.ok()) status = node_->Script("restart");
+      return status;
+    }
+    case FaultKind::kServerPause: {
+      absl::StatusOr<pid_t> pid = node_->ServerPid();
+      if (!pid.ok()) return pid.status();
+      if (kill(*pid, SIGSTOP) != 0) return absl::InternalError("kill -STOP of nats-server failed");
+      absl::SleepFor(f.length);
+      if (kill(*pid, SIGCONT) != 0) return absl::InternalError("kill -CONT of nats-server failed");
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError(absl::StrCat(KindName(f.kind), " is not a NATS fault"));
   }
 }
 
@@ -257,6 +315,10 @@ void ChaosRun::Inject(const Fault& f) {
     case FaultKind::kNodeRestart:
     case FaultKind::kMemoryAlarm:
       status = InjectRabbit(f);
+      break;
+    case FaultKind::kServerDown:
+    case FaultKind::kServerPause:
+      status = InjectNats(f);
       break;
     case FaultKind::kPromote:
     case FaultKind::kSwitchover:
@@ -380,24 +442,22 @@ bool ChaosRun::Drain(absl::Duration timeout) {
 }
 
 int ChaosRun::Run() {
-  Say(absl::StrCat("seed ", options_.seed, ", ", options_.minutes, " min, ", options_.rate,
-                   " transactions/s; replay with: scripts/chaos --minutes ", options_.minutes,
-                   " --seed ", options_.seed, rabbit() ? " --sink rabbitmq" : "",
-                   options_.scalar_poison_only ? " --scalar-poison-only" : "",
-                   options_.replica ? " --replica" : "",
-                   options_.standby_slot ? " --standby-slot" : "",
-                   options_.partition_by.empty() ? "" : " --partition-by ", options_.partition_by));
+  Say(absl::StrCat(
+      "seed ", options_.seed, ", ", options_.minutes, " min, ", options_.rate,
+      " transactions/s; replay with: scripts/chaos --minutes ", options_.minutes, " --seed ",
+      options_.seed, options_.sink == "kafka" ? "" : absl::StrCat(" --sink ", options_.sink),
+      options_.scalar_poison_only ? " --scalar-poison-only" : "",
+      options_.replica ? " --replica" : "", options_.standby_slot ? " --standby-slot" : "",
+      options_.partition_by.empty() ? "" : " --partition-by ", options_.partition_by));
   if (absl::Status s = SetUp(); !s.ok()) {
     Say(absl::StrCat("cannot set up: ", s.message()));
     return 2;
   }
   const absl::Duration run = absl::Seconds(options_.minutes * 60);
-  const std::vector<Fault> schedule = MakeSchedule(
-      options_.seed, run,
-      options_.replica ? kReplicaFaultKinds : (rabbit() ? kRabbitFaultKinds : kKafkaFaultKinds));
+  const std::vector<Fault> schedule = MakeSchedule(options_.seed, run, FaultKinds());
   Say(absl::StrCat("PostgreSQL ", options_.replica ? ha_->dir() : cluster_->dir(), ", broker ",
-                   rabbit() ? node_->url() : broker_->bootstraps(), ", relay logs in ", dir_, "; ",
-                   schedule.size(), " faults scheduled"));
+                   node_ != nullptr ? node_->url() : broker_->bootstraps(), ", relay logs in ",
+                   dir_, "; ", schedule.size(), " faults scheduled"));
   start_ = absl::Now();
   load_ = std::make_unique<Load>(db_->conninfo(), options_.seed,
                                  LoadOptions{.transactions_per_second = options_.rate,
@@ -460,6 +520,10 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
     Say("| events | faults | lost | duplicates | ghosts | order violations |");
     Say(absl::StrCat("| ", v.committed, " | ", total, " | ", v.lost, " | ", v.duplicates, " | ",
                      v.ghosts, " | ", v.disorder, " |"));
+  } else {
+    Say("| events | faults | lost | duplicates | order violations | seed |");
+    Say(absl::StrCat("| ", v.committed, " | ", total, " | ", v.lost, " | ", v.duplicates, " | ",
+                     v.disorder, " | ", options_.seed, " |"));
   }
   if (!first_event_after_.empty()) {
     std::vector<std::string> times;
@@ -468,6 +532,11 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
     }
     Say(absl::StrCat("primary gone to the new primary's first event published: ",
                      absl::StrJoin(times, ", ")));
+  }
+  if (nats() && v.duplicates > 0) {
+    Problem(absl::StrCat(v.duplicates,
+                         " duplicates although JetStream drops a repeated "
+                         "Nats-Msg-Id within the duplicate window"));
   }
   if (options_.standby_slot && v.ghosts > 0) {
     Problem(absl::StrCat(v.ghosts, " ghost events although the relays waited for the standby"));
@@ -503,8 +572,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", options.rate, "load, in transactions per second")
       ->check(CLI::Range(1.0, 5000.0));
   app.add_flag("--keep", options.keep, "keep the relay logs even when the run passes");
-  app.add_option("--sink", options.sink, "the relays' broker: kafka (the mock cluster) or rabbitmq")
-      ->check(CLI::IsMember({"kafka", "rabbitmq"}));
+  app.add_option("--sink", options.sink,
+                 "the relays' broker: kafka (the mock cluster), rabbitmq or nats (JetStream)")
+      ->check(CLI::IsMember({"kafka", "rabbitmq", "nats"}));
   app.add_flag("--scalar-poison-only", options.scalar_poison_only,
                "poison events are JSON scalars only, never an invalid topic / unroutable key");
   auto* replica = app.add_flag("--replica", options.replica,

@@ -1,18 +1,18 @@
 // The verdict of a chaos run, from three independent sources: the outbox table (what
 // committed), the dead-letter table, and what the Reader (reader.h) read from the
-// broker, Kafka or RabbitMQ.
+// broker, Kafka, RabbitMQ or NATS.
 //
 // Order, precisely: replay the run as a consumer that drops repeated ids would, first
 // every message in the order read (Kafka: per partition in offset order, an aggregate
-// lives in one partition; RabbitMQ: the one queue as consumed), then the
-// dead-letter table in its arrival order (as `outboxd dead-letter replay` would
-// publish it). For each aggregate, the events that consumer keeps (first occurrences)
-// must come in commit order: by commit LSN (the `lsn` header / the dead letter's lsn),
-// then by outbox seq within a transaction. A redelivered window may go back in time:
-// the repeats are dropped, so they are counted as duplicates, never as disorder; an
-// event seen for the first time after a later one of its aggregate is disorder. An
-// event both published and dead-lettered (replayed after its aggregate was
-// poisoned) is one duplicate.
+// lives in one partition; RabbitMQ: the one queue as consumed; NATS: the one stream in
+// sequence order), then the dead-letter table in its arrival order (as `outboxd
+// dead-letter replay` would publish it). For each aggregate, the events that consumer
+// keeps (first occurrences) must come in commit order: by commit LSN (the `lsn` header
+// / the dead letter's lsn), then by outbox seq within a transaction. A redelivered
+// window may go back in time: the repeats are dropped, so they are counted as
+// duplicates, never as disorder; an event seen for the first time after a later one
+// of its aggregate is disorder. An event both published and dead-lettered (replayed
+// after its aggregate was poisoned) is one duplicate.
 //
 // After a PostgreSQL failover (--replica) the outbox table read is the surviving
 // timeline's. An id in the broker that is neither there nor rolled back is a ghost:

@@ -1,7 +1,8 @@
 // What a chaos run reads back from its broker, whichever broker: one Delivery per
 // message as read, and the reader's questions the driver asks while it runs.
 // KafkaReader (kafka_reader.h) reads the mock Kafka cluster; AmqpReader
-// (amqp_reader.h) a RabbitMQ queue. Neither shares code with the relay.
+// (amqp_reader.h) a RabbitMQ queue; NatsReader (nats_reader.h) a JetStream stream.
+// None shares code with the relay.
 //
 //   std::unique_ptr<Reader> reader = ...;
 //   bool delivered = reader->Seen(marker_id);
@@ -18,8 +19,9 @@
 namespace outboxd::chaos {
 
 // One message as read. `partition` numbers the ordered streams the reader reads
-// (Kafka: topic-partitions 0.. topic-major; RabbitMQ: the one queue, 0); within one,
-// `offset` is the order in which messages were read.
+// (Kafka: topic-partitions 0.. topic-major; RabbitMQ: the one queue, 0; NATS: the one
+// stream, 0); within one, `offset` is the order in which messages were read (NATS: the
+// stream sequence).
 struct Delivery {
   int32_t partition = 0;
   int64_t offset = 0;

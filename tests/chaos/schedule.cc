@@ -52,6 +52,14 @@ absl::Duration Fill(std::mt19937_64& rng, Fault& f) {
     case FaultKind::kMemoryAlarm:
       f.length = Uniform(rng, absl::Seconds(2), absl::Seconds(6));
       return f.length + absl::Seconds(2);  // two rabbitmqctl calls
+    case FaultKind::kServerDown:
+      f.length = Uniform(rng, absl::Milliseconds(200), absl::Seconds(4));
+      return f.length + absl::Seconds(1);  // a start takes well under a second
+    case FaultKind::kServerPause:
+      // Up to 8 s: a pause past the sink's ack wait (5 s, src/nats/sink.h) makes the
+      // relay publish again what the server will store when it resumes.
+      f.length = Uniform(rng, absl::Seconds(2), absl::Seconds(8));
+      return f.length;
     case FaultKind::kPromote:
     case FaultKind::kSwitchover:
       return absl::Seconds(12);  // promote ~1 s, the rebuild (pg_basebackup) ~5-10 s
@@ -81,6 +89,10 @@ std::string KindName(FaultKind kind) {
       return "node-kill-restart";
     case FaultKind::kMemoryAlarm:
       return "memory-alarm";
+    case FaultKind::kServerDown:
+      return "server-kill-restart";
+    case FaultKind::kServerPause:
+      return "server-pause";
     case FaultKind::kPromote:
       return "promote";
     case FaultKind::kSwitchover:
@@ -96,6 +108,8 @@ std::string Describe(const Fault& f) {
       return absl::StrCat(KindName(f.kind), f.kill_standby ? " (standby)" : " (active)");
     case FaultKind::kBrokersDown:
     case FaultKind::kMemoryAlarm:
+    case FaultKind::kServerDown:
+    case FaultKind::kServerPause:
       return absl::StrCat(KindName(f.kind), " for ", length);
     case FaultKind::kSlowBroker:
       return absl::StrCat(KindName(f.kind), " rtt ", f.rtt_ms, " ms for ", length);

@@ -25,6 +25,9 @@ enum class FaultKind {
   kConnectionsClosed,  // rabbitmqctl close_all_connections: relays and reader reconnect
   kNodeRestart,        // kill -9 of the node, then a start on the same data
   kMemoryAlarm,        // vm_memory_high_watermark near 0 for a while: publishers blocked
+  // NATS (--sink nats):
+  kServerDown,   // kill -9 of nats-server, down a while, then a start on the same store
+  kServerPause,  // SIGSTOP of nats-server a while (past the sink's 5 s ack wait at times)
   // PostgreSQL failover (--replica, scripts/pg-ha): the standby is promoted and the
   // old primary rebuilt as its standby.
   kPromote,     // the primary dies first (kill -9): a failover
@@ -38,6 +41,10 @@ inline const std::vector<FaultKind> kKafkaFaultKinds = {
 inline const std::vector<FaultKind> kRabbitFaultKinds = {
     FaultKind::kRelayKill, FaultKind::kConnectionsClosed, FaultKind::kNodeRestart,
     FaultKind::kMemoryAlarm, FaultKind::kPostgresRestart};
+// The faults of a run against a NATS server (JetStream, file storage).
+inline const std::vector<FaultKind> kNatsFaultKinds = {
+    FaultKind::kRelayKill, FaultKind::kServerDown, FaultKind::kServerPause,
+    FaultKind::kPostgresRestart, FaultKind::kWalsenderKill};
 
 // The faults of a run on a primary and its standby (--replica): the failovers, and
 // the relay's own faults around them.

@@ -1,6 +1,6 @@
 // The fault schedule: every kind of a sink's deck occurs in the short runs the ctests
-// make (chaos_one_minute: Kafka, 60 s; chaos_rabbitmq: RabbitMQ, 45 s), whatever the
-// seed, and a seed replays the same schedule.
+// make (chaos_one_minute: Kafka, 60 s; chaos_rabbitmq: RabbitMQ, 45 s; chaos_nats:
+// NATS, 45 s), whatever the seed, and a seed replays the same schedule.
 #include "chaos/schedule.h"
 
 #include <set>
@@ -24,6 +24,9 @@ TEST(ChaosSchedule, AShortRunSeesEveryKindOfItsSink) {
     EXPECT_EQ(Kinds(MakeSchedule(seed, absl::Seconds(45), kRabbitFaultKinds)),
               std::set<FaultKind>(kRabbitFaultKinds.begin(), kRabbitFaultKinds.end()))
         << "RabbitMQ, seed " << seed;
+    EXPECT_EQ(Kinds(MakeSchedule(seed, absl::Seconds(45), kNatsFaultKinds)),
+              std::set<FaultKind>(kNatsFaultKinds.begin(), kNatsFaultKinds.end()))
+        << "NATS, seed " << seed;
   }
 }
 

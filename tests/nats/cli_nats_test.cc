@@ -1,8 +1,9 @@
 // `outboxd run|poll|dead-letter replay --sink nats`, the real binary, against the real
 // PostgreSQL (OUTBOXD_TEST_PG) and nats-server (OUTBOXD_TEST_NATS): the stream `run`
 // and `poll` create from the --topic template, read back with the tests' own
-// JetStream client; what three kill -9s of the relay leave in it; a dead letter
-// replayed once a stream takes its subject.
+// JetStream client; what six kill -9s of the relay leave in it, and a kill -9 of the
+// server leading an R3 stream on a cluster of three (scripts/nats start-cluster, the
+// test's own); a dead letter replayed once a stream takes its subject.
 #include <unistd.h>
 
 #include <csignal>
@@ -75,21 +76,71 @@ class NatsCliTest : public NatsTest {
 
   std::string Scalar(const std::string& sql) { return db_->Scalar(sql); }
 
+  // What the stream holds against the outbox table, read back once it holds as many
+  // messages as the table rows (or a minute passed): each message an outbox row's,
+  // with its Nats-Msg-Id; each aggregate's first occurrences in commit order (a repeat
+  // is counted, as a consumer dropping repeated ids would see it, never as disorder).
+  struct Stored {
+    size_t rows = 0;
+    size_t messages = 0;
+    size_t missing = 0;  // rows with no message: lost
+    int duplicates = 0;
+  };
+  Stored CheckStream(JetStreamClient& reader) {
+    std::map<std::string, int64_t> seq_of;
+    pg::Result rows = db_->Exec("SELECT id::text, seq FROM outbox");
+    for (int i = 0; i < rows.rows(); ++i) {
+      EXPECT_TRUE(
+          absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[std::string(rows.Get(i, 0))]));
+    }
+    EXPECT_TRUE(WaitUntil(
+        absl::Seconds(60), [&] { return Count(reader, stream_) >= seq_of.size(); },
+        absl::Milliseconds(100)))
+        << Count(reader, stream_) << " of " << seq_of.size() << "\n"
+        << relay_->Log();
+    Stored result{.rows = seq_of.size()};
+    std::set<std::string> ids;
+    std::map<std::string, int64_t> last_seq;
+    for (const StoredMessage& m : reader.ReadAll(stream_, prefix_ + ".>")) {
+      ++result.messages;
+      const std::string id = m.Header("id");
+      EXPECT_EQ(m.subject, prefix_ + ".pedido.confirmado");
+      EXPECT_EQ(m.Header("Nats-Msg-Id"), id);
+      EXPECT_EQ(seq_of.count(id), 1u) << "not an outbox row: " << id;
+      if (!ids.insert(id).second) {
+        ++result.duplicates;
+        continue;
+      }
+      const std::string aggregate = m.Header("aggregate_id");
+      EXPECT_LT(last_seq[aggregate], seq_of[id]) << "aggregate " << aggregate << " out of order";
+      last_seq[aggregate] = seq_of[id];
+    }
+    for (const auto& [id, seq] : seq_of) result.missing += ids.count(id) == 0 ? 1 : 0;
+    EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+    return result;
+  }
+
   std::unique_ptr<TestDatabase> db_;
   std::unique_ptr<ChildProcess> relay_;
 };
 
-// Events written continuously while the relay is killed -9 twice and started again
-// from its slot, then once more in the middle of one large transaction (confirmed only
-// once all its messages are acknowledged, so the next relay publishes all of it again):
-// the stream `run` created (file storage) holds every committed event once (the
-// repeats dropped by Nats-Msg-Id within the duplicate window), in commit order per
-// aggregate.
+// Events written continuously while the relay is killed -9 five times, each time
+// while it publishes, and started again from its slot; then once more in the middle
+// of one large transaction (confirmed only once all its messages are acknowledged, so
+// the next relay publishes all of it again): the stream `run` created (file storage)
+// holds every committed event once (the repeats dropped by Nats-Msg-Id within the
+// duplicate window), in commit order per aggregate.
 TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNothing) {
   StartRelay();
   Load load(db_->conninfo());
-  for (int k = 0; k < 2; ++k) {
-    ASSERT_TRUE(load.WaitForMore(150));  // the relay has been publishing a while
+  JetStreamClient reader(url_);
+  for (int k = 0; k < 5; ++k) {
+    // This relay has published, and the load has run on a while.
+    const uint64_t stored = Count(reader, stream_);
+    ASSERT_TRUE(WaitUntil(
+        absl::Seconds(60), [&] { return Count(reader, stream_) > stored; }, absl::Milliseconds(10)))
+        << relay_->Log();
+    ASSERT_TRUE(load.WaitForMore(150));
     relay_->Signal(SIGKILL);
     ASSERT_EQ(relay_->Wait(absl::Seconds(10)), 128 + SIGKILL);
     StartRelay();
@@ -97,7 +148,6 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
   ASSERT_TRUE(load.WaitForMore(100));
   load.Stop();
 
-  JetStreamClient reader(url_);
   const uint64_t before = Count(reader, stream_);
   constexpr int kLarge = 10000;
   db_->Exec(
@@ -113,38 +163,67 @@ TEST_F(NatsCliTest, RunCreatesTheStreamAndKillNineOfTheRelayLosesAndDuplicatesNo
   ASSERT_LT(at_kill, before + kLarge) << "the kill came after the whole transaction was stored";
   StartRelay();
 
-  std::map<std::string, int64_t> seq_of;
-  pg::Result rows = db_->Exec("SELECT id::text, seq FROM outbox");
-  for (int i = 0; i < rows.rows(); ++i) {
-    ASSERT_TRUE(
-        absl::SimpleAtoi(std::string(rows.Get(i, 1)), &seq_of[std::string(rows.Get(i, 0))]));
-  }
-  EXPECT_TRUE(WaitUntil(
-      absl::Seconds(90), [&] { return Count(reader, stream_) >= seq_of.size(); },
-      absl::Milliseconds(100)))
-      << Count(reader, stream_) << " of " << seq_of.size() << "\n"
-      << relay_->Log();
+  const Stored stored = CheckStream(reader);
+  EXPECT_EQ(stored.missing, 0u) << "lost";
+  EXPECT_EQ(stored.duplicates, 0) << "stored twice";
+  EXPECT_EQ(stored.messages, stored.rows) << "every committed event once";
   std::optional<StreamSummary> summary = reader.Stream(stream_);
   ASSERT_TRUE(summary.has_value());
   EXPECT_TRUE(summary->file_storage);
-
-  std::vector<StoredMessage> stored = reader.ReadAll(stream_, prefix_ + ".>");
-  EXPECT_EQ(stored.size(), seq_of.size()) << "every committed event once";
-  std::set<std::string> ids;
-  std::map<std::string, int64_t> last_seq;
-  for (const StoredMessage& m : stored) {
-    const std::string id = m.Header("id");
-    EXPECT_EQ(m.subject, prefix_ + ".pedido.confirmado");
-    EXPECT_EQ(m.Header("Nats-Msg-Id"), id);
-    EXPECT_TRUE(ids.insert(id).second) << "stored twice: " << id;
-    ASSERT_EQ(seq_of.count(id), 1u) << "not an outbox row: " << id;
-    const std::string aggregate = m.Header("aggregate_id");
-    EXPECT_LT(last_seq[aggregate], seq_of[id]) << "aggregate " << aggregate << " out of order";
-    last_seq[aggregate] = seq_of[id];
-  }
   std::printf("%d transactions, %zu events, %zu stored, %llu of the large one's at the kill\n",
-              load.transactions(), seq_of.size(), stored.size(),
+              load.transactions(), stored.rows, stored.messages,
               static_cast<unsigned long long>(at_kill - before));
+}
+
+// An R3 stream on a JetStream cluster of three servers (the test's own), the relay
+// given all three URLs, events written continuously: kill -9 of the server leading
+// the stream loses nothing and stores nothing twice. The two left elect a new leader;
+// the relay's connection, wherever it was, goes on (libnats moves to another URL);
+// what was unacknowledged at the kill, and what met no responders while the stream had
+// no leader (the sink asks: its stream takes the subject, so it is no dead letter), is
+// published again once the stream answers, the repeats dropped by Nats-Msg-Id.
+TEST_F(NatsCliTest, AnR3StreamLosesNothingWhenItsLeadersServerIsKilled) {
+  NatsCluster cluster;
+  ASSERT_FALSE(cluster.urls().empty());
+  JetStreamClient client(cluster.urls());
+  client.AddStream(stream_, prefix_ + ".>", {.replicas = 3});
+  StartRelay("--nats-url", cluster.urls());
+  Load load(db_->conninfo());
+  ASSERT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) >= 300; }, absl::Milliseconds(10)))
+      << relay_->Log();
+
+  const std::optional<StreamSummary> before = client.Stream(stream_);
+  ASSERT_TRUE(before.has_value());
+  const std::string leader = before->leader;
+  ASSERT_TRUE(cluster.Kill(leader));
+  const absl::Time killed = absl::Now();
+  std::string new_leader;
+  EXPECT_TRUE(WaitUntil(absl::Seconds(60), [&] {
+    std::optional<StreamSummary> s = client.Stream(stream_);
+    new_leader = s.has_value() ? s->leader : "";
+    return !new_leader.empty() && new_leader != leader;
+  }));
+  // An upper bound: the test's own requests to the killed server time out meanwhile.
+  const absl::Duration election = absl::Now() - killed;
+  // The relay publishes to the new leader while the load goes on.
+  const uint64_t at_election = Count(client, stream_);
+  ASSERT_TRUE(load.WaitForMore(300));
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) > at_election + 300; },
+      absl::Milliseconds(10)))
+      << relay_->Log();
+  load.Stop();
+
+  const Stored stored = CheckStream(client);
+  EXPECT_EQ(stored.missing, 0u) << "lost";
+  EXPECT_EQ(stored.duplicates, 0) << "stored twice";
+  EXPECT_EQ(stored.messages, stored.rows) << "every committed event once";
+  std::printf(
+      "R3 stream, leader %s killed, %s seen leading within %s: %zu events, %zu stored, "
+      "%zu lost, %d duplicates\n",
+      leader.c_str(), new_leader.c_str(), absl::FormatDuration(election).c_str(), stored.rows,
+      stored.messages, stored.missing, stored.duplicates);
 }
 
 // An event whose subject no stream takes is dead-lettered with the server's reason

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "gtest/gtest.h"
+#include "support/wait_until.h"
 
 namespace outboxd::test {
 namespace {
@@ -22,6 +23,29 @@ std::string RunCommand(const std::string& command) {
   size_t n;
   while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
   return pclose(pipe) == 0 ? output : "failed: " + output;
+}
+
+// A new directory for scripts/nats, "" (and a test failure) when none could be made.
+std::string MakeDir() {
+  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
+  if (mkdtemp(dir) != nullptr) return dir;
+  ADD_FAILURE() << "mkdtemp failed";
+  return "";
+}
+
+// scripts/nats VERB DIR ARGS: the first line of its output, the URL(s) a start prints.
+std::string Start(const std::string& verb, const std::string& dir, const std::string& args) {
+  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir + " " + args);
+  EXPECT_NE(out.find("nats://"), std::string::npos) << out;
+  return out.substr(0, out.find('\n'));
+}
+
+// scripts/nats VERB DIR: false (and a test failure) when it failed.
+bool RunVerb(const std::string& verb, const std::string& dir) {
+  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir);
+  const bool ok = out.rfind("failed", 0) != 0;
+  EXPECT_TRUE(ok) << out;
+  return ok;
 }
 
 StoredMessage ToStored(natsMsg* m) {
@@ -46,27 +70,31 @@ std::string TestNatsUrl() {
   return url == nullptr ? "" : url;
 }
 
-PrivateNatsServer::PrivateNatsServer(const std::string& config) {
-  char dir[] = "/tmp/outboxd-test-nats.XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    ADD_FAILURE() << "mkdtemp failed";
-    return;
-  }
-  dir_ = dir;
-  const std::string out = RunCommand(std::string(kScript) + " start " + dir_ + " " + config);
-  EXPECT_NE(out.find("nats://"), std::string::npos) << out;
-  url_ = out.substr(0, out.find('\n'));
+PrivateNatsServer::PrivateNatsServer(const std::string& config) : dir_(MakeDir()) {
+  if (!dir_.empty()) url_ = Start("start", dir_, config);
 }
 
 PrivateNatsServer::~PrivateNatsServer() {
   if (!dir_.empty()) RunCommand(std::string(kScript) + " stop " + dir_);
 }
 
-bool PrivateNatsServer::Script(const char* verb) {
-  const std::string out = RunCommand(std::string(kScript) + " " + verb + " " + dir_);
-  const bool ok = out.rfind("failed", 0) != 0;
-  EXPECT_TRUE(ok) << out;
-  return ok;
+bool PrivateNatsServer::Script(const char* verb) { return RunVerb(verb, dir_); }
+
+NatsCluster::NatsCluster() : dir_(MakeDir()) {
+  if (!dir_.empty()) urls_ = Start("start-cluster", dir_, "");
+}
+
+NatsCluster::~NatsCluster() {
+  if (!dir_.empty()) RunCommand(std::string(kScript) + " stop-cluster " + dir_);
+}
+
+bool NatsCluster::Kill(const std::string& server) {
+  // Only the cluster's own: a name from elsewhere must not make a path out of it.
+  if (server != "n1" && server != "n2" && server != "n3") {
+    ADD_FAILURE() << "no server " << server << " in the cluster";
+    return false;
+  }
+  return RunVerb("kill", dir_ + "/" + server);
 }
 
 JetStreamClient::JetStreamClient(const std::string& url) {
@@ -91,6 +119,7 @@ void JetStreamClient::AddStream(const std::string& name, const std::string& subj
   config.MaxMsgs = limits.max_msgs;
   config.MaxMsgSize = limits.max_msg_size;
   config.Discard = js_DiscardNew;
+  config.Replicas = limits.replicas;
   jsStreamInfo* info = nullptr;
   jsErrCode code;
   EXPECT_EQ(js_AddStream(&info, js_, &config, nullptr, &code), NATS_OK) << "error code " << code;
@@ -103,7 +132,10 @@ std::optional<StreamSummary> JetStreamClient::Stream(const std::string& name) {
   if (js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code) != NATS_OK) return std::nullopt;
   StreamSummary summary{.file_storage = info->Config->Storage == js_FileStorage,
                         .duplicate_window = absl::Nanoseconds(info->Config->Duplicates),
-                        .messages = info->State.Msgs};
+                        .messages = info->State.Msgs,
+                        .leader = info->Cluster != nullptr && info->Cluster->Leader != nullptr
+                                      ? info->Cluster->Leader
+                                      : ""};
   jsStreamInfo_Destroy(info);
   return summary;
 }
@@ -116,12 +148,20 @@ std::vector<StoredMessage> JetStreamClient::ReadAll(const std::string& stream,
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = stream.c_str();
+  // One replica: on a cluster missing a server an R3 consumer may not be placed.
+  so.Config.Replicas = 1;
   natsSubscription* sub = nullptr;
   jsErrCode code;
-  const std::string durable = "reader" + std::to_string(++readers_);
-  EXPECT_EQ(js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(), nullptr, &so, &code),
-            NATS_OK)
-      << "error code " << code;
+  natsStatus subscribed = NATS_OK;
+  // A cluster that just lost a server may time out a consumer's creation a while.
+  EXPECT_TRUE(WaitUntil(absl::Seconds(30),
+                        [&] {
+                          const std::string durable = "reader" + std::to_string(++readers_);
+                          subscribed = js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(),
+                                                        nullptr, &so, &code);
+                          return subscribed == NATS_OK;
+                        }))
+      << natsStatus_GetText(subscribed) << ", error code " << code;
   // Until the stream's count at the start: no waiting out a fetch's timeout at the end.
   while (out.size() < summary->messages) {
     natsMsgList list{};

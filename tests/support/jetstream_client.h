@@ -42,12 +42,14 @@ struct StoredMessage {
 struct StreamLimits {
   int64_t max_msgs = -1;      // with discard new: a full stream refuses
   int32_t max_msg_size = -1;  // larger messages are refused
+  int64_t replicas = 1;       // 3 on a NatsCluster: an R3 stream
 };
 
 struct StreamSummary {
   bool file_storage = false;
   absl::Duration duplicate_window;
   uint64_t messages = 0;
+  std::string leader;  // on a cluster, the server_name of the stream's leader
 };
 
 // A nats-server of the test's own (scripts/nats start), for faults that would disturb
@@ -74,6 +76,30 @@ class PrivateNatsServer {
 
   std::string dir_;
   std::string url_;
+};
+
+// Three nats-servers in one JetStream cluster of the test's own (scripts/nats
+// start-cluster), named n1, n2 and n3 (what StreamSummary::leader names); stopped and
+// their directory removed at the end.
+//
+//   test::NatsCluster cluster;
+//   client.AddStream("S", "s.>", {.replicas = 3});
+//   cluster.Kill(client.Stream("S")->leader);  // kill -9 of the leader's server
+class NatsCluster {
+ public:
+  NatsCluster();
+  ~NatsCluster();
+  NatsCluster(const NatsCluster&) = delete;
+  NatsCluster& operator=(const NatsCluster&) = delete;
+
+  // The three URLs, comma-separated.
+  const std::string& urls() const { return urls_; }
+  // kill -9 of one server (n1, n2, n3); false (and a test failure) when the script failed.
+  bool Kill(const std::string& server);
+
+ private:
+  std::string dir_;
+  std::string urls_;
 };
 
 class JetStreamClient {
