@@ -43,11 +43,13 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "amqp/publisher.h"
+#include "sink/confirming_sink.h"
 #include "sink/sink.h"
 
 namespace outboxd::amqp {
@@ -79,7 +81,13 @@ struct SinkCounters {
   uint64_t returned_again = 0;  // returns within unroutable_grace (each published again)
 };
 
-class Sink final : public sink::Sink {
+// The sink itself is Sink::Impl (sink.cc) over sink::ConfirmingSink
+// (sink/confirming_sink.h), which holds the entries, reports them and answers Poll,
+// Flush, Health, InFlight, InFlightBytes, wake_fd and Close. Produce() answers
+// ResourceExhausted while the broker blocks the connection; InvalidArgument for a
+// message AMQP cannot carry (e.g. a routing key over 255 bytes); Aborted after
+// RaiseFatalErrorForTesting. Otherwise OK, connected or not: the message waits.
+class Sink : public sink::ConfirmingSink {
  public:
   // Connects at once: InvalidArgument (URL), Unauthenticated, PermissionDenied,
   // NotFound (passive exchange missing) and FailedPrecondition (an exchange of another
@@ -88,30 +96,16 @@ class Sink final : public sink::Sink {
   static absl::StatusOr<std::unique_ptr<Sink>> Create(const SinkOptions& options,
                                                       const sink::SinkSettings& settings);
   // The relays' way to make one (see sink::SinkFactory).
-  static sink::SinkFactory Factory(SinkOptions options);
-  ~Sink() override;
+  static sink::SinkFactory Factory(SinkOptions options) {
+    return sink::FactoryOf<Sink>(std::move(options));
+  }
 
-  // ResourceExhausted while the broker blocks the connection; InvalidArgument for a
-  // message AMQP cannot carry (e.g. a routing key over 255 bytes); Aborted after
-  // RaiseFatalErrorForTesting. Otherwise OK, connected or not: the message waits.
-  absl::Status Produce(const sink::OutgoingMessage& message) override;
-  int Poll(int timeout_ms) override;
-  absl::Status Flush(absl::Duration timeout) override;
-  absl::Status Health() const override;
-  int InFlight() const override;
-  // What the unreported messages hold in the sink: their text (topic, key, value,
-  // headers) and the bookkeeping around each, so --max-in-flight-bytes bounds memory.
-  uint64_t InFlightBytes() const override;
-  int wake_fd() const override;
-  int Close(absl::Duration flush_timeout) override;
-  void RaiseFatalErrorForTesting(std::string_view reason) override;
-
-  const SinkCounters& counters() const;
+  const SinkCounters& counters() const { return counters_; }
 
  private:
   struct Impl;
-  explicit Sink(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  using ConfirmingSink::ConfirmingSink;
+  SinkCounters counters_;
 };
 
 }  // namespace outboxd::amqp

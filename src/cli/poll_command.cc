@@ -16,6 +16,10 @@
 namespace outboxd::cli {
 namespace {
 
+// Its line in `outboxd --help`.
+constexpr char kPollSummary[] =
+    "Relay pending outbox rows to Kafka, RabbitMQ or NATS JetStream by polling";
+
 struct PollCommand {
   poll::PollOptions options;
   // The sink: options.make_sink. --metrics off by default: several instances often
@@ -27,9 +31,7 @@ struct PollCommand {
   bool install_notify_trigger = false;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand(
-        "poll", "Relay pending outbox rows to Kafka, RabbitMQ or NATS JetStream by polling");
-    Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
+    CLI::App* cmd = AddRelayCommand(app, "poll", kPollSummary, options.conninfo);
     Flag(cmd, "batch", options.batch, "Rows reserved per transaction")->capture_default_str();
     Flag(cmd, "interval", interval, "Sleep after an empty batch")->capture_default_str();
     Flag(cmd, "publish-timeout", publish_timeout,
@@ -39,9 +41,7 @@ struct PollCommand {
     Flag(cmd, "notify-channel", options.channel, "Channel for --notify")->capture_default_str();
     Switch(cmd, "install-notify-trigger", install_notify_trigger,
            "Create (or replace) the AFTER INSERT trigger that NOTIFYs the channel, then poll");
-    Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
-    Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
-        ->capture_default_str();
+    AddOutboxFlags(cmd, options.table, options.topic_template);
     AddRelayFlags(cmd, flags, options.columns);
     Flag(cmd, "healthz-stall", healthz_stall,
          "/healthz answers 503 once events have been in flight or failing this long with no "

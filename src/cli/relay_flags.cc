@@ -4,6 +4,19 @@
 
 namespace outboxd::cli {
 
+CLI::App* AddRelayCommand(CLI::App& app, const std::string& name, const std::string& description,
+                          std::string& conninfo) {
+  CLI::App* cmd = app.add_subcommand(name, description);
+  Flag(cmd, "pg", conninfo, "PostgreSQL conninfo or URI")->required();
+  return cmd;
+}
+
+void AddOutboxFlags(CLI::App* cmd, std::string& table, std::string& topic_template) {
+  Flag(cmd, "table", table, "Outbox table ([schema.]name)")->capture_default_str();
+  Flag(cmd, "topic", topic_template, "Topic template; placeholders {type} {table}")
+      ->capture_default_str();
+}
+
 void AddRelayFlags(CLI::App* cmd, RelayFlags& flags, outbox::ColumnMapping& columns) {
   AddSinkFlags(cmd, flags.sink);
   AddPgSecretFlags(cmd, flags.secrets);

@@ -1,9 +1,13 @@
-// The flags `run` and `poll` share, registered and checked in one place: the sink's
+// The flags `run` and `poll` share, registered and checked in one place: --pg first
+// (AddRelayCommand), --table and --topic (AddOutboxFlags), then the sink's
 // (cli/sink_flags.h), --pg-password-file, the message format, --metrics and the
-// outbox column mapping, in that order in each command's --help.
+// outbox column mapping (AddRelayFlags), in that order in each command's --help.
 //
 //   RelayFlags flags{.metrics = "127.0.0.1:9187"};
-//   AddRelayFlags(cmd, flags, options.columns);                          // in Register
+//   CLI::App* cmd = AddRelayCommand(app, "run", "Relay ...", options.conninfo);  // Register
+//   ... the command's own flags ...
+//   AddOutboxFlags(cmd, options.table, options.topic_template);
+//   AddRelayFlags(cmd, flags, options.columns);
 //   OUTBOXD_RETURN_IF_ERROR(ResolveRelayFlags(flags, options.conninfo, options.format));
 #ifndef OUTBOXD_CLI_RELAY_FLAGS_H_
 #define OUTBOXD_CLI_RELAY_FLAGS_H_
@@ -27,6 +31,12 @@ struct RelayFlags {
   std::string metrics;  // HOST:PORT for /metrics and /healthz; empty: off
 };
 
+// The relay's subcommand of `app`, opening with --pg (required) into `conninfo`.
+CLI::App* AddRelayCommand(CLI::App& app, const std::string& name, const std::string& description,
+                          std::string& conninfo);
+// --table, the outbox table the relay reads, and --topic, the template of the topic
+// (routing key, subject) it publishes each event to.
+void AddOutboxFlags(CLI::App* cmd, std::string& table, std::string& topic_template);
 void AddRelayFlags(CLI::App* cmd, RelayFlags& flags, outbox::ColumnMapping& columns);
 
 // --pg-password-file into `conninfo`, the sink's own checks (ResolveSinkFlags) and the

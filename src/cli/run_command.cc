@@ -25,6 +25,9 @@
 namespace outboxd::cli {
 namespace {
 
+// Its line in `outboxd --help`.
+constexpr char kRunSummary[] =
+    "Relay outbox inserts from the WAL to Kafka, RabbitMQ or NATS JetStream";
 // The WAL the slot retains, for outboxd_slot_lag_bytes: one row of a system view.
 constexpr char kSlotLagQuery[] =
     "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::float8 FROM pg_replication_slots "
@@ -49,14 +52,10 @@ struct RunCommand {
   uint64_t max_in_flight = kSinkDefault;
 
   CLI::App* Register(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand(
-        "run", "Relay outbox inserts from the WAL to Kafka, RabbitMQ or NATS JetStream");
-    Flag(cmd, "pg", options.conninfo, "PostgreSQL conninfo or URI")->required();
+    CLI::App* cmd = AddRelayCommand(app, "run", kRunSummary, options.conninfo);
     Flag(cmd, "slot", options.slot, "Logical replication slot")->capture_default_str();
     Flag(cmd, "publication", options.publication, "Publication")->capture_default_str();
-    Flag(cmd, "table", options.table, "Outbox table ([schema.]name)")->capture_default_str();
-    Flag(cmd, "topic", options.topic_template, "Topic template; placeholders {type} {table}")
-        ->capture_default_str();
+    AddOutboxFlags(cmd, options.table, options.topic_template);
     Flag(cmd, "source", source,
          "Where events come from: table (outbox rows), messages (outboxd_emit's WAL-only "
          "events: no table, so no backfill after a lost slot) or both, in commit order")

@@ -1,6 +1,8 @@
 #include "cli/sink_flags.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,12 +32,19 @@ void AddKafkaFlags(CLI::App* cmd, KafkaFlags& flags, const std::string& brokers_
          "outboxd_unsafe_kafka_config");
 }
 
+// --X-url and --X-url-file (`prefix` X: "amqp" or "nats"): the URL inline, or read from
+// a secret file (ResolveUrl below), `file_holds` saying what the file holds.
+void AddUrlFlags(CLI::App* cmd, const std::string& prefix, std::string& url, std::string& url_file,
+                 const std::string& url_help, const std::string& file_holds) {
+  Flag(cmd, prefix + "-url", url, url_help);
+  Flag(cmd, prefix + "-url-file", url_file,
+       absl::StrCat("File holding the ", file_holds, " (kept out of argv, environment and logs)"));
+}
+
 void AddNatsFlags(CLI::App* cmd, NatsFlags& flags) {
-  Flag(cmd, "nats-url", flags.options.url,
-       "NATS URL nats://host:4222, several comma-separated (--sink nats)");
-  Flag(cmd, "nats-url-file", flags.url_file,
-       "File holding the NATS URL(s), for ones with nats://user:password@... (kept out of "
-       "argv, environment and logs)");
+  AddUrlFlags(cmd, "nats", flags.options.url, flags.url_file,
+              "NATS URL nats://host:4222, several comma-separated (--sink nats)",
+              "NATS URL(s), for ones with nats://user:password@...");
   Flag(cmd, "nats-creds-file", flags.options.creds_file,
        "NATS credentials file (user JWT and NKey seed) for the connection");
   Flag(cmd, "stream", flags.options.stream.name,
@@ -47,11 +56,9 @@ void AddNatsFlags(CLI::App* cmd, NatsFlags& flags) {
 }
 
 void AddAmqpFlags(CLI::App* cmd, AmqpFlags& flags) {
-  Flag(cmd, "amqp-url", flags.options.url,
-       "RabbitMQ URL amqp://user:pass@host:5672/vhost or amqps://... (--sink rabbitmq)");
-  Flag(cmd, "amqp-url-file", flags.url_file,
-       "File holding the RabbitMQ URL, for one with a password (kept out of argv, "
-       "environment and logs)");
+  AddUrlFlags(cmd, "amqp", flags.options.url, flags.url_file,
+              "RabbitMQ URL amqp://user:pass@host:5672/vhost or amqps://... (--sink rabbitmq)",
+              "RabbitMQ URL, for one with a password");
   Flag(cmd, "exchange", flags.options.exchange,
        "RabbitMQ durable topic exchange; the routing key is the --topic template's result")
       ->capture_default_str();
@@ -227,14 +234,23 @@ absl::StatusOr<sink::SinkFactory> NatsSinkFactory(NatsFlags& flags, const SinkFl
   return nats::Sink::Factory(options);
 }
 
+// "outboxd dead-letter replay" for `cmd` the replay subcommand: the program, then each
+// subcommand from the top down to `cmd` (the root App's own name is not the program's).
+std::string CommandLine(const CLI::App* cmd) {
+  std::vector<std::string> names;
+  for (const CLI::App* app = cmd; app != nullptr && app->get_parent() != nullptr;
+       app = app->get_parent()) {
+    names.push_back(app->get_name());
+  }
+  names.emplace_back("outboxd");
+  std::reverse(names.begin(), names.end());
+  return absl::StrJoin(names, " ");
+}
+
 }  // namespace
 
 void AddSinkFlags(CLI::App* cmd, SinkFlags& flags, const std::string& brokers_help) {
-  flags.command = "outboxd";
-  for (const CLI::App* app = cmd; app != nullptr && app->get_parent() != nullptr;
-       app = app->get_parent()) {
-    flags.command.insert(7, " " + app->get_name());
-  }
+  flags.command = CommandLine(cmd);
   Flag(cmd, "sink", flags.sink, "Broker to publish to: kafka, rabbitmq or nats (JetStream)")
       ->check(CLI::IsMember({"kafka", "rabbitmq", "nats"}))
       ->capture_default_str();

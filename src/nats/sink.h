@@ -46,12 +46,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nats/connection.h"  // RedactedUrl, for the callers' messages
+#include "sink/confirming_sink.h"
 #include "sink/sink.h"
 
 namespace outboxd::nats {
@@ -100,7 +102,13 @@ struct SinkCounters {
   uint64_t duplicates = 0;   // PubAcks saying the stream had the id already
 };
 
-class Sink final : public sink::Sink {
+// The sink itself is Sink::Impl (sink.cc, so that libnats stays out of this header)
+// over sink::ConfirmingSink (sink/confirming_sink.h), which holds the entries, reports
+// them and answers Poll, Flush, Health, InFlight, InFlightBytes, wake_fd and Close.
+// Produce() answers InvalidArgument for a message NATS cannot carry (a subject with
+// spaces or wildcards, a header with a line break); Aborted once the connection is
+// closed for good. Otherwise OK, connected or not: the message waits.
+class Sink : public sink::ConfirmingSink {
  public:
   // Connects and checks (or creates) the stream at once: InvalidArgument (URL, stream
   // options), Unauthenticated, NotFound (a passive stream missing) end here, naming
@@ -109,28 +117,16 @@ class Sink final : public sink::Sink {
   static absl::StatusOr<std::unique_ptr<Sink>> Create(const SinkOptions& options,
                                                       const sink::SinkSettings& settings);
   // The relays' way to make one (see sink::SinkFactory).
-  static sink::SinkFactory Factory(SinkOptions options);
-  ~Sink() override;
+  static sink::SinkFactory Factory(SinkOptions options) {
+    return sink::FactoryOf<Sink>(std::move(options));
+  }
 
-  // InvalidArgument for a message NATS cannot carry (a subject with spaces or
-  // wildcards, a header with a line break); Aborted once the connection is closed for
-  // good. Otherwise OK, connected or not: the message waits.
-  absl::Status Produce(const sink::OutgoingMessage& message) override;
-  int Poll(int timeout_ms) override;
-  absl::Status Flush(absl::Duration timeout) override;
-  absl::Status Health() const override;
-  int InFlight() const override;
-  uint64_t InFlightBytes() const override;
-  int wake_fd() const override;
-  int Close(absl::Duration flush_timeout) override;
-  void RaiseFatalErrorForTesting(std::string_view reason) override;
-
-  const SinkCounters& counters() const;
+  const SinkCounters& counters() const { return counters_; }
 
  private:
   struct Impl;
-  explicit Sink(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  using ConfirmingSink::ConfirmingSink;
+  SinkCounters counters_;
 };
 
 }  // namespace outboxd::nats

@@ -368,7 +368,8 @@ TEST_F(AmqpSinkTest, AnUnreachableBrokerDelaysAndWithATimeoutFails) {
   EXPECT_EQ(select(sink->wake_fd() + 1, &readable, nullptr, nullptr, &tv), 1);
   AwaitReports(*sink, 1);
   EXPECT_EQ(reports_[0].status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(reports_[0].status.message()), HasSubstr("not confirmed"));
+  EXPECT_THAT(std::string(reports_[0].status.message()),
+              HasSubstr("not acknowledged by RabbitMQ at"));
   EXPECT_EQ(sink->InFlight(), 0);
 }
 

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "support/child_process.h"
 #include "support/jetstream_client.h"
+#include "support/nats_test.h"
 #include "support/outbox_load.h"
 #include "support/pg_fixture.h"
 #include "support/wait_until.h"
@@ -31,16 +32,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A database with `outboxd setup` done, and a stream and subject prefix of its own on
-// the shared server (the database's unique name).
-class NatsCliTest : public ::testing::Test {
+// A database with `outboxd setup` done, and (NatsTest) a stream and subject prefix of
+// its own on the shared server.
+class NatsCliTest : public NatsTest {
  protected:
-  void SetUp() override {
-    url_ = TestNatsUrl();
-    if (url_.empty()) GTEST_SKIP() << kNoTestNats;
+  void SetUpWithServer() override {
     db_ = TestDatabase::Create();
-    prefix_ = db_->name();
-    stream_ = "S_" + prefix_;
     std::string output;
     ASSERT_EQ(Outboxd({"setup", "--pg", db_->conninfo(), "--slot", db_->name()}, &output), 0)
         << output;
@@ -123,10 +120,7 @@ class NatsCliTest : public ::testing::Test {
     return result;
   }
 
-  std::string url_;
   std::unique_ptr<TestDatabase> db_;
-  std::string prefix_;
-  std::string stream_;
   std::unique_ptr<ChildProcess> relay_;
 };
 

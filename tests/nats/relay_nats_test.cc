@@ -19,27 +19,18 @@
 #include "nats/sink.h"
 #include "relay/relay.h"
 #include "support/jetstream_client.h"
+#include "support/nats_test.h"
 #include "support/set_up_database.h"
 #include "support/wait_until.h"
 
-namespace outboxd {
+namespace outboxd::test {
 namespace {
 
-using ::outboxd::test::JetStreamClient;
-using ::outboxd::test::PrivateNatsServer;
-using ::outboxd::test::StoredMessage;
-using ::outboxd::test::WaitUntil;
 using ::testing::HasSubstr;
 
-class RelayNatsTest : public ::testing::Test {
+class RelayNatsTest : public NatsTest {
  protected:
-  void SetUp() override {
-    url_ = test::TestNatsUrl();
-    if (url_.empty()) GTEST_SKIP() << test::kNoTestNats;
-    db_ = test::CreateSetUpDatabase();
-    prefix_ = db_->name();  // unique per test and run: the stream and its subjects
-    stream_ = "S_" + prefix_;
-  }
+  void SetUpWithServer() override { db_ = CreateSetUpDatabase(); }
 
   void TearDown() override { Stop(); }
 
@@ -70,14 +61,11 @@ class RelayNatsTest : public ::testing::Test {
   }
 
   uint64_t Count(JetStreamClient& reader) {
-    std::optional<test::StreamSummary> stream = reader.Stream(stream_);
+    std::optional<StreamSummary> stream = reader.Stream(stream_);
     return stream.has_value() ? stream->messages : 0;
   }
 
-  std::string url_;
-  std::unique_ptr<test::TestDatabase> db_;
-  std::string prefix_;
-  std::string stream_;
+  std::unique_ptr<TestDatabase> db_;
   relay::RelayStats stats_;
   StopSignal stop_;
   std::unique_ptr<relay::Relay> relay_;
@@ -189,4 +177,4 @@ TEST_F(RelayNatsTest, ASubjectNoStreamTakesIsDeadLetteredWithItsAggregatesFollow
 }
 
 }  // namespace
-}  // namespace outboxd
+}  // namespace outboxd::test

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "support/captured_log.h"
 #include "support/jetstream_client.h"
+#include "support/nats_test.h"
 #include "support/wait_until.h"
 
 namespace outboxd::nats {
@@ -44,17 +45,9 @@ struct Report {
   std::string key;
 };
 
-class NatsSinkTest : public ::testing::Test {
+class NatsSinkTest : public test::NatsTest {
  protected:
-  void SetUp() override {
-    url_ = test::TestNatsUrl();
-    if (url_.empty()) GTEST_SKIP() << test::kNoTestNats;
-    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    // One stream and subject prefix per test: the tests share the server.
-    prefix_ = absl::StrCat("t", getpid(), "_", test->name());
-    stream_ = absl::StrCat("S_", prefix_);
-    client_ = std::make_unique<JetStreamClient>(url_);
-  }
+  void SetUpWithServer() override { client_ = std::make_unique<JetStreamClient>(url_); }
 
   SinkOptions Options(Declare declare = Declare::kCreateIfMissing) {
     return {.url = url_,
@@ -100,9 +93,6 @@ class NatsSinkTest : public ::testing::Test {
     return nullptr;
   }
 
-  std::string url_;
-  std::string prefix_;
-  std::string stream_;
   std::unique_ptr<JetStreamClient> client_;
   std::vector<Report> reports_;
   std::atomic<size_t> reported_{0};  // reports_.size(), for another thread
