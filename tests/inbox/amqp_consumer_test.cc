@@ -11,7 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "amqp/publisher.h"
-#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
 #include "support/amqp_fixture.h"
@@ -144,25 +143,10 @@ TEST_F(AmqpConsumerTest, AckIsSentOnlyAfterTheInboxCommit) {
 // The first event fails once: it is nacked back to the queue and, after the backoff,
 // processed before the two events behind it (which were prefetched already).
 TEST_F(AmqpConsumerTest, HandlerErrorIsNackedAndRetriedBeforeTheMessagesBehindIt) {
-  int calls = 0;
-  auto consumer = Start([&](pg::Connection& conn, const Message& m) -> absl::Status {
-    OUTBOXD_RETURN_IF_ERROR(test::WriteEffect(conn, m));
-    if (++calls == 1) return absl::UnavailableError("invoicing API down");
-    return absl::OkStatus();
-  });
+  auto consumer = Start(test::WriteEffectFailingOnce());
   Publish(0, 3);
   std::vector<Delivery> got = test::PollDeliveries(*consumer, 4);
-  ASSERT_EQ(got.size(), 4u);
-  EXPECT_EQ(got[0].result, Delivery::Result::kFailed);
-  EXPECT_EQ(got[0].error.message(), "handler failed: invoicing API down");
-  EXPECT_EQ(got[0].message.id, Id(0));
-  EXPECT_EQ(got[1].result, Delivery::Result::kProcessed);
-  EXPECT_EQ(got[1].message.id, Id(0));
-  EXPECT_EQ(got[1].attempt, 2);
-  EXPECT_EQ(got[2].message.id, Id(1));
-  EXPECT_EQ(got[3].message.id, Id(2));
-  EXPECT_EQ(Effects(), 3);
-  EXPECT_EQ(Marks(), 3);
+  test::ExpectFirstRetriedBeforeTheRest(got, {Id(0), Id(1), Id(2)}, *db_);
   EXPECT_EQ(QueueCounts(), "0 0");
 }
 

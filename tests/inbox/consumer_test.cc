@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "kafka/publisher.h"
 #include "support/inbox_deliveries.h"
@@ -148,12 +147,7 @@ TEST_F(ConsumerTest, OffsetIsCommittedOnlyAfterTheDatabaseCommit) {
 
 TEST_F(ConsumerTest, HandlerErrorRollsBackTheMarkAndTheRetrySucceeds) {
   Produce(R"({"pedidoId":"pedido-1"})", kId1);
-  int calls = 0;
-  auto consumer = Start([&](pg::Connection& conn, const Message& m) -> absl::Status {
-    OUTBOXD_RETURN_IF_ERROR(test::WriteEffect(conn, m));
-    if (++calls == 1) return absl::UnavailableError("invoicing API down");
-    return absl::OkStatus();
-  });
+  auto consumer = Start(test::WriteEffectFailingOnce());
   std::vector<Delivery> first = test::PollDeliveries(*consumer, 1);
   ASSERT_EQ(first.size(), 1u);
   const absl::Time failed_at = absl::Now();

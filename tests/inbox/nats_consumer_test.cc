@@ -238,24 +238,9 @@ TEST_F(NatsConsumerTest, ACommitThatFailsLeavesTheMessageUnackedAndItComesAgain)
 // the backoff, processed before them.
 TEST_F(NatsConsumerTest, HandlerErrorIsNakedAndRetriedBeforeTheMessagesBehindIt) {
   Publish(0, 3);
-  int calls = 0;
-  auto consumer = Start([&](pg::Connection& conn, const Message& m) -> absl::Status {
-    OUTBOXD_RETURN_IF_ERROR(test::WriteEffect(conn, m));
-    if (++calls == 1) return absl::UnavailableError("invoicing API down");
-    return absl::OkStatus();
-  });
+  auto consumer = Start(test::WriteEffectFailingOnce());
   std::vector<Delivery> got = test::PollDeliveries(*consumer, 4);
-  ASSERT_EQ(got.size(), 4u);
-  EXPECT_EQ(got[0].result, Delivery::Result::kFailed);
-  EXPECT_EQ(got[0].error.message(), "handler failed: invoicing API down");
-  EXPECT_EQ(got[0].message.id, Id(0));
-  EXPECT_EQ(got[1].result, Delivery::Result::kProcessed);
-  EXPECT_EQ(got[1].message.id, Id(0));
-  EXPECT_EQ(got[1].attempt, 2);
-  EXPECT_EQ(got[2].message.id, Id(1));
-  EXPECT_EQ(got[3].message.id, Id(2));
-  EXPECT_EQ(Effects(), 3);
-  EXPECT_EQ(Marks(), 3);
+  test::ExpectFirstRetriedBeforeTheRest(got, {Id(0), Id(1), Id(2)}, *db_);
   EXPECT_EQ(State().ack_floor, 3u);
 }
 

@@ -1,4 +1,4 @@
-// The inbox consumer's tests, whichever the broker (Kafka or RabbitMQ): polling until
+// The inbox consumer's tests, whichever the broker (Kafka, RabbitMQ or NATS): polling until
 // it has handled `n` messages, whatever each result (processed, duplicate, failed),
 // and the handler they give it, with its counts.
 //
@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "inbox/consumer.h"
 #include "support/pg_fixture.h"
@@ -62,6 +63,36 @@ inline int64_t Effects(TestDatabase& db) {
 }
 inline int64_t Marks(TestDatabase& db) {
   return std::stoll(db.Scalar("SELECT count(*) FROM inbox"));
+}
+
+// WriteEffect that fails its first call after writing ("invoicing API down"), so the
+// inbox must roll the effect back with the mark; every later call succeeds.
+inline inbox::Handler WriteEffectFailingOnce() {
+  return [calls = 0](pg::Connection& conn, const inbox::Message& m) mutable -> absl::Status {
+    OUTBOXD_RETURN_IF_ERROR(WriteEffect(conn, m));
+    if (++calls == 1) return absl::UnavailableError("invoicing API down");
+    return absl::OkStatus();
+  };
+}
+
+// The four deliveries of three messages (`ids`, in publishing order) handled by
+// WriteEffectFailingOnce: the first failed, then processed on its second attempt
+// before the two behind it, one effect and one mark each.
+inline void ExpectFirstRetriedBeforeTheRest(const std::vector<inbox::Delivery>& got,
+                                            const std::vector<std::string>& ids, TestDatabase& db) {
+  using Result = inbox::Delivery::Result;
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(got[0].result, Result::kFailed);
+  EXPECT_EQ(got[0].error.message(), "handler failed: invoicing API down");
+  EXPECT_EQ(got[0].message.id, ids[0]);
+  EXPECT_EQ(got[1].result, Result::kProcessed);
+  EXPECT_EQ(got[1].message.id, ids[0]);
+  EXPECT_EQ(got[1].attempt, 2);
+  EXPECT_EQ(got[2].message.id, ids[1]);
+  EXPECT_EQ(got[3].message.id, ids[2]);
+  EXPECT_EQ(Effects(db), 3);
+  EXPECT_EQ(Marks(db), 3);
 }
 
 }  // namespace outboxd::test
