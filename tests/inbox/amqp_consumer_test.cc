@@ -102,17 +102,9 @@ TEST_F(AmqpConsumerTest, EveryMessageIsProcessedOnceIntoTheInbox) {
   Publish(100, 150);
   std::vector<Delivery> got = test::PollDeliveries(*consumer, 300);
   ASSERT_EQ(got.size(), 300u);
-  int processed = 0;
-  int duplicates = 0;
-  for (const Delivery& d : got) {
-    EXPECT_TRUE(d.offset_commit.ok()) << d.offset_commit;
-    EXPECT_EQ(d.message.topic, kType);
-    EXPECT_EQ(d.message.key, absl::StrCat("pedido-", std::stoi(d.message.id.substr(0, 8)) % 3));
-    processed += d.result == Delivery::Result::kProcessed;
-    duplicates += d.result == Delivery::Result::kDuplicate;
-  }
-  EXPECT_EQ(processed, 250);
-  EXPECT_EQ(duplicates, 50);
+  const test::ResultCounts counts = test::CountResults(got, kType);
+  EXPECT_EQ(counts.processed, 250);
+  EXPECT_EQ(counts.duplicates, 50);
   EXPECT_EQ(Effects(), 250);
   EXPECT_EQ(Marks(), 250);
   EXPECT_EQ(QueueCounts(), "0 0");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
@@ -93,6 +94,25 @@ inline void ExpectFirstRetriedBeforeTheRest(const std::vector<inbox::Delivery>& 
   EXPECT_EQ(got[3].message.id, ids[2]);
   EXPECT_EQ(Effects(db), 3);
   EXPECT_EQ(Marks(db), 3);
+}
+
+// How many of `got` were processed and how many skipped as duplicates, each checked
+// on the way: acked (offset_commit), from `topic`, keyed pedido-<id's number % 3>.
+struct ResultCounts {
+  int processed = 0;
+  int duplicates = 0;
+};
+inline ResultCounts CountResults(const std::vector<inbox::Delivery>& got,
+                                 const std::string& topic) {
+  ResultCounts counts;
+  for (const inbox::Delivery& d : got) {
+    EXPECT_TRUE(d.offset_commit.ok()) << d.offset_commit;
+    EXPECT_EQ(d.message.topic, topic);
+    EXPECT_EQ(d.message.key, absl::StrCat("pedido-", std::stoi(d.message.id.substr(0, 8)) % 3));
+    counts.processed += d.result == inbox::Delivery::Result::kProcessed;
+    counts.duplicates += d.result == inbox::Delivery::Result::kDuplicate;
+  }
+  return counts;
 }
 
 }  // namespace outboxd::test
