@@ -74,12 +74,13 @@ class NatsConsumerTest : public ::testing::Test {
     nc_ = nullptr;
   }
 
-  ConsumerOptions Options() {
+  // The consumer of every test; a short `ack_wait` for those that wait for a redelivery.
+  ConsumerOptions Options(absl::Duration ack_wait = absl::Seconds(30)) {
     return {.group_id = "billing",
             .topics = {topic_},
             .nats_url = url_,
             .stream = stream_,
-            .ack_wait = absl::Seconds(30)};
+            .ack_wait = ack_wait};
   }
 
   std::unique_ptr<Consumer> Start(Handler handler, ConsumerOptions options) {
@@ -242,8 +243,7 @@ TEST_F(NatsConsumerTest, HandlerErrorIsNakedAndRetriedBeforeTheMessagesBehindIt)
 // INSERT waits for the first transaction, finds the mark, and skips it. One effect.
 TEST_F(NatsConsumerTest, ARedeliveryAfterTheAckWaitHasNoSecondEffect) {
   Publish(0, 1);
-  ConsumerOptions options = Options();
-  options.ack_wait = absl::Seconds(1);
+  const ConsumerOptions options = Options(absl::Seconds(1));
   auto second = Start(test::WriteEffect, options);
   ASSERT_NE(second, nullptr);
   std::vector<Delivery> second_got;
@@ -285,8 +285,7 @@ TEST_F(NatsConsumerTest, AckLostAfterTheInboxCommitYieldsARedeliveryNotASecondEf
   test::PrivateNatsServer server;
   UseServer(server.url());
   Publish(0, 3);
-  ConsumerOptions options = Options();
-  options.ack_wait = absl::Seconds(1);
+  const ConsumerOptions options = Options(absl::Seconds(1));
   int calls = 0;
   auto consumer = Start(
       [&](pg::Connection& conn, const Message& m) {
@@ -337,8 +336,7 @@ TEST_F(NatsConsumerTest, AServerKilledUnderTheConsumerLosesNothingAndAppliesNoth
   test::PrivateNatsServer server;
   UseServer(server.url());
   Publish(0, 10);
-  ConsumerOptions options = Options();
-  options.ack_wait = absl::Seconds(1);
+  const ConsumerOptions options = Options(absl::Seconds(1));
   auto consumer = Start(test::WriteEffect, options);
   ASSERT_NE(consumer, nullptr);
   ASSERT_EQ(test::PollDeliveries(*consumer, 5).size(), 5u);  // 5 more fetched, held
@@ -391,8 +389,7 @@ TEST_F(NatsConsumerTest, MessageWithoutIdIsReportedAndNeverSkipped) {
 TEST_F(NatsConsumerTest, ADurableWithOtherSettingsIsRefusedNamingThem) {
   Publish(0, 1);
   ASSERT_NE(Start(test::WriteEffect), nullptr);
-  ConsumerOptions options = Options();
-  options.ack_wait = absl::Seconds(5);
+  const ConsumerOptions options = Options(absl::Seconds(5));
   auto refused = Consumer::Create(db_->Connect(), options, test::WriteEffect);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
