@@ -197,6 +197,22 @@ double PeakRssMib(pid_t pid) {
   return -1;
 }
 
+// Two roles with nothing but CONNECT (and what PUBLIC has), the writer also granted
+// EXECUTE on outboxd_emit, each connected once the relay reads --source messages.
+struct WriterAndAttacker {
+  pg::Connection writer;
+  pg::Connection attacker;
+};
+WriterAndAttacker StartRelayWithWriterAndAttacker(RelayHarness& h) {
+  const std::string writer_role = h.db().CreateRole("");
+  h.db().Exec(
+      absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer_role));
+  const std::string mallory = h.db().CreateRole("");
+  h.StartRelay({"--source", "messages"});
+  return {*pg::Connection::Open(h.db().ConninfoWith("user=" + writer_role)),
+          *pg::Connection::Open(h.db().ConninfoWith("user=" + mallory))};
+}
+
 // Issue 27 point 2. A role with nothing but CONNECT (and what PUBLIC has) tries to
 // publish while the relay runs: events it forges with pg_logical_emit_message (its own
 // id and created_at for a real aggregate, a non-UUID id, a garbage timestamp, bytes
@@ -209,13 +225,7 @@ double PeakRssMib(pid_t pid) {
 TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
   RelayHarness h(kTopics);
   GrantEmitMessageToPublic(h.db());
-  const std::string writer_role = h.db().CreateRole("");
-  h.db().Exec(
-      absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer_role));
-  const std::string mallory = h.db().CreateRole("");
-  h.StartRelay({"--source", "messages"});
-  pg::Connection writer = *pg::Connection::Open(h.db().ConninfoWith("user=" + writer_role));
-  pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + mallory));
+  auto [writer, attacker] = StartRelayWithWriterAndAttacker(h);
   Committed committed;
   committed["pedido-1"].push_back(Emit(writer, "pedido-1", R"({"n":1})"));
 
@@ -275,13 +285,7 @@ TEST(WalOnly, ARoleWithOnlyConnectCannotPublishAndLegitimateEventsKeepFlowing) {
 // writes events for the roles granted EXECUTE. Nothing to warn about at start.
 TEST(WalOnly, SetupByASuperuserLeavesNoRoleButOutboxdEmitWritingLogicalMessages) {
   RelayHarness h(kTopics);
-  const std::string writer_role = h.db().CreateRole("");
-  h.db().Exec(
-      absl::StrCat("GRANT EXECUTE ON FUNCTION outboxd_emit(text, text, jsonb) TO ", writer_role));
-  const std::string mallory = h.db().CreateRole("");
-  h.StartRelay({"--source", "messages"});
-  pg::Connection writer = *pg::Connection::Open(h.db().ConninfoWith("user=" + writer_role));
-  pg::Connection attacker = *pg::Connection::Open(h.db().ConninfoWith("user=" + mallory));
+  auto [writer, attacker] = StartRelayWithWriterAndAttacker(h);
   const double rss_before = PeakRssMib(h.relay().pid());
   for (const char* sql : {"SELECT pg_logical_emit_message(true, 'other', "
                           "convert_to(repeat('y', 150 << 20), 'UTF8'))",
