@@ -47,10 +47,7 @@ class RabbitHarness {
     if (!binding.empty()) broker_->BindQueue(exchange_, queue_, binding);
   }
   ~RabbitHarness() {
-    if (relay_ && relay_->Running()) {
-      relay_->Signal(SIGTERM);
-      relay_->Wait(absl::Seconds(60));
-    }
+    if (relay_ && relay_->Running()) StopRelay();
   }
 
   TestDatabase& db() { return *db_; }
@@ -85,6 +82,27 @@ class RabbitHarness {
     extra.insert(extra.begin(), {"run", "--slot", db_->name(), "--metrics", "127.0.0.1:0"});
     relay_ = StartOutboxd(WithSink(std::move(extra)));
     ASSERT_TRUE(relay_->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay_->Log();
+  }
+
+  // SIGTERM to the relay; its exit code once it stopped (-1 if not within 60 s).
+  int StopRelay() {
+    relay_->Signal(SIGTERM);
+    return relay_->Wait(absl::Seconds(60)).value_or(-1);
+  }
+
+  // One pedido.confirmado event of `aggregate` with this JSON payload.
+  void Insert(const std::string& aggregate, const std::string& payload) {
+    db_->Exec(absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('", aggregate,
+                           "', '", kType, "', '", payload, "')"));
+  }
+
+  // In one transaction, events {"n": g} for g in [first, last], of the aggregates
+  // <prefix>0 .. <prefix><aggregates - 1> in turn (g % aggregates).
+  void InsertSeries(const std::string& prefix, int aggregates, int first, int last) {
+    db_->Exec(absl::StrCat("INSERT INTO outbox (aggregate_id, tipo, payload) SELECT '", prefix,
+                           "' || (g % ", aggregates, "), '", kType,
+                           "', json_build_object('n', g)::jsonb FROM generate_series(", first, ", ",
+                           last, ") g"));
   }
 
   // `outboxd dead-letter replay` of this relay's letters (`extra`: e.g. --aggregate a);
@@ -209,10 +227,12 @@ class RabbitHarness {
 // transaction committed before L must be among what was taken by then.
 class AheadCheck {
  public:
-  void Sample(RabbitHarness& h) {
-    pg::Lsn confirmed = h.ConfirmedFlushLsn();
-    h.Take();
-    samples_.push_back({confirmed, h.messages().size()});
+  void Sample(RabbitHarness& h, int times = 1) {
+    for (int i = 0; i < times; ++i) {
+      pg::Lsn confirmed = h.ConfirmedFlushLsn();
+      h.Take();
+      samples_.push_back({confirmed, h.messages().size()});
+    }
   }
   // Once every message is known (with its lsn header): checks each sample.
   void Verify(const RabbitHarness& h) const {
@@ -257,9 +277,7 @@ TEST(RelayOnRabbitMq, EveryCommittedEventArrivesOnceInOrderWithPropertiesAndHead
   h.db().Exec(
       "INSERT INTO outbox (aggregate_id, tipo, payload, criado_em) VALUES "
       "('a1', 'pedido.confirmado', '{\"n\":1,\"trace\":\"t-1\"}', '2026-12-03 12:00:05.25+00')");
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'a' || (g % 5), "
-      "'pedido.confirmado', json_build_object('n', g)::jsonb FROM generate_series(2, 200) g");
+  h.InsertSeries("a", 5, 2, 200);
   h.db().Exec(
       "BEGIN; INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('rolled', "
       "'pedido.confirmado', '{}'); ROLLBACK");
@@ -282,8 +300,7 @@ TEST(RelayOnRabbitMq, EveryCommittedEventArrivesOnceInOrderWithPropertiesAndHead
   for (const AmqpMessage& each : h.messages()) {
     EXPECT_NE(RabbitHarness::Header(each, "aggregate_id"), "rolled");
   }
-  h.relay().Signal(SIGTERM);
-  EXPECT_EQ(h.relay().Wait(absl::Seconds(60)), 0) << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
 // A queue confirms a backlog at the broker's pace, so the relay keeps 10,000 events in
@@ -293,20 +310,17 @@ TEST(RelayOnRabbitMq, EveryCommittedEventArrivesOnceInOrderWithPropertiesAndHead
 TEST(RelayOnRabbitMq, InFlightLimitIsTenThousandUnlessGiven) {
   RabbitHarness h;
   h.StartRelay();
-  h.relay().Signal(SIGTERM);
-  ASSERT_EQ(h.relay().Wait(absl::Seconds(60)), 0) << h.relay().Log();
+  ASSERT_EQ(h.StopRelay(), 0) << h.relay().Log();
   EXPECT_THAT(h.relay().Log(), HasSubstr("(limits 10000, 67108864)"));
   h.StartRelay({"--max-in-flight", "500"});
-  h.relay().Signal(SIGTERM);
-  ASSERT_EQ(h.relay().Wait(absl::Seconds(60)), 0) << h.relay().Log();
+  ASSERT_EQ(h.StopRelay(), 0) << h.relay().Log();
   EXPECT_THAT(h.relay().Log(), HasSubstr("(limits 500, 67108864)"));
 }
 
 TEST(RelayOnRabbitMq, EnvelopeFormatSetsItsContentType) {
   RabbitHarness h;
   h.StartRelay({"--format", "envelope"});
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('e', 'pedido.confirmado', '{}')");
+  h.Insert("e", "{}");
   h.ExpectEverythingOnceInOrder(absl::Seconds(60));
   ASSERT_EQ(h.messages().size(), 1u);
   EXPECT_EQ(h.messages()[0].content_type, "application/vnd.outboxd.envelope+json");
@@ -323,9 +337,7 @@ TEST(RelayOnRabbitMq, UnroutableAndOversizedEventsAreDeadLetteredAndReplay) {
       "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
       "('u', 'fatura.paga', '{\"n\":1}'), ('ok', 'pedido.confirmado', '{\"n\":2}')");
   h.InsertOversized("big");
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('ok', 'pedido.confirmado', "
-      "'{\"n\":3}')");
+  h.Insert("ok", R"({"n":3})");
   ASSERT_TRUE(h.DeadLettersReach(2));
   EXPECT_EQ(h.db().Scalar("SELECT error FROM outbox_dead_letter WHERE aggregate_id = 'u'"),
             "no queue bound for routing key fatura.paga");
@@ -396,9 +408,7 @@ TEST(RelayOnRabbitMq, AnOversizedDeadLetterReplaysOnceTheLimitIsRaised) {
   h.InsertOversized("big");
   ASSERT_TRUE(h.DeadLettersReach(1));
   // Committed after it: parked behind it, as with Kafka.
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('big', 'pedido.confirmado', "
-      "'{\"after\": true}')");
+  h.Insert("big", R"({"after": true})");
   ASSERT_TRUE(h.DeadLettersReach(2));
   node->Ctl({"eval", "application:set_env(rabbit, max_message_size, 4194304)."});
   std::string output;
@@ -418,9 +428,9 @@ TEST(RelayOnRabbitMq, ClosedConnectionsUnderLoadLoseNothingAndNeverConfirmAhead)
   Load load(h.db().conninfo());
   AheadCheck ahead;
   for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 3; ++i) ahead.Sample(h);
+    ahead.Sample(h, 3);
     h.broker().Ctl({"close_all_connections", "-p", h.broker().vhost(), "test"});
-    for (int i = 0; i < 3; ++i) ahead.Sample(h);
+    ahead.Sample(h, 3);
   }
   StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_THAT(h.relay().Log(), HasSubstr("reconnected to RabbitMQ"));
@@ -434,7 +444,7 @@ TEST(RelayOnRabbitMq, KillNineOfTheNodeUnderLoadLosesNothing) {
   h.StartRelay();
   Load load(h.db().conninfo());
   AheadCheck ahead;
-  for (int i = 0; i < 3; ++i) ahead.Sample(h);
+  ahead.Sample(h, 3);
   std::string output;
   ASSERT_EQ(RunCommand(std::string(OUTBOXD_SOURCE_DIR) + "/scripts/rabbitmq kill " + node->dir(),
                        &output),
@@ -449,7 +459,7 @@ TEST(RelayOnRabbitMq, KillNineOfTheNodeUnderLoadLosesNothing) {
       << output;
   ASSERT_TRUE(h.relay().WaitForLog("reconnected to RabbitMQ", absl::Seconds(60)))
       << h.relay().Log();
-  for (int i = 0; i < 3; ++i) ahead.Sample(h);
+  ahead.Sample(h, 3);
   StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_GT(h.ConfirmedFlushLsn(), confirmed_down);
 }
@@ -495,7 +505,7 @@ TEST(RelayOnRabbitMq, AMemoryAlarmPausesReadingKeepsFeedbackAndLosesNothing) {
   node->Ctl({"set_vm_memory_high_watermark", "0.4"});
   ASSERT_TRUE(h.relay().WaitForLog("RabbitMQ unblocked the connection", absl::Seconds(60)))
       << h.relay().Log();
-  for (int i = 0; i < 3; ++i) ahead.Sample(h);
+  ahead.Sample(h, 3);
   StopLoadAndExpectNothingLost(h, load, &ahead);
   EXPECT_TRUE(h.relay().Running());
 }
@@ -587,8 +597,7 @@ TEST(RelayOnRabbitMq, OverTlsWithTheUrlFromAFileAndNoPasswordInTheLog) {
       "--amqp-ca-file",   node.ca_file(), "--exchange", h.broker().Name("outboxd")};
   auto relay = ChildProcess::Start(args);
   ASSERT_TRUE(relay->WaitForAnyLog(kRelayReadsSlot, absl::Seconds(60))) << relay->Log();
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('t', 'pedido.confirmado', '{}')");
+  h.Insert("t", "{}");
   EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u);
   EXPECT_EQ(h.messages().size(), 1u);
   relay->Signal(SIGTERM);
@@ -600,9 +609,7 @@ TEST(RelayOnRabbitMq, OverTlsWithTheUrlFromAFileAndNoPasswordInTheLog) {
 
 TEST(PollOnRabbitMq, EveryPendingEventArrivesAndIsMarkedPublished) {
   RabbitHarness h;
-  h.db().Exec(
-      "INSERT INTO outbox (aggregate_id, tipo, payload) SELECT 'p' || (g % 3), "
-      "'pedido.confirmado', json_build_object('n', g)::jsonb FROM generate_series(1, 50) g");
+  h.InsertSeries("p", 3, 1, 50);
   std::unique_ptr<ChildProcess> poll = h.StartOutboxd(h.WithSink({"poll", "--interval", "100ms"}));
   EXPECT_EQ(h.ExpectEverythingOnceInOrder(absl::Seconds(60)), 0u) << poll->Log();
   const auto pending = [&] {
