@@ -27,7 +27,7 @@ constexpr char kPassword[] = "s3cr3t-billing";
 class BillingNatsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (TestNatsUrl().empty()) GTEST_SKIP() << kNoTestNats;
+    if (TestNatsUrl().empty()) GTEST_FAIL() << kNoTestNats;
     db_ = CreateSetUpDatabase();
     server_ = std::make_unique<PrivateNatsServer>(
         absl::StrCat("'authorization { user: billing, password: ", kPassword, " }'"));

@@ -22,7 +22,8 @@ typedef struct __jsCtx jsCtx;
 namespace outboxd::test {
 
 // The shared server's URL (OUTBOXD_TEST_NATS, from scripts/test or DIR/env of
-// scripts/nats), or "" when unset: the NATS tests then skip, saying why.
+// scripts/nats), or "" when unset: the NATS tests then fail, saying why, as the
+// PostgreSQL and RabbitMQ ones do (a skip would read "Passed" in ctest).
 std::string TestNatsUrl();
 inline constexpr char kNoTestNats[] =
     "OUTBOXD_TEST_NATS not set: run scripts/test, or scripts/nats start DIR and source DIR/env";

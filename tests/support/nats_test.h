@@ -25,7 +25,7 @@ class NatsTest : public ::testing::Test {
  protected:
   void SetUp() final {
     url_ = TestNatsUrl();
-    if (url_.empty()) GTEST_SKIP() << kNoTestNats;
+    if (url_.empty()) GTEST_FAIL() << kNoTestNats;
     const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
     prefix_ =
         absl::StrCat("t", getpid(), "_", absl::Hex(std::random_device{}()), "_", test->name());
