@@ -78,6 +78,7 @@ struct Sink::Impl final : public Sink {
   OutgoingMessage ToAmqp(uint64_t seq, const Entry& e);
   absl::Status PublishOne(uint64_t seq);
   void PublishReady();
+  absl::Duration PublishAgainLater(uint64_t seq);
   bool ReturnedInGrace(uint64_t seq, absl::string_view reason);
   int ServeDone();
   void NoticeState();
@@ -186,6 +187,15 @@ void Sink::Impl::PublishReady() {
   }
 }
 
+// A nacked or (in the grace) returned message goes out again after the nack backoff,
+// which an ack resets; returns the wait.
+absl::Duration Sink::Impl::PublishAgainLater(uint64_t seq) {
+  order().Resend(seq);
+  const absl::Duration wait = nack_backoff.Next();
+  retry_at = absl::Now() + wait;
+  return wait;
+}
+
 // Right after a reconnect (options.unroutable_grace) a return is not final: a node
 // restarted after a crash routes nothing to a queue it is still recovering. The
 // message is published again after the nack backoff; the first such return is
@@ -193,8 +203,7 @@ void Sink::Impl::PublishReady() {
 bool Sink::Impl::ReturnedInGrace(uint64_t seq, absl::string_view reason) {
   if (absl::Now() >= grace_until) return false;
   ++counters_.returned_again;
-  order().Resend(seq);
-  retry_at = absl::Now() + nack_backoff.Next();
+  PublishAgainLater(seq);
   if (!grace_logged) {
     grace_logged = true;
     spdlog::warn(
@@ -235,9 +244,7 @@ int Sink::Impl::ServeDone() {
         break;
       case Outcome::kNacked: {
         ++counters_.nacked;
-        order().Resend(d.seq);
-        const absl::Duration wait = nack_backoff.Next();
-        retry_at = absl::Now() + wait;
+        const absl::Duration wait = PublishAgainLater(d.seq);
         spdlog::warn(
             "RabbitMQ refused a message for now (basic.nack, routing key {}); "
             "publishing it again in {}",
