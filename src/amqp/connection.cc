@@ -25,16 +25,6 @@ constexpr int kNotFound = 404;
 constexpr int kPreconditionFailed = 406;
 constexpr int kNotAllowed = 530;
 
-using StatePtr = std::unique_ptr<amqp_connection_state_t_, int (*)(amqp_connection_state_t)>;
-
-amqp_bytes_t Bytes(absl::string_view s) {
-  return amqp_bytes_t{.len = s.size(), .bytes = const_cast<char*>(s.data())};
-}
-
-absl::string_view View(amqp_bytes_t b) {
-  return absl::string_view(static_cast<const char*>(b.bytes), b.len);
-}
-
 absl::Status StatusForReplyCode(int code, std::string message) {
   switch (code) {
     case kAccessRefused:
@@ -141,6 +131,14 @@ absl::Status Login(amqp_connection_state_t state, const ParsedUrl& url,
 
 }  // namespace
 
+amqp_bytes_t Bytes(std::string_view s) {
+  return amqp_bytes_t{.len = s.size(), .bytes = const_cast<char*>(s.data())};
+}
+
+absl::string_view View(const amqp_bytes_t& b) {
+  return absl::string_view(static_cast<const char*>(b.bytes), b.len);
+}
+
 absl::StatusOr<std::string> RedactedUrl(std::string_view url) {
   OUTBOXD_ASSIGN_OR_RETURN(auto parsed, ParseUrl(url));
   return Redacted(*parsed);
@@ -175,7 +173,7 @@ absl::Status ReplyStatus(const amqp_rpc_reply_t& reply, absl::string_view what) 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options) {
   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<ParsedUrl> url, ParseUrl(options.url));
   std::string where = Redacted(*url);
-  StatePtr state(amqp_new_connection(), &amqp_destroy_connection);
+  Connection::State state(amqp_new_connection(), &amqp_destroy_connection);
   if (state == nullptr) return absl::ResourceExhaustedError("amqp_new_connection failed");
   OUTBOXD_ASSIGN_OR_RETURN(amqp_socket_t * socket,
                            NewSocket(state.get(), url->info.ssl, options.tls));
@@ -190,21 +188,19 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOpt
   OUTBOXD_RETURN_IF_ERROR(Login(state.get(), *url, options, where));
   amqp_channel_open(state.get(), kChannel);
   OUTBOXD_RETURN_IF_ERROR(ReplyStatus(amqp_get_rpc_reply(state.get()), "channel.open"));
-  return std::unique_ptr<Connection>(new Connection(state.release(), std::move(where)));
+  return std::unique_ptr<Connection>(new Connection(std::move(state), std::move(where)));
 }
-
-Connection::~Connection() { amqp_destroy_connection(state_); }
 
 absl::Status Connection::LastReply(absl::string_view what) const {
-  return ReplyStatus(amqp_get_rpc_reply(state_), what);
+  return ReplyStatus(amqp_get_rpc_reply(state_.get()), what);
 }
 
-absl::Status Connection::DeclareExchange(absl::string_view exchange, ExchangeMode mode) {
+absl::Status Connection::DeclareExchange(std::string_view exchange, ExchangeMode mode) {
   const bool passive = mode == ExchangeMode::kPassive;
-  amqp_exchange_declare(state_, kChannel, Bytes(exchange), Bytes("topic"), passive,
+  amqp_exchange_declare(state_.get(), kChannel, Bytes(exchange), Bytes("topic"), passive,
                         /*durable=*/1, /*auto_delete=*/0, /*internal=*/0, amqp_empty_table);
-  absl::Status s =
-      LastReply(absl::StrCat(passive ? "checking" : "declaring", " exchange ", exchange));
+  absl::Status s = LastReply(
+      absl::StrCat(passive ? "checking" : "declaring", " exchange ", std::string(exchange)));
   if (s.code() == absl::StatusCode::kNotFound) {
     return absl::NotFoundError(absl::StrCat(s.message(),
                                             "; declare it as a durable topic exchange "
@@ -213,29 +209,30 @@ absl::Status Connection::DeclareExchange(absl::string_view exchange, ExchangeMod
   return s;
 }
 
-absl::Status Connection::DeclareBoundQueue(absl::string_view exchange, absl::string_view queue,
+absl::Status Connection::DeclareBoundQueue(std::string_view exchange, std::string_view queue,
                                            std::span<const std::string> binding_keys) {
-  amqp_queue_declare(state_, kChannel, Bytes(queue), /*passive=*/0, /*durable=*/1,
+  amqp_queue_declare(state_.get(), kChannel, Bytes(queue), /*passive=*/0, /*durable=*/1,
                      /*exclusive=*/0, /*auto_delete=*/0, amqp_empty_table);
   OUTBOXD_RETURN_IF_ERROR(LastReply("queue.declare"));
   for (const std::string& key : binding_keys) {
-    amqp_queue_bind(state_, kChannel, Bytes(queue), Bytes(exchange), Bytes(key), amqp_empty_table);
+    amqp_queue_bind(state_.get(), kChannel, Bytes(queue), Bytes(exchange), Bytes(key),
+                    amqp_empty_table);
     OUTBOXD_RETURN_IF_ERROR(LastReply("queue.bind"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Connection::Consume(absl::string_view queue, uint16_t prefetch) {
-  amqp_basic_qos(state_, kChannel, /*prefetch_size=*/0, prefetch, /*global=*/0);
+absl::Status Connection::Consume(std::string_view queue, uint16_t prefetch) {
+  amqp_basic_qos(state_.get(), kChannel, /*prefetch_size=*/0, prefetch, /*global=*/0);
   OUTBOXD_RETURN_IF_ERROR(LastReply("basic.qos"));
-  amqp_basic_consume(state_, kChannel, Bytes(queue), amqp_empty_bytes, /*no_local=*/0,
+  amqp_basic_consume(state_.get(), kChannel, Bytes(queue), amqp_empty_bytes, /*no_local=*/0,
                      /*no_ack=*/0, /*exclusive=*/0, amqp_empty_table);
   return LastReply("basic.consume");
 }
 
 void Connection::Close() {
-  amqp_channel_close(state_, kChannel, AMQP_REPLY_SUCCESS);
-  amqp_connection_close(state_, AMQP_REPLY_SUCCESS);
+  amqp_channel_close(state_.get(), kChannel, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(state_.get(), AMQP_REPLY_SUCCESS);
 }
 
 }  // namespace outboxd::amqp

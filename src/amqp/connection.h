@@ -30,9 +30,10 @@
 #include "absl/time/time.h"
 
 // rabbitmq-c's amqp_connection_state_t is `amqp_connection_state_t_*`, its
-// amqp_rpc_reply_t is `amqp_rpc_reply_t_`.
+// amqp_rpc_reply_t is `amqp_rpc_reply_t_`, its amqp_bytes_t `amqp_bytes_t_`.
 struct amqp_connection_state_t_;
 struct amqp_rpc_reply_t_;
+struct amqp_bytes_t_;
 
 namespace outboxd::amqp {
 
@@ -72,38 +73,39 @@ struct ConnectionOptions {
 // InvalidArgument for what rabbitmq-c cannot parse.
 absl::StatusOr<std::string> RedactedUrl(std::string_view url);
 
+// rabbitmq-c's byte strings from and to a view, without a copy: Bytes(s) lives as
+// long as s does.
+amqp_bytes_t_ Bytes(std::string_view s);
+absl::string_view View(const amqp_bytes_t_& b);
+
 // The reply of a synchronous method (or of amqp_consume_message, amqp_read_message)
 // as a Status prefixed with `what`: OK; for a refusal by the broker, its reply code's
 // status (403, 530: PermissionDenied; 404: NotFound; 406: FailedPrecondition) with
 // its text; Unavailable otherwise.
 absl::Status ReplyStatus(const amqp_rpc_reply_t_& reply, absl::string_view what);
 
+// Destroying it releases the connection without a handshake (the broker sees the
+// socket close): Close() first for a clean end.
 class Connection {
  public:
   // Connects, logs in and opens kChannel. Errors name the redacted URL: Unavailable
   // (no broker there, or it went away), Unauthenticated (login refused),
   // PermissionDenied (vhost access), InvalidArgument (the URL, a TLS file).
   static absl::StatusOr<std::unique_ptr<Connection>> Open(const ConnectionOptions& options);
-  // Releases the connection without a handshake (the broker sees the socket close):
-  // Close() first for a clean end.
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
   // rabbitmq-c's handle, for the calls the user makes on it.
-  amqp_connection_state_t_* get() const { return state_; }
+  amqp_connection_state_t_* get() const { return state_.get(); }
   // The redacted URL, for errors: "amqp://127.0.0.1:5672/".
   const std::string& where() const { return where_; }
   // The relays' exchange, a durable topic exchange: declared, or with kPassive
   // checked. NotFound (passive, missing) with the fix; FailedPrecondition when it
   // exists with another type.
-  absl::Status DeclareExchange(absl::string_view exchange, ExchangeMode mode);
+  absl::Status DeclareExchange(std::string_view exchange, ExchangeMode mode);
   // A durable queue, bound to `exchange` with each of `binding_keys`.
-  absl::Status DeclareBoundQueue(absl::string_view exchange, absl::string_view queue,
+  absl::Status DeclareBoundQueue(std::string_view exchange, std::string_view queue,
                                  std::span<const std::string> binding_keys);
   // basic.qos with `prefetch` unacked messages, then basic.consume with manual acks:
   // read them with amqp_consume_message, ack each with amqp_basic_ack.
-  absl::Status Consume(absl::string_view queue, uint16_t prefetch);
+  absl::Status Consume(std::string_view queue, uint16_t prefetch);
   // ReplyStatus of the last synchronous method called on get().
   absl::Status LastReply(absl::string_view what) const;
   // channel.close and connection.close, each bounded by connect_timeout; the handle
@@ -111,9 +113,10 @@ class Connection {
   void Close();
 
  private:
-  Connection(amqp_connection_state_t_* state, std::string where)
-      : state_(state), where_(std::move(where)) {}
-  amqp_connection_state_t_* state_;
+  // Owns rabbitmq-c's handle; the deleter is amqp_destroy_connection.
+  using State = std::unique_ptr<amqp_connection_state_t_, int (*)(amqp_connection_state_t_*)>;
+  Connection(State state, std::string where) : state_(std::move(state)), where_(std::move(where)) {}
+  State state_;
   std::string where_;
 };
 

@@ -31,14 +31,6 @@ constexpr int kPreconditionFailed = 406;
 // the broker keeps sending.
 constexpr int kMaxFramesPerPoll = 10000;
 
-amqp_bytes_t Bytes(std::string_view s) {
-  return amqp_bytes_t{.len = s.size(), .bytes = const_cast<char*>(s.data())};
-}
-
-absl::string_view View(amqp_bytes_t b) {
-  return absl::string_view(static_cast<const char*>(b.bytes), b.len);
-}
-
 timeval AsTimeval(absl::Duration d) {
   if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
   return absl::ToTimeval(d);

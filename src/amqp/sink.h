@@ -81,13 +81,13 @@ struct SinkCounters {
   uint64_t returned_again = 0;  // returns within unroutable_grace (each published again)
 };
 
-// The sink itself is Sink::Impl (sink.cc) over sink::ConfirmingSink
+// The sink itself is Sink::Impl (sink.cc) over sink::BrokerSink and ConfirmingSink
 // (sink/confirming_sink.h), which holds the entries, reports them and answers Poll,
 // Flush, Health, InFlight, InFlightBytes, wake_fd and Close. Produce() answers
 // ResourceExhausted while the broker blocks the connection; InvalidArgument for a
 // message AMQP cannot carry (e.g. a routing key over 255 bytes); Aborted after
 // RaiseFatalErrorForTesting. Otherwise OK, connected or not: the message waits.
-class Sink : public sink::ConfirmingSink {
+class Sink : public sink::BrokerSink<Sink, SinkOptions, SinkCounters> {
  public:
   // Connects at once: InvalidArgument (URL), Unauthenticated, PermissionDenied,
   // NotFound (passive exchange missing) and FailedPrecondition (an exchange of another
@@ -95,17 +95,10 @@ class Sink : public sink::ConfirmingSink {
   // starts disconnected and keeps trying, as a Kafka producer would).
   static absl::StatusOr<std::unique_ptr<Sink>> Create(const SinkOptions& options,
                                                       const sink::SinkSettings& settings);
-  // The relays' way to make one (see sink::SinkFactory).
-  static sink::SinkFactory Factory(SinkOptions options) {
-    return sink::FactoryOf<Sink>(std::move(options));
-  }
-
-  const SinkCounters& counters() const { return counters_; }
 
  private:
   struct Impl;
-  using ConfirmingSink::ConfirmingSink;
-  SinkCounters counters_;
+  using BrokerSink::BrokerSink;
 };
 
 }  // namespace outboxd::amqp

@@ -167,15 +167,13 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOpt
   return std::unique_ptr<Connection>(new Connection(raw, where));
 }
 
-Connection::Connection(natsConnection* nc, std::string where) : nc_(nc), where_(std::move(where)) {}
-
-Connection::~Connection() {
-  natsConnection_Close(nc_);
-  natsConnection_Destroy(nc_);
+void Connection::Closer::operator()(natsConnection* nc) const {
+  natsConnection_Close(nc);
+  natsConnection_Destroy(nc);
 }
 
 bool Connection::connected() const {
-  return natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED;
+  return natsConnection_Status(nc_.get()) == NATS_CONN_STATUS_CONNECTED;
 }
 
 }  // namespace outboxd::nats

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -66,6 +67,8 @@ struct ConnectionOptions {
 //   RedactedUrl("nats://u:p@h:4222,nats://h2:4222") == "nats://***@h:4222,nats://h2:4222"
 std::string RedactedUrl(std::string_view url);
 
+// Destroying it closes the connection (pending writes flushed, subscriptions gone; a
+// durable JetStream consumer stays on the server) and frees it.
 class Connection {
  public:
   // One attempt that never reconnects first: InvalidArgument (a bad URL or option, a
@@ -74,21 +77,18 @@ class Connection {
   // kRetryInBackground the connection starts disconnected and connects when it can.
   // Once made, it reconnects without limit, 100 ms between rounds over the servers.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(const ConnectionOptions& options);
-  // Closes the connection (pending writes flushed, subscriptions gone; a durable
-  // JetStream consumer stays on the server) and frees it.
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
   // libnats' handle, for the calls the user makes on it.
-  natsConnection* get() const { return nc_; }
+  natsConnection* get() const { return nc_.get(); }
   // The redacted URL, for messages: "nats://***@127.0.0.1:4222".
   const std::string& where() const { return where_; }
   bool connected() const;
 
  private:
-  Connection(natsConnection* nc, std::string where);
-  natsConnection* nc_;
+  struct Closer {
+    void operator()(natsConnection* nc) const;  // natsConnection_Close, then _Destroy
+  };
+  Connection(natsConnection* nc, std::string where) : nc_(nc), where_(std::move(where)) {}
+  std::unique_ptr<natsConnection, Closer> nc_;
   std::string where_;
 };
 

@@ -103,12 +103,12 @@ struct SinkCounters {
 };
 
 // The sink itself is Sink::Impl (sink.cc, so that libnats stays out of this header)
-// over sink::ConfirmingSink (sink/confirming_sink.h), which holds the entries, reports
-// them and answers Poll, Flush, Health, InFlight, InFlightBytes, wake_fd and Close.
+// over sink::BrokerSink and ConfirmingSink (sink/confirming_sink.h), which holds the entries,
+// reports them and answers Poll, Flush, Health, InFlight, InFlightBytes, wake_fd and Close.
 // Produce() answers InvalidArgument for a message NATS cannot carry (a subject with
 // spaces or wildcards, a header with a line break); Aborted once the connection is
 // closed for good. Otherwise OK, connected or not: the message waits.
-class Sink : public sink::ConfirmingSink {
+class Sink : public sink::BrokerSink<Sink, SinkOptions, SinkCounters> {
  public:
   // Connects and checks (or creates) the stream at once: InvalidArgument (URL, stream
   // options), Unauthenticated, NotFound (a passive stream missing) end here, naming
@@ -116,17 +116,10 @@ class Sink : public sink::ConfirmingSink {
   // libnats keeps reconnecting, and the stream is checked once it is reached.
   static absl::StatusOr<std::unique_ptr<Sink>> Create(const SinkOptions& options,
                                                       const sink::SinkSettings& settings);
-  // The relays' way to make one (see sink::SinkFactory).
-  static sink::SinkFactory Factory(SinkOptions options) {
-    return sink::FactoryOf<Sink>(std::move(options));
-  }
-
-  const SinkCounters& counters() const { return counters_; }
 
  private:
   struct Impl;
-  using ConfirmingSink::ConfirmingSink;
-  SinkCounters counters_;
+  using BrokerSink::BrokerSink;
 };
 
 }  // namespace outboxd::nats

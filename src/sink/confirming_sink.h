@@ -140,20 +140,29 @@ class ConfirmingSink : public Sink {
   std::vector<int> drained_fds_;  // the timer and WatchSignal()'s: emptied by Poll()
 };
 
-// The SinkFactory of a broker's sink `S`, made by its
-// `static absl::StatusOr<std::unique_ptr<S>> Create(const Options&, const SinkSettings&)`:
-//   static SinkFactory Factory(SinkOptions options) {
-//     return sink::FactoryOf<Sink>(std::move(options));
-//   }
-template <typename S, typename Options>
-SinkFactory FactoryOf(Options options) {
-  return [options = std::move(options)](
-             const SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<Sink>> {
-    absl::StatusOr<std::unique_ptr<S>> made = S::Create(options, settings);
-    if (!made.ok()) return made.status();
-    return std::unique_ptr<Sink>(*std::move(made));
-  };
-}
+// What each broker's sink class adds to ConfirmingSink, written once: its counters
+// and its SinkFactory, made from the class's own
+// `static absl::StatusOr<std::unique_ptr<S>> Create(const Options&, const SinkSettings&)`.
+//   class Sink : public sink::BrokerSink<Sink, SinkOptions, SinkCounters> { ... };
+//   relay_options.sink = amqp::Sink::Factory(options);
+template <typename S, typename Options, typename Counters>
+class BrokerSink : public ConfirmingSink {
+ public:
+  static SinkFactory Factory(Options options) {
+    return [options = std::move(options)](
+               const SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<Sink>> {
+      absl::StatusOr<std::unique_ptr<S>> made = S::Create(options, settings);
+      if (!made.ok()) return made.status();
+      return std::unique_ptr<Sink>(*std::move(made));
+    };
+  }
+
+  const Counters& counters() const { return counters_; }
+
+ protected:
+  using ConfirmingSink::ConfirmingSink;
+  Counters counters_;
+};
 
 }  // namespace outboxd::sink
 

@@ -17,13 +17,10 @@ namespace outboxd::chaos {
 namespace {
 
 using amqp::kChannel;
+using amqp::View;
 // Enough in flight to keep up with the relays; small enough that a cut connection
 // redelivers little.
 constexpr uint16_t kPrefetch = 500;
-
-absl::string_view View(amqp_bytes_t b) {
-  return absl::string_view(static_cast<const char*>(b.bytes), b.len);
-}
 
 // A connection with channel 1 open. Heartbeats every 10 s: rabbitmq-c answers them
 // inside amqp_consume_message, which the reader calls every 100 ms.

@@ -26,13 +26,10 @@ namespace outboxd::inbox::internal {
 namespace {
 
 using amqp::kChannel;
+using amqp::View;
 // Heartbeats are answered only inside Next(): a handler slower than half of this
 // would lose the connection (and the message would come again, a duplicate).
 constexpr absl::Duration kHeartbeat = absl::Seconds(60);
-
-absl::string_view View(amqp_bytes_t b) {
-  return absl::string_view(static_cast<const char*>(b.bytes), b.len);
-}
 
 // A string-valued header table entry's value, or nullopt.
 std::optional<std::string> HeaderText(const amqp_field_value_t& v) {
