@@ -1,6 +1,7 @@
 // outboxd-example-nats-reader: a consumer of what `outboxd run --sink nats` publishes,
-// written with libnats alone (no outboxd code), as an application's would be: a durable
-// pull consumer on the JetStream stream, each message printed with its subject, stream
+// written with libnats' JetStream calls as an application's would be (only the
+// connection is outboxd's, nats/connection.h, for the same URL forms): a durable pull
+// consumer on the JetStream stream, each message printed with its subject, stream
 // sequence and headers and acknowledged once handled. A message whose id it has handled
 // already is skipped: JetStream drops a repeated Nats-Msg-Id only within the stream's
 // duplicate window, and a consumer whose ack was lost gets a message again. The demo's
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "nats/connection.h"
 
 namespace {
 
@@ -40,7 +42,8 @@ struct Flags {
   std::string msg_id;
 };
 
-// "name=value;..." of the message's headers but Nats-Msg-Id (shown apart), by name.
+// "name=value;..." of the message's headers by name, but JetStream's own (Nats-Msg-Id,
+// shown apart, and Nats-Expected-Stream, the publisher's expectation).
 std::string Headers(natsMsg* m) {
   const char** keys = nullptr;
   int count = 0;
@@ -50,7 +53,7 @@ std::string Headers(natsMsg* m) {
   std::sort(names.begin(), names.end());
   std::string out;
   for (const std::string& name : names) {
-    if (name == "Nats-Msg-Id") continue;
+    if (name.rfind("Nats-", 0) == 0) continue;
     const char* value = nullptr;
     if (natsMsgHeader_Get(m, name.c_str(), &value) != NATS_OK) continue;
     out += (out.empty() ? "" : ";") + name + "=" + value;
@@ -146,16 +149,17 @@ int main(int argc, char** argv) {
   app.add_option("--publish", flags.publish, "Publish stdin to this subject once instead");
   app.add_option("--msg-id", flags.msg_id, "With --publish: its Nats-Msg-Id");
   CLI11_PARSE(app, argc, argv);
-  natsConnection* nc = nullptr;
+  auto connection =
+      outboxd::nats::Connection::Open({.url = flags.url,
+                                       .name = "outboxd-example-nats-reader",
+                                       .unreachable = outboxd::nats::Unreachable::kFail});
   jsCtx* js = nullptr;
-  if (natsConnection_ConnectTo(&nc, flags.url.c_str()) != NATS_OK ||
-      natsConnection_JetStream(&js, nc, nullptr) != NATS_OK) {
-    std::cerr << "cannot connect to NATS at " << flags.url << ": " << nats_GetLastError(nullptr)
+  if (!connection.ok() || natsConnection_JetStream(&js, (*connection)->get(), nullptr) != NATS_OK) {
+    std::cerr << (connection.ok() ? nats_GetLastError(nullptr) : connection.status().message())
               << std::endl;
     return 2;
   }
   const int code = flags.publish.empty() ? Read(js, flags) : Publish(js, flags);
   jsCtx_Destroy(js);
-  natsConnection_Destroy(nc);
   return code;
 }
