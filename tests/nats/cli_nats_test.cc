@@ -78,6 +78,39 @@ class NatsCliTest : public NatsTest {
 
   std::string Scalar(const std::string& sql) { return db_->Scalar(sql); }
 
+  // The dead letters of `aggregate`, oldest first ("<payload n> <error>" each), once
+  // there are `n` of them; another count after a minute fails the test.
+  std::vector<std::string> WaitForLetters(const std::string& aggregate, size_t n) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(WaitUntil(
+        absl::Seconds(60),
+        [&] {
+          out.clear();
+          pg::Result rows = db_->Exec(
+              "SELECT (payload::jsonb->>'n') || ' ' || error FROM outbox_dead_letter "
+              "WHERE aggregate_id = '" +
+              aggregate + "' ORDER BY seq");
+          for (int i = 0; i < rows.rows(); ++i) out.emplace_back(rows.Get(i, 0));
+          return out.size() == n;
+        },
+        absl::Milliseconds(100)))
+        << relay_->Log();
+    out.resize(n);  // a test reads letters [0, n) either way
+    return out;
+  }
+
+  // `outboxd dead-letter replay --sink nats` to the test's stream: it exits 0 with
+  // every letter delivered.
+  void ReplayEveryLetter() {
+    std::string output;
+    EXPECT_EQ(Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
+                       "--sink", "nats", "--nats-url", url_, "--stream", stream_},
+                      &output),
+              0)
+        << output;
+    EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  }
+
   // What the stream holds against the outbox table, read back once it holds as many
   // messages as the table rows (or a minute passed): each message an outbox row's,
   // with its Nats-Msg-Id; each aggregate's first occurrences in commit order (a repeat
@@ -275,17 +308,6 @@ TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) 
             Scalar("SELECT id::text FROM outbox WHERE aggregate_id = 'u'"));
 }
 
-// The dead letters of one aggregate, oldest first: "<payload n> <error>" each.
-std::vector<std::string> LettersOf(TestDatabase& db, const std::string& aggregate) {
-  std::vector<std::string> out;
-  pg::Result rows = db.Exec(
-      "SELECT (payload::jsonb->>'n') || ' ' || error FROM outbox_dead_letter "
-      "WHERE aggregate_id = '" +
-      aggregate + "' ORDER BY seq");
-  for (int i = 0; i < rows.rows(); ++i) out.emplace_back(rows.Get(i, 0));
-  return out;
-}
-
 // The "n" of each message's payload on `subject` (all: ""), in stream order. Read whole:
 // a filtered reader would wait out a fetch's timeout for the stream's other messages.
 std::vector<std::string> Numbers(const std::vector<StoredMessage>& stream,
@@ -313,10 +335,7 @@ TEST_F(NatsCliTest, AFullStreamDeadLettersInOrderWhileOthersFlowAndReplayDeliver
       "('s', 'estoque.reservado', '{\"n\":1}'), ('s', 'estoque.reservado', '{\"n\":2}'), "
       "('s', 'estoque.reservado', '{\"n\":3}'), ('p', 'pedido.confirmado', '{\"n\":4}'), "
       "('s', 'estoque.reservado', '{\"n\":5}'), ('p', 'pedido.confirmado', '{\"n\":6}')");
-  ASSERT_TRUE(WaitUntil(
-      absl::Seconds(60), [&] { return LettersOf(*db_, "s").size() == 2; }, absl::Milliseconds(100)))
-      << relay_->Log();
-  const std::vector<std::string> letters = LettersOf(*db_, "s");
+  const std::vector<std::string> letters = WaitForLetters("s", 2);
   EXPECT_THAT(letters[0], HasSubstr("3 JetStream stream " + stream_ +
                                     " refused the message: maximum messages per subject exceeded"));
   EXPECT_THAT(letters[1], ::testing::StartsWith("5 "));
@@ -326,13 +345,7 @@ TEST_F(NatsCliTest, AFullStreamDeadLettersInOrderWhileOthersFlowAndReplayDeliver
               ::testing::ElementsAre("4", "6"));
 
   client.UpdateStream(stream_, prefix_ + ".>", {.max_msgs_per_subject = 100});
-  std::string output;
-  EXPECT_EQ(Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
-                     "--sink", "nats", "--nats-url", url_, "--stream", stream_},
-                    &output),
-            0)
-      << output;
-  EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  ReplayEveryLetter();
   EXPECT_THAT(Numbers(client.ReadAll(stream_, prefix_ + ".>"), prefix_ + ".estoque.reservado"),
               ::testing::ElementsAre("1", "2", "3", "5"));
 }
@@ -350,10 +363,7 @@ TEST_F(NatsCliTest, AMessageOverMaxPayloadDeadLettersInOrderAndReplayDeliversOnc
       "('b', 'pedido.confirmado', jsonb_build_object('n', 1, 'pad', repeat('x', 5000))), "
       "('c', 'pedido.confirmado', '{\"n\":2}'), ('b', 'pedido.confirmado', '{\"n\":3}'), "
       "('c', 'pedido.confirmado', '{\"n\":4}')");
-  ASSERT_TRUE(WaitUntil(
-      absl::Seconds(60), [&] { return LettersOf(*db_, "b").size() == 2; }, absl::Milliseconds(100)))
-      << relay_->Log();
-  const std::vector<std::string> letters = LettersOf(*db_, "b");
+  const std::vector<std::string> letters = WaitForLetters("b", 2);
   EXPECT_THAT(letters[0], HasSubstr("over the NATS server's max_payload of 4096 bytes"));
   EXPECT_THAT(letters[1], ::testing::StartsWith("3 "));
   JetStreamClient client(url_);
@@ -362,13 +372,7 @@ TEST_F(NatsCliTest, AMessageOverMaxPayloadDeadLettersInOrderAndReplayDeliversOnc
   EXPECT_THAT(Numbers(client.ReadAll(stream_, prefix_ + ".>")), ::testing::ElementsAre("2", "4"));
 
   ASSERT_TRUE(server.RestartWith("max_payload: 1048576"));
-  std::string output;
-  EXPECT_EQ(Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
-                     "--sink", "nats", "--nats-url", url_, "--stream", stream_},
-                    &output),
-            0)
-      << output;
-  EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  ReplayEveryLetter();
   JetStreamClient after(url_);  // the first one may still be reconnecting
   EXPECT_THAT(Numbers(after.ReadAll(stream_, prefix_ + ".>")),
               ::testing::ElementsAre("2", "4", "1", "3"));
