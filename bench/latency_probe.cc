@@ -64,10 +64,12 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "amqp/connection.h"
+#include "nats/connection.h"
 
 namespace {
 
 namespace amqp = outboxd::amqp;
+namespace nats = outboxd::nats;
 
 struct Flags {
   std::string brokers;
@@ -344,7 +346,12 @@ bool EnsureStream(jsCtx* js, const Flags& flags) {
 }
 
 int RunNats(const Flags& flags) {
-  natsConnection* nc = nullptr;
+  absl::StatusOr<std::unique_ptr<nats::Connection>> connection = nats::Connection::Open(
+      {.url = flags.nats_url, .name = "outboxd-bench-probe", .unreachable = nats::Unreachable::kFail});
+  if (!connection.ok()) {
+    std::fprintf(stderr, "outboxd-bench-probe: %s\n", connection.status().ToString().c_str());
+    return 2;
+  }
   jsCtx* js = nullptr;
   natsSubscription* sub = nullptr;
   jsSubOptions so;
@@ -352,12 +359,12 @@ int RunNats(const Flags& flags) {
   so.Stream = flags.stream.c_str();
   so.Ordered = true;  // push, no acks, from the stream's first message
   jsErrCode code = static_cast<jsErrCode>(0);
-  bool ok = natsConnection_ConnectTo(&nc, flags.nats_url.c_str()) == NATS_OK &&
-            natsConnection_JetStream(&js, nc, nullptr) == NATS_OK && EnsureStream(js, flags) &&
+  bool ok = natsConnection_JetStream(&js, (*connection)->get(), nullptr) == NATS_OK &&
+            EnsureStream(js, flags) &&
             js_SubscribeSync(&sub, js, flags.subject.c_str(), nullptr, &so, &code) == NATS_OK;
   int exit_code = 2;
   if (!ok) {
-    std::fprintf(stderr, "outboxd-bench-probe: NATS at %s: %s\n", flags.nats_url.c_str(),
+    std::fprintf(stderr, "outboxd-bench-probe: NATS at %s: %s\n", (*connection)->where().c_str(),
                  nats_GetLastError(nullptr));
   } else {
     Ready(flags);
@@ -376,7 +383,6 @@ int RunNats(const Flags& flags) {
   }
   natsSubscription_Destroy(sub);
   jsCtx_Destroy(js);
-  natsConnection_Destroy(nc);
   return exit_code;
 }
 
