@@ -31,9 +31,21 @@
 //
 //   $ outboxd-bench-probe --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --exchange bench
 //         --queue live_1000_rabbitmq --routing-key live_1000_rabbitmq --expect-file F
+//
+// With --nats-url (and --stream, --stream-subjects, --subject) it reads NATS JetStream:
+// it creates the stream when missing (file storage, as the relay creates it, taking
+// --stream-subjects) and reads --subject through an ordered push consumer from the
+// stream's start. recv is as for Kafka, an upper bound of insert -> PubAck (the stream
+// stored the message before delivering it); create is the stream's own store
+// timestamp (the server's clock, on this machine), which the PubAck follows by one
+// message from the server: the closest to insert -> PubAck of the three brokers.
+//
+//   $ outboxd-bench-probe --nats-url nats://127.0.0.1:4222 --stream BENCH
+//         --stream-subjects 'bench.>' --subject bench.live_1000_nats --expect-file F
 #include <amqp.h>
 #include <amqp_framing.h>
 #include <librdkafka/rdkafka.h>
+#include <nats/nats.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -52,10 +64,12 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "amqp/connection.h"
+#include "nats/connection.h"
 
 namespace {
 
 namespace amqp = outboxd::amqp;
+namespace nats = outboxd::nats;
 
 struct Flags {
   std::string brokers;
@@ -70,12 +84,18 @@ struct Flags {
   std::string exchange = "outboxd";
   std::string queue;
   std::string routing_key;
+  // NATS JetStream instead of Kafka.
+  std::string nats_url;
+  std::string stream;
+  std::string stream_subjects = ">";
+  std::string subject;
 };
 
-// One message as the probe got it: the payload and, from Kafka, its CreateTime.
+// One message as the probe got it: the payload and, from Kafka, its CreateTime (the
+// middle of its millisecond), from NATS the stream's store time, in epoch microseconds.
 struct Got {
   std::string payload;
-  std::optional<int64_t> created_ms;
+  std::optional<int64_t> created_us;
 };
 // Waits up to timeout_ms for one message; std::nullopt when none came.
 using PollFn = std::function<std::optional<Got>(int timeout_ms)>;
@@ -217,11 +237,10 @@ int Collect(const Flags& flags, const PollFn& poll) {
       continue;
     }
     recv_us.push_back(now - inserted);
-    // CreateTime has millisecond resolution: compare at the middle of that ms.
-    if (got->created_ms) create_us.push_back(*got->created_ms * 1000 + 500 - inserted);
+    if (got->created_us) create_us.push_back(*got->created_us - inserted);
     if (raw != nullptr) {
       std::fprintf(raw, "%" PRId64 "\t%" PRId64 "\n", recv_us.back(),
-                   got->created_ms ? create_us.back() : int64_t{-1});
+                   got->created_us ? create_us.back() : int64_t{-1});
     }
   }
   if (raw != nullptr) std::fclose(raw);
@@ -244,8 +263,9 @@ int RunKafka(const Flags& flags) {
     std::optional<Got> got;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       rd_kafka_timestamp_type_t type;
+      // CreateTime has millisecond resolution: compare at the middle of that ms.
       got = Got{.payload = std::string(static_cast<const char*>(m->payload), m->len),
-                .created_ms = rd_kafka_message_timestamp(m, &type)};
+                .created_us = rd_kafka_message_timestamp(m, &type) * 1000 + 500};
     }
     rd_kafka_message_destroy(m);
     return got;
@@ -299,17 +319,88 @@ int RunAmqp(const Flags& flags) {
   return code;
 }
 
+// The stream as the relay would create it, when missing: file storage, 2-minute
+// duplicate window. False after printing why not.
+bool EnsureStream(jsCtx* js, const Flags& flags) {
+  jsStreamInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  if (js_GetStreamInfo(&info, js, flags.stream.c_str(), nullptr, &code) == NATS_OK) {
+    jsStreamInfo_Destroy(info);
+    return true;
+  }
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  const char* subjects[] = {flags.stream_subjects.c_str()};
+  config.Name = flags.stream.c_str();
+  config.Subjects = subjects;
+  config.SubjectsLen = 1;
+  config.Storage = js_FileStorage;
+  config.Duplicates = 120LL * 1000 * 1000 * 1000;
+  if (js_AddStream(&info, js, &config, nullptr, &code) != NATS_OK) {
+    std::fprintf(stderr, "outboxd-bench-probe: cannot create stream %s: %s (%d)\n",
+                 flags.stream.c_str(), nats_GetLastError(nullptr), static_cast<int>(code));
+    return false;
+  }
+  jsStreamInfo_Destroy(info);
+  return true;
+}
+
+int RunNats(const Flags& flags) {
+  absl::StatusOr<std::unique_ptr<nats::Connection>> connection = nats::Connection::Open(
+      {.url = flags.nats_url, .name = "outboxd-bench-probe", .unreachable = nats::Unreachable::kFail});
+  if (!connection.ok()) {
+    std::fprintf(stderr, "outboxd-bench-probe: %s\n", connection.status().ToString().c_str());
+    return 2;
+  }
+  jsCtx* js = nullptr;
+  natsSubscription* sub = nullptr;
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = flags.stream.c_str();
+  so.Ordered = true;  // push, no acks, from the stream's first message
+  jsErrCode code = static_cast<jsErrCode>(0);
+  bool ok = natsConnection_JetStream(&js, (*connection)->get(), nullptr) == NATS_OK &&
+            EnsureStream(js, flags) &&
+            js_SubscribeSync(&sub, js, flags.subject.c_str(), nullptr, &so, &code) == NATS_OK;
+  int exit_code = 2;
+  if (!ok) {
+    std::fprintf(stderr, "outboxd-bench-probe: NATS at %s: %s\n", (*connection)->where().c_str(),
+                 nats_GetLastError(nullptr));
+  } else {
+    Ready(flags);
+    exit_code = Collect(flags, [sub](int timeout_ms) -> std::optional<Got> {
+      natsMsg* m = nullptr;
+      if (natsSubscription_NextMsg(&m, sub, timeout_ms) != NATS_OK) return std::nullopt;
+      Got got{.payload = std::string(natsMsg_GetData(m), natsMsg_GetDataLength(m))};
+      jsMsgMetaData* meta = nullptr;
+      if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
+        got.created_us = meta->Timestamp / 1000;
+        jsMsgMetaData_Destroy(meta);
+      }
+      natsMsg_Destroy(m);
+      return got;
+    });
+  }
+  natsSubscription_Destroy(sub);
+  jsCtx_Destroy(js);
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Flags flags;
-  CLI::App app("Measures insert -> Kafka latency of outbox events (scripts/bench)");
+  CLI::App app("Measures insert -> broker latency of outbox events (scripts/bench)");
   app.add_option("--brokers", flags.brokers, "Bootstrap servers");
   app.add_option("--topic", flags.topic, "Topic (partition 0 is read)");
   app.add_option("--amqp-url", flags.amqp_url, "Read RabbitMQ at this URL instead of Kafka");
   app.add_option("--exchange", flags.exchange, "RabbitMQ: the relay's exchange");
   app.add_option("--queue", flags.queue, "RabbitMQ: the queue to declare, bind and read");
   app.add_option("--routing-key", flags.routing_key, "RabbitMQ: the queue's binding key");
+  app.add_option("--nats-url", flags.nats_url, "Read NATS JetStream at this URL instead of Kafka");
+  app.add_option("--stream", flags.stream, "NATS: the stream (created when missing)");
+  app.add_option("--stream-subjects", flags.stream_subjects, "NATS: a created stream's subjects");
+  app.add_option("--subject", flags.subject, "NATS: the subject to read");
   app.add_option("--expect", flags.expect, "Stop after this many messages (0: on idle)");
   app.add_option("--expect-file", flags.expect_file,
                  "Stop after as many messages as the number this file holds once it appears");
@@ -320,6 +411,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!flags.nats_url.empty()) {
+    if (flags.stream.empty() || flags.subject.empty()) {
+      std::fprintf(stderr, "outboxd-bench-probe: --nats-url needs --stream and --subject\n");
+      return 2;
+    }
+    return RunNats(flags);
   }
   if (!flags.amqp_url.empty()) {
     if (flags.queue.empty() || flags.routing_key.empty()) {

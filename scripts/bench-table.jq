@@ -15,7 +15,8 @@ def short($x): $x.pgbench_tps != null and $x.pgbench_tps < 0.9 * $x.rate;
 
 def live_rows($rate; $l):
   ["run", "run"], ["naive", "naive relay (Python)"], ["poll", "poll (batch 50, 500ms)"], ["notify", "poll --notify"],
-  ["rabbitmq", "run --sink rabbitmq (recv = delivery)"] | . as [$k, $name] |
+  ["rabbitmq", "run --sink rabbitmq (recv = delivery)"], ["nats", "run --sink nats ([produce] = stored)"] |
+  . as [$k, $name] |
   $l[$k] as $x | select($x != null) |
   "| \(n($rate)) / \(f($x.pgbench_tps))\(if short($x) then " (short)" else "" end) | \($name) | \($x.count)/\($x.events) | \(f($x.recv_ms.p50)) | \(f($x.recv_ms.p99)) | \(f($x.recv_ms.p999)) | \(f($x.recv_ms.max)) | \(f($x.create_ms.p50)) | \(f($x.create_ms.p99)) | \(pct($x.acked_within_s["0.001"])) / \(pct($x.acked_within_s["0.002"])) / \(pct($x.acked_within_s["0.01"])) / \(pct($x.acked_within_s["0.025"])) | \(mib($x.peak_rss_kib)) |";
 
@@ -67,6 +68,10 @@ catchup_rows($c.large_transactions; "1.0"; null),
   "| \(backlog($r)) | run --sink rabbitmq / run to Kafka | \(f($r.run.events_per_s / $c.single_row.run.events_per_s)) | report | |",
   "| \(backlog($r)) | run --sink rabbitmq CPU per event (start-up excluded; with it) | \(f($r.run.cpu_us_per_event)) µs; \(f($r.run.cpu_us_per_event_with_startup)) µs | | |",
   "| \(backlog($r)) | run --sink rabbitmq peak RSS | \(mib($r.run.peak_rss_kib)) MiB | | |"),
+(.catchup.nats // empty | . as $r |
+  "| \(backlog($r)) | run --sink nats drain (probe consumed \(n($r.consumed))) | \(f($r.run.seconds)) s, \(f($r.run.events_per_s)) ev/s | report | |",
+  "| \(backlog($r)) | run --sink nats / run to Kafka | \(f($r.run.events_per_s / $c.single_row.run.events_per_s)) | report | |",
+  "| \(backlog($r)) | run --sink nats CPU per event (start-up excluded; with it) | \(f($r.run.cpu_us_per_event)) µs; \(f($r.run.cpu_us_per_event_with_startup)) µs | | |"),
 "",
 ($l[$lo].rabbitmq // empty | . as $x |
   "RabbitMQ at \(n($lo | tonumber))/s (insert -> publisher confirm is the relay histogram; the probe's receive may precede the confirm):",
@@ -105,4 +110,4 @@ catchup_rows($c.large_transactions; "1.0"; null),
   ($w.table, $w.messages | "| \(if .source == "table" then "outbox INSERT" else "outboxd_emit" end) | \(f(.writer_tps)) | \(f(.writer_tps_synchronous_commit_off)) | \(f(.wal_bytes_per_event)) | \(n(.events)) events in \(f(.run.seconds)) s, \(f(.run.events_per_s)) ev/s | \(f(.run.cpu_us_per_event_with_startup)) us |"),
   "| outboxd_emit / INSERT | \(f($w.messages.writer_tps / $w.table.writer_tps)) | \(f($w.messages.writer_tps_synchronous_commit_off / $w.table.writer_tps_synchronous_commit_off)) | \(f($w.messages.wal_bytes_per_event / $w.table.wal_bytes_per_event)) | \(f($w.messages.run.events_per_s / $w.table.run.events_per_s)) | report (issue 17 measured 9.5-10.3k vs 17.5-19.7k tps) |",
   ""),
-"Wall time: live \(f(.phase_seconds.live)) s, catch-up \(f(.phase_seconds.catchup)) s, RabbitMQ \(f(.phase_seconds.rabbitmq)) s, large transaction \(f(.phase_seconds.memory)) s, writer \(f(.phase_seconds.writer)) s; \(f(.elapsed_s)) s in all before the plots."
+"Wall time: live \(f(.phase_seconds.live)) s, catch-up \(f(.phase_seconds.catchup)) s, RabbitMQ \(f(.phase_seconds.rabbitmq)) s\(if .phase_seconds.nats then ", NATS \(f(.phase_seconds.nats)) s" else "" end), large transaction \(f(.phase_seconds.memory)) s, writer \(f(.phase_seconds.writer)) s; \(f(.elapsed_s)) s in all before the plots."

@@ -214,6 +214,19 @@ absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(AmqpFlags& flags, bool no_decl
   return amqp::Sink::Factory({.publisher = flags.options});
 }
 
+// What a missing stream's error tells the person to do. run and poll create the stream
+// unless --no-declare; dead-letter replay never does (it has no --topic template for
+// its subjects), whatever --no-declare says: the letters go to the relay's stream.
+std::string NatsStreamFix(const SinkFlags& sink) {
+  if (sink.topic_template.empty()) {
+    return absl::StrCat(sink.command,
+                        " publishes only to an existing stream: pass --stream with the stream "
+                        "the relay publishes to, or create it (outboxd run --sink nats creates "
+                        "it at start)");
+  }
+  return "create it, or leave out --no-declare and outboxd creates it";
+}
+
 absl::StatusOr<sink::SinkFactory> NatsSinkFactory(NatsFlags& flags, const SinkFlags& sink) {
   nats::SinkOptions& options = flags.options;
   OUTBOXD_RETURN_IF_ERROR(
@@ -231,6 +244,7 @@ absl::StatusOr<sink::SinkFactory> NatsSinkFactory(NatsFlags& flags, const SinkFl
   const bool create = !sink.no_declare && !sink.topic_template.empty();
   options.stream.declare = create ? nats::Declare::kCreateIfMissing : nats::Declare::kPassive;
   if (create) options.stream.subjects = {StreamSubjects(sink.topic_template)};
+  options.stream.fix_if_missing = NatsStreamFix(sink);
   return nats::Sink::Factory(options);
 }
 

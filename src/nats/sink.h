@@ -68,6 +68,10 @@ struct StreamOptions {
   // What a created stream takes (e.g. "order.>"); an existing stream is left as it is.
   std::vector<std::string> subjects;
   Declare declare = Declare::kCreateIfMissing;
+  // The fix a missing stream's error names when it is not created, in the caller's
+  // terms (its flags: `outboxd run --no-declare` and `dead-letter replay` differ);
+  // empty: "create it".
+  std::string fix_if_missing;
   // A created stream's duplicate window (JetStream's default).
   absl::Duration duplicate_window = absl::Minutes(2);
 };

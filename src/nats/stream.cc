@@ -93,10 +93,9 @@ absl::Status PrepareStream(jsCtx* js, const StreamOptions& options, const std::s
                                                " at ", where, ": ", LastError(s)));
   }
   if (options.declare == Declare::kPassive) {
-    return absl::NotFoundError(absl::StrCat("JetStream stream ", options.name,
-                                            " does not exist at ", where,
-                                            "; create it, or let outboxd create it "
-                                            "(leave out --no-declare)"));
+    return absl::NotFoundError(
+        absl::StrCat("JetStream stream ", options.name, " does not exist at ", where, "; ",
+                     options.fix_if_missing.empty() ? "create it" : options.fix_if_missing));
   }
   return Create(js, options, where);
 }

@@ -20,6 +20,10 @@
 #     127.0.0.1, no secret in a service's environment (secret files under /run/secrets
 #     instead, each listed by its service and present), the header saying DEMO ONLY;
 #     broken copies of the file must fail.
+#  6. the NATS profile: deploy/nats/nats-server.conf is a configuration nats-server
+#     accepts (`nats-server -t`, skipped without nats-server), with JetStream on, and
+#     the relay's URL secret (deploy/compose-secrets/nats_url) logs in as the user it
+#     defines; a service of the profile runs `outboxd run` with OUTBOXD_SINK nats.
 #
 #   tests/deploy/check_compose.sh [SOURCE_DIR [BIN_DIR]]   # defaults: repo, build/bin
 set -euo pipefail
@@ -311,6 +315,27 @@ if ! python3 -c 'import yaml' 2>/dev/null; then
 elif ! python3 "$src/tests/deploy/compose_exposure.py" "$src"; then
   fail "docker-compose.yml exposes a port or a secret (above)"
 fi
+
+# ---- 6. the NATS profile ---------------------------------------------------------
+nats_conf=$src/deploy/nats/nats-server.conf
+if [[ ! -f $nats_conf ]]; then
+  fail "no $nats_conf"
+else
+  if command -v nats-server >/dev/null 2>&1; then
+    out=$(nats-server -t -c "$nats_conf" 2>&1) || fail "nats-server -t rejects $nats_conf: $out"
+  else
+    note "nats-server not installed (scripts/deps installs it): skipping 'nats-server -t'"
+  fi
+  grep -qE '^jetstream[[:space:]]*\{' "$nats_conf" || fail "$nats_conf: JetStream is not on"
+  conf_user=$(sed -nE 's/^[[:space:]]*user:[[:space:]]*([^[:space:]]+).*/\1/p' "$nats_conf")
+  conf_password=$(sed -nE 's/^[[:space:]]*password:[[:space:]]*([^[:space:]]+).*/\1/p' "$nats_conf")
+  url=$(cat "$src/deploy/compose-secrets/nats_url" 2>/dev/null || true)
+  [[ $url == "nats://$conf_user:$conf_password@nats:"* ]] ||
+    fail "deploy/compose-secrets/nats_url does not log in as $nats_conf's user $conf_user"
+fi
+awk '/^  outboxd-nats:/ { s = 1; next } /^  [^ ]/ { s = 0 } s' "$compose" |
+  grep -qE 'OUTBOXD_SINK:[[:space:]]*nats' ||
+  fail "docker-compose.yml: no service outboxd-nats with OUTBOXD_SINK: nats"
 
 if [[ $failures -gt 0 ]]; then
   echo "check_compose: $failures problem(s)" >&2

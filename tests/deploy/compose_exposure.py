@@ -98,6 +98,13 @@ BROKEN = [
      r"OUTBOXD_AMQP_URL holds a user:password@ in a URL"),
     ("a secret the service does not list", "secrets: [postgres_password, amqp_url]",
      "secrets: [postgres_password]", r"reads /run/secrets/amqp_url, a secret the service"),
+    ("the NATS port on every interface", '"127.0.0.1:4222:4222"', '"4222:4222"',
+     r'service nats: port "4222:4222" is published on every interface'),
+    ("a NATS URL with its password", "OUTBOXD_NATS_URL_FILE: /run/secrets/nats_url",
+     "OUTBOXD_NATS_URL: nats://outboxd:outboxd@nats:4222",
+     r"OUTBOXD_NATS_URL holds a user:password@ in a URL"),
+    ("the NATS relay without its secret", "secrets: [postgres_password, nats_url]",
+     "secrets: [postgres_password]", r"reads /run/secrets/nats_url, a secret the service"),
 ]
 
 

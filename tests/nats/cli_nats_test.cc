@@ -3,7 +3,9 @@
 // and `poll` create from the --topic template, read back with the tests' own
 // JetStream client; what six kill -9s of the relay leave in it, and a kill -9 of the
 // server leading an R3 stream on a cluster of three (scripts/nats start-cluster, the
-// test's own); a dead letter replayed once a stream takes its subject.
+// test's own); dead letters (no stream for the subject, a full stream, a message over
+// max_payload) in order while others flow, each replayed once its cause is fixed; a
+// missing stream's error per command.
 #include <unistd.h>
 
 #include <csignal>
@@ -75,6 +77,39 @@ class NatsCliTest : public NatsTest {
   }
 
   std::string Scalar(const std::string& sql) { return db_->Scalar(sql); }
+
+  // The dead letters of `aggregate`, oldest first ("<payload n> <error>" each), once
+  // there are `n` of them; another count after a minute fails the test.
+  std::vector<std::string> WaitForLetters(const std::string& aggregate, size_t n) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(WaitUntil(
+        absl::Seconds(60),
+        [&] {
+          out.clear();
+          pg::Result rows = db_->Exec(
+              "SELECT (payload::jsonb->>'n') || ' ' || error FROM outbox_dead_letter "
+              "WHERE aggregate_id = '" +
+              aggregate + "' ORDER BY seq");
+          for (int i = 0; i < rows.rows(); ++i) out.emplace_back(rows.Get(i, 0));
+          return out.size() == n;
+        },
+        absl::Milliseconds(100)))
+        << relay_->Log();
+    out.resize(n);  // a test reads letters [0, n) either way
+    return out;
+  }
+
+  // `outboxd dead-letter replay --sink nats` to the test's stream: it exits 0 with
+  // every letter delivered.
+  void ReplayEveryLetter() {
+    std::string output;
+    EXPECT_EQ(Outboxd({"dead-letter", "replay", "--pg", db_->conninfo(), "--slot", db_->name(),
+                       "--sink", "nats", "--nats-url", url_, "--stream", stream_},
+                      &output),
+              0)
+        << output;
+    EXPECT_EQ(Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  }
 
   // What the stream holds against the outbox table, read back once it holds as many
   // messages as the table rows (or a minute passed): each message an outbox row's,
@@ -271,6 +306,101 @@ TEST_F(NatsCliTest, ADeadLetterWithoutAStreamReplaysOnceAStreamTakesItsSubject) 
   EXPECT_EQ(replayed[0].value, R"({"n": 1})");
   EXPECT_EQ(replayed[0].Header("Nats-Msg-Id"),
             Scalar("SELECT id::text FROM outbox WHERE aggregate_id = 'u'"));
+}
+
+// The "n" of each message's payload on `subject` (all: ""), in stream order. Read whole:
+// a filtered reader would wait out a fetch's timeout for the stream's other messages.
+std::vector<std::string> Numbers(const std::vector<StoredMessage>& stream,
+                                 const std::string& subject = "") {
+  std::vector<std::string> out;
+  for (const StoredMessage& m : stream) {
+    if (!subject.empty() && m.subject != subject) continue;
+    const size_t at = m.value.find("\"n\": ");
+    out.push_back(at == std::string::npos ? m.value : m.value.substr(at + 5, 1));
+  }
+  return out;
+}
+
+// A subject of the stream at its limit with discard new refuses the next message: a
+// dead letter with the server's reason, its aggregate's later event a dead letter right
+// behind it, while events on the stream's other subjects keep flowing. Once the limit
+// is raised, `dead-letter replay --sink nats` (the relay still running) delivers both,
+// in order, after the two the subject held.
+TEST_F(NatsCliTest, AFullStreamDeadLettersInOrderWhileOthersFlowAndReplayDeliversOnceRaised) {
+  JetStreamClient client(url_);
+  client.AddStream(stream_, prefix_ + ".>", {.max_msgs_per_subject = 2});
+  StartRelay();
+  db_->Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+      "('s', 'estoque.reservado', '{\"n\":1}'), ('s', 'estoque.reservado', '{\"n\":2}'), "
+      "('s', 'estoque.reservado', '{\"n\":3}'), ('p', 'pedido.confirmado', '{\"n\":4}'), "
+      "('s', 'estoque.reservado', '{\"n\":5}'), ('p', 'pedido.confirmado', '{\"n\":6}')");
+  const std::vector<std::string> letters = WaitForLetters("s", 2);
+  EXPECT_THAT(letters[0], HasSubstr("3 JetStream stream " + stream_ +
+                                    " refused the message: maximum messages per subject exceeded"));
+  EXPECT_THAT(letters[1], ::testing::StartsWith("5 "));
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) == 4; }, absl::Milliseconds(100)));
+  EXPECT_THAT(Numbers(client.ReadAll(stream_, prefix_ + ".>"), prefix_ + ".pedido.confirmado"),
+              ::testing::ElementsAre("4", "6"));
+
+  client.UpdateStream(stream_, prefix_ + ".>", {.max_msgs_per_subject = 100});
+  ReplayEveryLetter();
+  EXPECT_THAT(Numbers(client.ReadAll(stream_, prefix_ + ".>"), prefix_ + ".estoque.reservado"),
+              ::testing::ElementsAre("1", "2", "3", "5"));
+}
+
+// A message over the server's max_payload (4 KiB on this server) never leaves the
+// relay: a dead letter saying so, its aggregate's next event right behind it, while
+// another aggregate's events flow. Once the server takes larger messages (max_payload
+// raised, server restarted), `dead-letter replay --sink nats` delivers both in order.
+TEST_F(NatsCliTest, AMessageOverMaxPayloadDeadLettersInOrderAndReplayDeliversOnceItFits) {
+  PrivateNatsServer server("max_payload:4096");
+  url_ = server.url();
+  StartRelay();
+  db_->Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+      "('b', 'pedido.confirmado', jsonb_build_object('n', 1, 'pad', repeat('x', 5000))), "
+      "('c', 'pedido.confirmado', '{\"n\":2}'), ('b', 'pedido.confirmado', '{\"n\":3}'), "
+      "('c', 'pedido.confirmado', '{\"n\":4}')");
+  const std::vector<std::string> letters = WaitForLetters("b", 2);
+  EXPECT_THAT(letters[0], HasSubstr("over the NATS server's max_payload of 4096 bytes"));
+  EXPECT_THAT(letters[1], ::testing::StartsWith("3 "));
+  JetStreamClient client(url_);
+  EXPECT_TRUE(WaitUntil(
+      absl::Seconds(60), [&] { return Count(client, stream_) == 2; }, absl::Milliseconds(100)));
+  EXPECT_THAT(Numbers(client.ReadAll(stream_, prefix_ + ".>")), ::testing::ElementsAre("2", "4"));
+
+  ASSERT_TRUE(server.RestartWith("max_payload: 1048576"));
+  ReplayEveryLetter();
+  JetStreamClient after(url_);  // the first one may still be reconnecting
+  EXPECT_THAT(Numbers(after.ReadAll(stream_, prefix_ + ".>")),
+              ::testing::ElementsAre("2", "4", "1", "3"));
+}
+
+// A missing stream's error names the fix that fits the command: `run --no-declare`
+// would create it without the flag; `dead-letter replay` never creates one, with or
+// without --no-declare, so it names the relay's stream instead.
+TEST_F(NatsCliTest, AMissingStreamsErrorNamesTheFixThatFitsTheCommand) {
+  std::string output;
+  EXPECT_EQ(Outboxd({"run", "--pg", db_->conninfo(), "--slot", db_->name(), "--sink", "nats",
+                     "--nats-url", url_, "--stream", stream_, "--no-declare"},
+                    &output),
+            2);
+  EXPECT_THAT(output, HasSubstr("JetStream stream " + stream_ + " does not exist at " + url_ +
+                                "; create it, or leave out --no-declare"));
+  for (const bool no_declare : {false, true}) {
+    std::vector<std::string> replay = {"dead-letter", "replay",    "--pg",     db_->conninfo(),
+                                       "--slot",      db_->name(), "--sink",   "nats",
+                                       "--nats-url",  url_,        "--stream", stream_};
+    if (no_declare) replay.push_back("--no-declare");
+    EXPECT_EQ(Outboxd(replay, &output), 2);
+    EXPECT_THAT(output, HasSubstr("does not exist at " + url_ +
+                                  "; outboxd dead-letter replay publishes only to an existing "
+                                  "stream: pass --stream with the stream the relay publishes to"));
+    EXPECT_THAT(output, Not(HasSubstr("leave out --no-declare")));
+  }
+  EXPECT_FALSE(JetStreamClient(url_).Stream(stream_).has_value());
 }
 
 // `outboxd poll --sink nats` creates the stream from its --topic template too, and

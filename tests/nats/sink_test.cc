@@ -229,12 +229,21 @@ TEST_F(NatsSinkTest, AMessageOverTheStreamsMaxMsgSizeIsADeadLetter) {
   EXPECT_TRUE(ReportOf(2)->status.ok()) << ReportOf(2)->status;
 }
 
-TEST_F(NatsSinkTest, APassiveCheckOfAMissingStreamFailsWithTheFix) {
-  auto sink = Sink::Create(Options(Declare::kPassive), {});
+// The fix is the caller's (its flags differ: run --no-declare, dead-letter replay);
+// without one the error says to create the stream.
+TEST_F(NatsSinkTest, APassiveCheckOfAMissingStreamFailsWithTheCallersFix) {
+  SinkOptions options = Options(Declare::kPassive);
+  options.stream.fix_if_missing = "do this";
+  auto sink = Sink::Create(options, {});
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("--no-declare"));
+  EXPECT_THAT(std::string(sink.status().message()),
+              HasSubstr(absl::StrCat("JetStream stream ", stream_, " does not exist at ", url_,
+                                     "; do this")));
   EXPECT_FALSE(client_->Stream(stream_).has_value()) << "a passive check created it";
+  sink = Sink::Create(Options(Declare::kPassive), {});
+  ASSERT_FALSE(sink.ok());
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("; create it"));
 }
 
 TEST_F(NatsSinkTest, AMessageNatsCannotCarryIsRefusedAtProduce) {

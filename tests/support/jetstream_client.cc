@@ -111,6 +111,17 @@ bool NatsCluster::Kill(const std::string& server) {
   return RunVerb("kill", dir_ + "/" + server);
 }
 
+bool PrivateNatsServer::RestartWith(const std::string& config_line) {
+  FILE* config = std::fopen((dir_ + "/nats-server.conf").c_str(), "a");
+  if (config == nullptr) {
+    ADD_FAILURE() << "cannot append to " << dir_ << "/nats-server.conf";
+    return false;
+  }
+  std::fprintf(config, "%s\n", config_line.c_str());
+  std::fclose(config);
+  return Restart();
+}
+
 JetStreamClient::JetStreamClient(const std::string& url) {
   EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
   EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
@@ -123,6 +134,16 @@ JetStreamClient::~JetStreamClient() {
 
 void JetStreamClient::AddStream(const std::string& name, const std::string& subject,
                                 StreamLimits limits) {
+  SetStream(name, subject, limits, StreamCall::kAdd);
+}
+
+void JetStreamClient::UpdateStream(const std::string& name, const std::string& subject,
+                                   StreamLimits limits) {
+  SetStream(name, subject, limits, StreamCall::kUpdate);
+}
+
+void JetStreamClient::SetStream(const std::string& name, const std::string& subject,
+                                StreamLimits limits, StreamCall call) {
   jsStreamConfig config;
   jsStreamConfig_Init(&config);
   const char* subjects[] = {subject.c_str()};
@@ -132,11 +153,16 @@ void JetStreamClient::AddStream(const std::string& name, const std::string& subj
   config.Storage = js_FileStorage;
   config.MaxMsgs = limits.max_msgs;
   config.MaxMsgSize = limits.max_msg_size;
+  config.MaxMsgsPerSubject = limits.max_msgs_per_subject;
   config.Discard = js_DiscardNew;
   config.Replicas = limits.replicas;
+  config.DiscardNewPerSubject = limits.max_msgs_per_subject > 0;
   jsStreamInfo* info = nullptr;
   jsErrCode code;
-  EXPECT_EQ(js_AddStream(&info, js_, &config, nullptr, &code), NATS_OK) << "error code " << code;
+  const natsStatus s = call == StreamCall::kAdd
+                           ? js_AddStream(&info, js_, &config, nullptr, &code)
+                           : js_UpdateStream(&info, js_, &config, nullptr, &code);
+  EXPECT_EQ(s, NATS_OK) << "error code " << code;
   jsStreamInfo_Destroy(info);
 }
 

@@ -44,6 +44,8 @@ struct StreamLimits {
   int64_t max_msgs = -1;      // with discard new: a full stream refuses
   int32_t max_msg_size = -1;  // larger messages are refused
   int64_t replicas = 1;       // 3 on a NatsCluster: an R3 stream
+  // With discard new per subject: a subject at its limit refuses, the others take more.
+  int64_t max_msgs_per_subject = -1;
 };
 
 struct StreamSummary {
@@ -75,6 +77,9 @@ class PrivateNatsServer {
   // SIGSTOP: connections stay open and what clients write is left unread, so a Kill()
   // or Restart() after it loses that for sure (a request sent now gets no answer).
   bool Freeze();
+  // Restarted (kill -9, same ports and store) with one more nats-server.conf line,
+  // which wins over an earlier one of the same key: `max_payload: 1048576`.
+  bool RestartWith(const std::string& config_line);
 
  private:
   bool Script(const char* verb);
@@ -117,6 +122,8 @@ class JetStreamClient {
 
   // A file-storage stream taking `subject`, discarding new messages at its limits.
   void AddStream(const std::string& name, const std::string& subject, StreamLimits limits = {});
+  // The same stream with new limits (js_UpdateStream): a stream made full, raised.
+  void UpdateStream(const std::string& name, const std::string& subject, StreamLimits limits);
   // nullopt when the stream does not exist.
   std::optional<StreamSummary> Stream(const std::string& name);
   // Every message of the stream on `subject`, in stream order, through a new durable
@@ -124,6 +131,10 @@ class JetStreamClient {
   std::vector<StoredMessage> ReadAll(const std::string& stream, const std::string& subject);
 
  private:
+  enum class StreamCall { kAdd, kUpdate };
+  void SetStream(const std::string& name, const std::string& subject, StreamLimits limits,
+                 StreamCall call);
+
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   int readers_ = 0;

@@ -20,9 +20,9 @@ namespace outboxd::nats {
 
 // OK when the stream exists (left as it is) or was created (file storage, the given
 // subjects and duplicate window). NotFound when it is missing and `options.declare` is
-// kPassive; InvalidArgument when it must be created with no subjects or the server
-// refuses its configuration; Unavailable when the server did not answer. `where` is
-// the redacted URL, for the messages.
+// kPassive (naming options.fix_if_missing); InvalidArgument when it must be created
+// with no subjects or the server refuses its configuration; Unavailable when the
+// server did not answer. `where` is the redacted URL, for the messages.
 [[nodiscard]] absl::Status PrepareStream(jsCtx* js, const StreamOptions& options,
                                          const std::string& where);
 
