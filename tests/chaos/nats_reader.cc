@@ -51,23 +51,16 @@ absl::Status MakeStream(jsCtx* js, const std::string& stream, const std::string&
 absl::StatusOr<std::unique_ptr<NatsReader>> NatsReader::Start(const std::string& url,
                                                               const std::string& stream,
                                                               const std::string& subject) {
-  natsOptions* opts = nullptr;
-  natsConnection* nc = nullptr;
-  natsStatus s = natsOptions_Create(&opts);
-  if (s == NATS_OK) s = natsOptions_SetURL(opts, url.c_str());
-  if (s == NATS_OK) s = natsOptions_SetName(opts, "outboxd-chaos reader");
-  // The faults stop the server on purpose: come back as soon as it is up, for ever.
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 100);
-  if (s == NATS_OK) s = natsConnection_Connect(&nc, opts);
-  natsOptions_Destroy(opts);
-  if (s != NATS_OK) return Failed("cannot connect the chaos reader", s);
+  // nats::Connection reconnects for ever, 100 ms apart: the faults stop the server
+  // on purpose, and the reader comes back as soon as it is up.
+  absl::StatusOr<std::unique_ptr<nats::Connection>> conn = nats::Connection::Open(
+      {.url = url, .name = "outboxd-chaos reader", .unreachable = nats::Unreachable::kFail});
+  if (!conn.ok()) return conn.status();
   jsCtx* js = nullptr;
-  if (s = natsConnection_JetStream(&js, nc, nullptr); s != NATS_OK) {
-    natsConnection_Destroy(nc);
+  if (natsStatus s = natsConnection_JetStream(&js, (*conn)->get(), nullptr); s != NATS_OK) {
     return Failed("natsConnection_JetStream", s);
   }
-  std::unique_ptr<NatsReader> reader(new NatsReader(nc, js, stream, subject));
+  std::unique_ptr<NatsReader> reader(new NatsReader(*std::move(conn), js, stream, subject));
   if (absl::Status made = MakeStream(js, stream, subject); !made.ok()) return made;
   reader->thread_ = std::thread([r = reader.get()] { r->Run(); });
   return reader;
@@ -77,8 +70,6 @@ NatsReader::~NatsReader() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   jsCtx_Destroy(js_);
-  natsConnection_Close(nc_);
-  natsConnection_Destroy(nc_);
 }
 
 bool NatsReader::Seen(const std::string& id) const {

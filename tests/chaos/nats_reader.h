@@ -32,8 +32,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chaos/reader.h"
+#include "nats/connection.h"
 
-typedef struct __natsConnection natsConnection;
 typedef struct __jsCtx jsCtx;
 
 namespace outboxd::chaos {
@@ -58,8 +58,9 @@ class NatsReader final : public Reader {
   std::vector<Delivery> StopAndTake() override;
 
  private:
-  NatsReader(natsConnection* nc, jsCtx* js, std::string stream, std::string subject)
-      : nc_(nc), js_(js), stream_(std::move(stream)), subject_(std::move(subject)) {}
+  NatsReader(std::unique_ptr<nats::Connection> conn, jsCtx* js, std::string stream,
+             std::string subject)
+      : conn_(std::move(conn)), js_(js), stream_(std::move(stream)), subject_(std::move(subject)) {}
   void Run();
   // The stream's last sequence (0 when empty).
   absl::StatusOr<uint64_t> LastSequence() const;
@@ -68,7 +69,7 @@ class NatsReader final : public Reader {
   uint64_t ReadRange(uint64_t from, uint64_t last, std::vector<Delivery>& out);
   void Record(std::vector<Delivery>& batch);
 
-  natsConnection* const nc_;
+  const std::unique_ptr<nats::Connection> conn_;
   jsCtx* const js_;
   const std::string stream_;
   const std::string subject_;

@@ -58,20 +58,12 @@ class NatsConsumerTest : public ::testing::Test {
     topic_ = prefix_ + ".pedido.confirmado";
     UseServer(url_);
   }
-  void TearDown() override { Disconnect(); }
 
   // The consumers, the publishing and State() on the server at `url` from now on.
   void UseServer(const std::string& url) {
-    Disconnect();
+    client_.reset();
     url_ = url;
-    ASSERT_EQ(natsConnection_ConnectTo(&nc_, url_.c_str()), NATS_OK);
-    ASSERT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
-  }
-  void Disconnect() {
-    if (js_ != nullptr) jsCtx_Destroy(js_);
-    if (nc_ != nullptr) natsConnection_Destroy(nc_);
-    js_ = nullptr;
-    nc_ = nullptr;
+    client_ = std::make_unique<test::JetStreamClient>(url_);
   }
 
   // The consumer of every test; a short `ack_wait` for those that wait for a redelivery.
@@ -124,15 +116,15 @@ class NatsConsumerTest : public ::testing::Test {
     ASSERT_EQ(natsMsg_Create(&msg, topic_.c_str(), nullptr, body.data(), body.size()), NATS_OK);
     if (with_id) natsMsgHeader_Set(msg, "id", Id(n).c_str());
     natsMsgHeader_Set(msg, "aggregate_id", absl::StrCat("pedido-", n % 3).c_str());
-    EXPECT_EQ(js_PublishMsg(nullptr, js_, msg, nullptr, nullptr), NATS_OK);
+    EXPECT_EQ(js_PublishMsg(nullptr, client_->js(), msg, nullptr, nullptr), NATS_OK);
     natsMsg_Destroy(msg);
   }
 
   ConsumerState State(const std::string& durable = "billing") {
     ConsumerState state;
     jsConsumerInfo* info = nullptr;
-    if (js_GetConsumerInfo(&info, js_, stream_.c_str(), durable.c_str(), nullptr, nullptr) !=
-        NATS_OK) {
+    if (js_GetConsumerInfo(&info, client_->js(), stream_.c_str(), durable.c_str(), nullptr,
+                           nullptr) != NATS_OK) {
       return state;
     }
     state = {.ack_pending = info->NumAckPending,
@@ -152,8 +144,7 @@ class NatsConsumerTest : public ::testing::Test {
   std::string prefix_;
   std::string stream_;
   std::string topic_;
-  natsConnection* nc_ = nullptr;
-  jsCtx* js_ = nullptr;
+  std::unique_ptr<test::JetStreamClient> client_;
 };
 
 // Started before the relay made the stream: the consumer waits for it, binds, and

@@ -270,11 +270,9 @@ TEST_F(NatsSinkTest, OnlyAPubAckConfirmsAndAMissingOneIsPublishedAgain) {
   }();
   ASSERT_NE(sink, nullptr);
   const std::string silent = "silent_" + prefix_ + ".x";
-  natsConnection* nc = nullptr;
-  ASSERT_EQ(natsConnection_ConnectTo(&nc, url_.c_str()), NATS_OK);
   natsSubscription* sub = nullptr;
-  ASSERT_EQ(natsConnection_SubscribeSync(&sub, nc, silent.c_str()), NATS_OK);
-  ASSERT_EQ(natsConnection_Flush(nc), NATS_OK);
+  ASSERT_EQ(natsConnection_SubscribeSync(&sub, client_->nc(), silent.c_str()), NATS_OK);
+  ASSERT_EQ(natsConnection_Flush(client_->nc()), NATS_OK);
 
   ASSERT_TRUE(Send(*sink, silent, "k", 7, 7).ok());
   std::vector<std::string> ids;
@@ -294,7 +292,6 @@ TEST_F(NatsSinkTest, OnlyAPubAckConfirmsAndAMissingOneIsPublishedAgain) {
   EXPECT_TRUE(reports_.empty()) << "reported without a PubAck";
   EXPECT_GE(sink->counters().republished, 1u);
   natsSubscription_Destroy(sub);
-  natsConnection_Destroy(nc);
 
   client_->AddStream("S_silent_" + prefix_, silent);
   AwaitReports(*sink, 1);

@@ -123,14 +123,17 @@ bool PrivateNatsServer::RestartWith(const std::string& config_line) {
 }
 
 JetStreamClient::JetStreamClient(const std::string& url) {
-  EXPECT_EQ(natsConnection_ConnectTo(&nc_, url.c_str()), NATS_OK) << url;
-  EXPECT_EQ(natsConnection_JetStream(&js_, nc_, nullptr), NATS_OK);
+  absl::StatusOr<std::unique_ptr<nats::Connection>> conn = nats::Connection::Open(
+      {.url = url, .name = "outboxd tests", .unreachable = nats::Unreachable::kFail});
+  if (!conn.ok()) {
+    ADD_FAILURE() << conn.status();
+    return;
+  }
+  conn_ = *std::move(conn);
+  EXPECT_EQ(natsConnection_JetStream(&js_, conn_->get(), nullptr), NATS_OK);
 }
 
-JetStreamClient::~JetStreamClient() {
-  jsCtx_Destroy(js_);
-  natsConnection_Destroy(nc_);
-}
+JetStreamClient::~JetStreamClient() { jsCtx_Destroy(js_); }
 
 void JetStreamClient::AddStream(const std::string& name, const std::string& subject,
                                 StreamLimits limits) {

@@ -10,13 +10,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "nats/connection.h"
 
-typedef struct __natsConnection natsConnection;
 typedef struct __jsCtx jsCtx;
 
 namespace outboxd::test {
@@ -114,11 +115,16 @@ class NatsCluster {
 
 class JetStreamClient {
  public:
-  // Connects; a failure fails the test.
+  // Connects through nats::Connection (src/nats/connection.h), then talks plain
+  // libnats JetStream; a failure fails the test.
   explicit JetStreamClient(const std::string& url);
   ~JetStreamClient();
   JetStreamClient(const JetStreamClient&) = delete;
   JetStreamClient& operator=(const JetStreamClient&) = delete;
+
+  // libnats' handles, for a test's own calls (a plain subscription, a publish).
+  natsConnection* nc() const { return conn_ == nullptr ? nullptr : conn_->get(); }
+  jsCtx* js() const { return js_; }
 
   // A file-storage stream taking `subject`, discarding new messages at its limits.
   void AddStream(const std::string& name, const std::string& subject, StreamLimits limits = {});
@@ -135,7 +141,7 @@ class JetStreamClient {
   void SetStream(const std::string& name, const std::string& subject, StreamLimits limits,
                  StreamCall call);
 
-  natsConnection* nc_ = nullptr;
+  std::unique_ptr<nats::Connection> conn_;
   jsCtx* js_ = nullptr;
   int readers_ = 0;
 };
