@@ -1,4 +1,4 @@
-// amqp::Sink::Impl: the Publisher's connection, its reconnects and nack retries, its
+// amqp::NewSink: the Publisher's connection, its reconnects and nack retries, its
 // completions turned into reports, and the broker's flow control; what every
 // confirming sink does (the entries until each is reported, their per-key order: only
 // the first of each key is ever published, the ready ones lowest sequence first; the
@@ -44,9 +44,11 @@ std::optional<absl::Time> ParseCreatedAt(std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace
+struct Impl final : public Sink {
+  // For NewSink, which sets it up.
+  using ConfirmingSink::ArmTimer;
+  using ConfirmingSink::OpenWakeFd;
 
-struct Sink::Impl final : public Sink {
   // A Publisher completion, kept until Serve() handles it (its reason copied: the
   // Publisher's view ends with the callback).
   struct Done {
@@ -56,7 +58,7 @@ struct Sink::Impl final : public Sink {
   };
 
   Impl(const SinkOptions& options, const sink::SinkSettings& settings, std::string where)
-      : Sink(settings, absl::StrCat("RabbitMQ at ", where)),
+      : BrokerSink(settings, absl::StrCat("RabbitMQ at ", where)),
         options(options),
         where(std::move(where)),
         reconnect_backoff(options.reconnect_base, options.reconnect_cap, Backoff::Jitter::kNone),
@@ -105,9 +107,11 @@ struct Sink::Impl final : public Sink {
   std::vector<Header> amqp_headers;  // scratch for ToAmqp
 };
 
+}  // namespace
+
 // A first connection or a fresh one after a loss (a new channel: the broker numbers
 // its confirms from 1 again, which the Publisher handles).
-absl::Status Sink::Impl::Connect() {
+absl::Status Impl::Connect() {
   if (publisher == nullptr) {
     OUTBOXD_ASSIGN_OR_RETURN(publisher, Publisher::Connect(options.publisher, Handler()));
   } else {
@@ -118,7 +122,7 @@ absl::Status Sink::Impl::Connect() {
   return absl::OkStatus();
 }
 
-void Sink::Impl::TryReconnect() {
+void Impl::TryReconnect() {
   absl::Status s = Connect();
   if (s.ok()) {
     reconnect_backoff.Reset();
@@ -138,7 +142,7 @@ void Sink::Impl::TryReconnect() {
                entries().size(), absl::FormatDuration(wait), reconnect_backoff.attempts());
 }
 
-OutgoingMessage Sink::Impl::ToAmqp(uint64_t seq, const Entry& e) {
+OutgoingMessage Impl::ToAmqp(uint64_t seq, const Entry& e) {
   OutgoingMessage m{.routing_key = e.message.topic(), .body = e.message.value(), .tag = seq};
   m.properties.content_type = kJsonContentType;
   amqp_headers.clear();
@@ -162,7 +166,7 @@ OutgoingMessage Sink::Impl::ToAmqp(uint64_t seq, const Entry& e) {
 // Publishes one ready entry. Unavailable: the connection was lost (the Publisher
 // completed the unconfirmed ones as lost); ResourceExhausted: blocked; InvalidArgument:
 // AMQP cannot carry this message.
-absl::Status Sink::Impl::PublishOne(uint64_t seq) {
+absl::Status Impl::PublishOne(uint64_t seq) {
   Entry& e = entries().at(seq);
   absl::Status s = publisher->Produce(ToAmqp(seq, e));
   if (!s.ok()) return s;
@@ -171,7 +175,7 @@ absl::Status Sink::Impl::PublishOne(uint64_t seq) {
   return s;
 }
 
-void Sink::Impl::PublishReady() {
+void Impl::PublishReady() {
   while (order().ready() > 0 && connected && publisher->Health().ok() && !publisher->Blocked() &&
          absl::Now() >= retry_at) {
     const uint64_t seq = *order().NextReady();
@@ -189,7 +193,7 @@ void Sink::Impl::PublishReady() {
 
 // A nacked or (in the grace) returned message goes out again after the nack backoff,
 // which an ack resets; returns the wait.
-absl::Duration Sink::Impl::PublishAgainLater(uint64_t seq) {
+absl::Duration Impl::PublishAgainLater(uint64_t seq) {
   order().Resend(seq);
   const absl::Duration wait = nack_backoff.Next();
   retry_at = absl::Now() + wait;
@@ -200,7 +204,7 @@ absl::Duration Sink::Impl::PublishAgainLater(uint64_t seq) {
 // restarted after a crash routes nothing to a queue it is still recovering. The
 // message is published again after the nack backoff; the first such return is
 // logged. Returns false once the grace is over: the return is reported failed.
-bool Sink::Impl::ReturnedInGrace(uint64_t seq, absl::string_view reason) {
+bool Impl::ReturnedInGrace(uint64_t seq, absl::string_view reason) {
   if (absl::Now() >= grace_until) return false;
   ++counters_.returned_again;
   PublishAgainLater(seq);
@@ -218,7 +222,7 @@ bool Sink::Impl::ReturnedInGrace(uint64_t seq, absl::string_view reason) {
 
 // Serves the Publisher's completions: acks and failures are reported, lost and
 // nacked messages are ready to be published again.
-int Sink::Impl::ServeDone() {
+int Impl::ServeDone() {
   int served = 0;
   std::vector<Done> batch;
   batch.swap(done);
@@ -261,7 +265,7 @@ int Sink::Impl::ServeDone() {
 
 // Logs the changes the relay cannot see: a lost connection (its messages wait) and
 // the broker's flow control.
-void Sink::Impl::NoticeState() {
+void Impl::NoticeState() {
   if (connected && !publisher->Health().ok()) {
     connected = false;
     blocked = false;
@@ -283,7 +287,7 @@ void Sink::Impl::NoticeState() {
   blocked = now_blocked;
 }
 
-int Sink::Impl::Serve() {
+int Impl::Serve() {
   if (connected) publisher->Poll(absl::ZeroDuration());
   int served = ServeDone();
   NoticeState();
@@ -295,7 +299,7 @@ int Sink::Impl::Serve() {
   return served;
 }
 
-void Sink::Impl::WatchCurrentSocket() {
+void Impl::WatchCurrentSocket() {
   const int fd = connected ? publisher->socket_fd() : -1;
   if (fd == watched_fd) return;
   // A lost connection's socket left the epoll set when it was closed.
@@ -305,7 +309,7 @@ void Sink::Impl::WatchCurrentSocket() {
 
 // The reconnect or the retry after a nack; at once when rabbitmq-c holds frames
 // already read from the socket.
-absl::Time Sink::Impl::NextWake(absl::Time now) const {
+absl::Time Impl::NextWake(absl::Time now) const {
   absl::Time next = absl::InfiniteFuture();
   if (!connected && fatal().ok()) next = std::min(next, reconnect_at);
   // Blocked, the socket wakes us (connection.unblocked): no timer, or it would spin.
@@ -316,12 +320,12 @@ absl::Time Sink::Impl::NextWake(absl::Time now) const {
 
 // connection.close, bounded by the connect timeout; what was unconfirmed completes as
 // lost into `done`, never served.
-void Sink::Impl::Disconnect() {
+void Impl::Disconnect() {
   if (publisher != nullptr) publisher->Close();
 }
 
-absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
-                                                   const sink::SinkSettings& settings) {
+absl::StatusOr<std::unique_ptr<Sink>> NewSink(const SinkOptions& options,
+                                              const sink::SinkSettings& settings) {
   OUTBOXD_ASSIGN_OR_RETURN(std::string where, RedactedUrl(options.publisher.url));
   auto sink = std::make_unique<Impl>(options, settings, std::move(where));
   OUTBOXD_RETURN_IF_ERROR(sink->OpenWakeFd());
@@ -340,7 +344,7 @@ absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
   return std::unique_ptr<Sink>(std::move(sink));
 }
 
-absl::Status Sink::Impl::Produce(const sink::OutgoingMessage& message) {
+absl::Status Impl::Produce(const sink::OutgoingMessage& message) {
   if (!fatal().ok()) return fatal();
   if (connected && publisher->Blocked()) {
     return absl::ResourceExhaustedError(absl::StrCat("RabbitMQ blocked the connection (",

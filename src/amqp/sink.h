@@ -32,7 +32,8 @@
 // descriptor, whatever connection is current.
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<sink::Sink> out,
-//       amqp::Sink::Factory({.publisher = {.url = url, .exchange = "outboxd"}})(
+//       sink::FactoryOf(&amqp::NewSink, amqp::SinkOptions{.publisher = {.url = url, .exchange =
+//       "outboxd"}})(
 //           {.on_delivery = [&](const sink::DeliveryReport& r) { tracker.Ack(r.tag); }}));
 //   OUTBOXD_RETURN_IF_ERROR(out->Produce({.topic = "order.confirmed", .key = "77",
 //                                         .value = "{...}", .headers = hdrs, .tag = 1}));
@@ -81,25 +82,20 @@ struct SinkCounters {
   uint64_t returned_again = 0;  // returns within unroutable_grace (each published again)
 };
 
-// The sink itself is Sink::Impl (sink.cc) over sink::BrokerSink and ConfirmingSink
+// NewSink makes the sink (its Impl in sink.cc) over sink::BrokerSink and ConfirmingSink
 // (sink/confirming_sink.h), which holds the entries, reports them and answers Poll,
 // Flush, Health, InFlight, InFlightBytes, wake_fd and Close. Produce() answers
 // ResourceExhausted while the broker blocks the connection; InvalidArgument for a
 // message AMQP cannot carry (e.g. a routing key over 255 bytes); Aborted after
 // RaiseFatalErrorForTesting. Otherwise OK, connected or not: the message waits.
-class Sink : public sink::BrokerSink<Sink, SinkOptions, SinkCounters> {
- public:
-  // Connects at once: InvalidArgument (URL), Unauthenticated, PermissionDenied,
-  // NotFound (passive exchange missing) and FailedPrecondition (an exchange of another
-  // type) end here, naming the redacted URL; an unreachable broker does not (the sink
-  // starts disconnected and keeps trying, as a Kafka producer would).
-  static absl::StatusOr<std::unique_ptr<Sink>> Create(const SinkOptions& options,
-                                                      const sink::SinkSettings& settings);
+using Sink = sink::BrokerSink<SinkCounters>;
 
- private:
-  struct Impl;
-  using BrokerSink::BrokerSink;
-};
+// Connects at once: InvalidArgument (URL), Unauthenticated, PermissionDenied,
+// NotFound (passive exchange missing) and FailedPrecondition (an exchange of another
+// type) end here, naming the redacted URL; an unreachable broker does not (the sink
+// starts disconnected and keeps trying, as a Kafka producer would).
+absl::StatusOr<std::unique_ptr<Sink>> NewSink(const SinkOptions& options,
+                                              const sink::SinkSettings& settings);
 
 }  // namespace outboxd::amqp
 

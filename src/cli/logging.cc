@@ -34,23 +34,11 @@ std::string Redact(std::string_view text) {
   return out;
 }
 
+// spdlog's names ("trace" ... "critical", "off"), with "warn" as --log-level spells it.
 std::string_view LevelName(spdlog::level::level_enum level) {
-  switch (level) {
-    case spdlog::level::trace:
-      return "trace";
-    case spdlog::level::debug:
-      return "debug";
-    case spdlog::level::info:
-      return "info";
-    case spdlog::level::warn:
-      return "warn";
-    case spdlog::level::err:
-      return "error";
-    case spdlog::level::critical:
-      return "critical";
-    default:
-      return "off";
-  }
+  if (level == spdlog::level::warn) return "warn";
+  const spdlog::string_view_t name = spdlog::level::to_string_view(level);
+  return std::string_view(name.data(), name.size());
 }
 
 // Every line goes through here: secrets redacted, then text (the pattern the tests

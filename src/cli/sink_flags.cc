@@ -211,7 +211,7 @@ absl::StatusOr<sink::SinkFactory> AmqpSinkFactory(AmqpFlags& flags, bool no_decl
   flags.options.exchange_mode =
       no_declare ? amqp::ExchangeMode::kPassive : amqp::ExchangeMode::kDeclare;
   flags.options.connection_name = command;
-  return amqp::Sink::Factory({.publisher = flags.options});
+  return sink::FactoryOf(&amqp::NewSink, amqp::SinkOptions{.publisher = flags.options});
 }
 
 // What a missing stream's error tells the person to do. run and poll create the stream
@@ -245,7 +245,7 @@ absl::StatusOr<sink::SinkFactory> NatsSinkFactory(NatsFlags& flags, const SinkFl
   options.stream.declare = create ? nats::Declare::kCreateIfMissing : nats::Declare::kPassive;
   if (create) options.stream.subjects = {StreamSubjects(sink.topic_template)};
   options.stream.fix_if_missing = NatsStreamFix(sink);
-  return nats::Sink::Factory(options);
+  return sink::FactoryOf(&nats::NewSink, options);
 }
 
 // "outboxd dead-letter replay" for `cmd` the replay subcommand: the program, then each

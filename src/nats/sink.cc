@@ -1,4 +1,4 @@
-// nats::Sink::Impl: the ready entries (never sent, or to be sent again) published
+// nats::NewSink: the ready entries (never sent, or to be sent again) published
 // lowest first up to max_pending at the server; the PubAcks libnats hands its own
 // thread, queued in Shared and served on the caller's thread; the retry deadline, and
 // Shared's eventfd in wake_fd(). What every confirming sink does (the entries until
@@ -173,11 +173,13 @@ absl::Status CheckHeader(const sink::Header& h) {
 
 using JetStream = std::unique_ptr<jsCtx, decltype(&jsCtx_Destroy)>;
 
-}  // namespace
+struct Impl final : public Sink {
+  // For NewSink, which sets it up.
+  using ConfirmingSink::ArmTimer;
+  using ConfirmingSink::OpenWakeFd;
 
-struct Sink::Impl final : public Sink {
   Impl(const SinkOptions& options, const sink::SinkSettings& settings, std::string where)
-      : Sink(settings, absl::StrCat("JetStream at ", where)),
+      : BrokerSink(settings, absl::StrCat("JetStream at ", where)),
         options(options),
         where(std::move(where)),
         retry_backoff(options.retry_base, options.retry_cap, Backoff::Jitter::kNone) {}
@@ -218,7 +220,9 @@ struct Sink::Impl final : public Sink {
   uint64_t disconnects_seen = 0;
 };
 
-absl::Status Sink::Impl::OpenEventFd() {
+}  // namespace
+
+absl::Status Impl::OpenEventFd() {
   shared->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (shared->event_fd < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
@@ -229,7 +233,7 @@ absl::Status Sink::Impl::OpenEventFd() {
 // The connection the sink keeps (nats/connection.h): it never gives up (an outage
 // delays; the relay's window bounds what waits), and when the server is not reachable
 // libnats keeps trying in the background.
-absl::Status Sink::Impl::Connect() {
+absl::Status Impl::Connect() {
   OUTBOXD_ASSIGN_OR_RETURN(connection, Connection::Open({.url = options.url,
                                                          .creds_file = options.creds_file,
                                                          .user = options.user,
@@ -254,7 +258,7 @@ absl::Status Sink::Impl::Connect() {
 
 // Before the first publish, once connected: a stream refused here cannot be published
 // to, so the sink turns fatal with the reason (the relay's new sink reports it at once).
-void Sink::Impl::PrepareStreamOnce() {
+void Impl::PrepareStreamOnce() {
   if (stream_ready || !fatal().ok() || !Connected()) return;
   absl::Status s = PrepareStream(js.get(), options.stream, where);
   if (s.ok()) {
@@ -267,7 +271,7 @@ void Sink::Impl::PrepareStreamOnce() {
   }
 }
 
-absl::Status Sink::Impl::PublishOne(uint64_t seq) {
+absl::Status Impl::PublishOne(uint64_t seq) {
   Entry& e = entries().at(seq);
   // Each of a StoredMessage's fields ends with a NUL: its data() is a C string.
   const sink::StoredMessage& m = e.message;
@@ -316,7 +320,7 @@ absl::Status Sink::Impl::PublishOne(uint64_t seq) {
   return absl::UnavailableError(natsStatus_GetText(s));
 }
 
-void Sink::Impl::PublishWaiting() {
+void Impl::PublishWaiting() {
   while (order().ready() > 0 && stream_ready && at_server < options.max_pending && Connected() &&
          absl::Now() >= retry_at) {
     const uint64_t seq = *order().NextReady();
@@ -337,7 +341,7 @@ void Sink::Impl::PublishWaiting() {
 // the message is ready again. The outage's other lost acks join the
 // pause already set rather than lengthen it; the first of a series is warned about,
 // the later ones logged at debug, until an ack resets the series.
-void Sink::Impl::Retry(uint64_t seq, absl::string_view reason) {
+void Impl::Retry(uint64_t seq, absl::string_view reason) {
   order().Resend(seq);
   const absl::Time now = absl::Now();
   if (now < retry_at) return;
@@ -349,7 +353,7 @@ void Sink::Impl::Retry(uint64_t seq, absl::string_view reason) {
 }
 
 // The dead letter's reason: what the server said, and the fix.
-absl::Status Sink::Impl::FailureStatus(const Entry& e, const Completion& c) const {
+absl::Status Impl::FailureStatus(const Entry& e, const Completion& c) const {
   const std::string& stream = options.stream.name;
   const std::string subject(e.message.topic());
   switch (c.outcome) {
@@ -372,7 +376,7 @@ absl::Status Sink::Impl::FailureStatus(const Entry& e, const Completion& c) cons
   return absl::InternalError("not a failure");
 }
 
-int Sink::Impl::ServeRefused() {
+int Impl::ServeRefused() {
   int served = 0;
   std::vector<std::pair<uint64_t, absl::Status>> batch;
   batch.swap(refused);
@@ -383,7 +387,7 @@ int Sink::Impl::ServeRefused() {
   return served;
 }
 
-int Sink::Impl::ServeDone() {
+int Impl::ServeDone() {
   std::vector<Completion> batch;
   {
     absl::MutexLock lock(&shared->mu);
@@ -420,8 +424,7 @@ int Sink::Impl::ServeDone() {
 // No responders on `topic`: the sink's stream takes it (or JetStream could not say),
 // so the stream is between leaders and the message is published again; or no stream
 // takes it: a dead letter. Asked once per subject in a batch of completions.
-bool Sink::Impl::BetweenLeaders(std::string_view topic,
-                                absl::flat_hash_map<std::string, bool>& asked) {
+bool Impl::BetweenLeaders(std::string_view topic, absl::flat_hash_map<std::string, bool>& asked) {
   auto [it, fresh] = asked.try_emplace(std::string(topic), false);
   if (fresh) {
     absl::StatusOr<bool> takes = StreamTakesSubject(js.get(), options.stream.name, topic);
@@ -430,7 +433,7 @@ bool Sink::Impl::BetweenLeaders(std::string_view topic,
   return it->second;
 }
 
-void Sink::Impl::NoticeConnection() {
+void Impl::NoticeConnection() {
   if (shared->connection_closed.load() && fatal().ok()) {
     SetFatal(absl::AbortedError(absl::StrCat("NATS connection to ", where, " closed")));
   }
@@ -444,7 +447,7 @@ void Sink::Impl::NoticeConnection() {
   }
 }
 
-int Sink::Impl::Serve() {
+int Impl::Serve() {
   int served = ServeDone();
   NoticeConnection();
   PrepareStreamOnce();
@@ -456,7 +459,7 @@ int Sink::Impl::Serve() {
 
 // A retry or the stream check; at once for a refusal to report. Acks and reconnects
 // wake the eventfd.
-absl::Time Sink::Impl::NextWake(absl::Time now) const {
+absl::Time Impl::NextWake(absl::Time now) const {
   absl::Time next = absl::InfiniteFuture();
   if ((order().ready() > 0 || !stream_ready) && fatal().ok()) next = retry_at;
   if (!refused.empty()) next = now;
@@ -465,7 +468,7 @@ absl::Time Sink::Impl::NextWake(absl::Time now) const {
   return next;
 }
 
-void Sink::Impl::Disconnect() {
+void Impl::Disconnect() {
   {
     absl::MutexLock lock(&shared->mu);
     shared->closed = true;
@@ -477,8 +480,8 @@ void Sink::Impl::Disconnect() {
   if (shared->event_fd >= 0) close(shared->event_fd);
 }
 
-absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
-                                                   const sink::SinkSettings& settings) {
+absl::StatusOr<std::unique_ptr<Sink>> NewSink(const SinkOptions& options,
+                                              const sink::SinkSettings& settings) {
   if (options.max_pending < 1) return absl::InvalidArgumentError("max_pending must be at least 1");
   auto sink = std::make_unique<Impl>(options, settings, RedactedUrl(options.url));
   OUTBOXD_RETURN_IF_ERROR(sink->OpenWakeFd());
@@ -492,7 +495,7 @@ absl::StatusOr<std::unique_ptr<Sink>> Sink::Create(const SinkOptions& options,
   return std::unique_ptr<Sink>(std::move(sink));
 }
 
-absl::Status Sink::Impl::Produce(const sink::OutgoingMessage& message) {
+absl::Status Impl::Produce(const sink::OutgoingMessage& message) {
   if (!fatal().ok()) return fatal();
   OUTBOXD_RETURN_IF_ERROR(CheckSubject(message.topic));
   for (const sink::Header& h : message.headers) OUTBOXD_RETURN_IF_ERROR(CheckHeader(h));

@@ -33,7 +33,7 @@
 // logged: messages name the URL without its user information.
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(std::unique_ptr<sink::Sink> out,
-//       nats::Sink::Factory({.url = "nats://127.0.0.1:4222",
+//       sink::FactoryOf(&nats::NewSink, nats::SinkOptions{.url = "nats://127.0.0.1:4222",
 //                            .stream = {.name = "OUTBOXD", .subjects = {"order.>"}}})(
 //           {.on_delivery = [&](const sink::DeliveryReport& r) { tracker.Ack(r.tag); }}));
 //   OUTBOXD_RETURN_IF_ERROR(out->Produce({.topic = "order.confirmed", .key = "77",
@@ -106,25 +106,20 @@ struct SinkCounters {
   uint64_t duplicates = 0;   // PubAcks saying the stream had the id already
 };
 
-// The sink itself is Sink::Impl (sink.cc, so that libnats stays out of this header)
+// NewSink makes the sink (its Impl in sink.cc, so that libnats stays out of this header)
 // over sink::BrokerSink and ConfirmingSink (sink/confirming_sink.h), which holds the entries,
 // reports them and answers Poll, Flush, Health, InFlight, InFlightBytes, wake_fd and Close.
 // Produce() answers InvalidArgument for a message NATS cannot carry (a subject with
 // spaces or wildcards, a header with a line break); Aborted once the connection is
 // closed for good. Otherwise OK, connected or not: the message waits.
-class Sink : public sink::BrokerSink<Sink, SinkOptions, SinkCounters> {
- public:
-  // Connects and checks (or creates) the stream at once: InvalidArgument (URL, stream
-  // options), Unauthenticated, NotFound (a passive stream missing) end here, naming
-  // the redacted URL. An unreachable server does not: the sink starts disconnected,
-  // libnats keeps reconnecting, and the stream is checked once it is reached.
-  static absl::StatusOr<std::unique_ptr<Sink>> Create(const SinkOptions& options,
-                                                      const sink::SinkSettings& settings);
+using Sink = sink::BrokerSink<SinkCounters>;
 
- private:
-  struct Impl;
-  using BrokerSink::BrokerSink;
-};
+// Connects and checks (or creates) the stream at once: InvalidArgument (URL, stream
+// options), Unauthenticated, NotFound (a passive stream missing) end here, naming
+// the redacted URL. An unreachable server does not: the sink starts disconnected,
+// libnats keeps reconnecting, and the stream is checked once it is reached.
+absl::StatusOr<std::unique_ptr<Sink>> NewSink(const SinkOptions& options,
+                                              const sink::SinkSettings& settings);
 
 }  // namespace outboxd::nats
 

@@ -38,7 +38,8 @@ struct RelayOptions {
   // Value format, payload headers and key (--format, --header, --key-pointer).
   outbox::MessageFormat format;
   // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory or
-  // amqp::Sink::Factory, as the CLI's --sink chose; the relay sees only sink::Sink.
+  // sink::FactoryOf(&amqp::NewSink, ...), as the CLI's --sink chose; the relay sees only
+  // sink::Sink.
   sink::SinkFactory make_sink;
   absl::Duration feedback_interval = absl::Seconds(10);
   absl::Duration shutdown_timeout = absl::Seconds(30);

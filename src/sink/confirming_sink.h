@@ -140,29 +140,33 @@ class ConfirmingSink : public Sink {
   std::vector<int> drained_fds_;  // the timer and WatchSignal()'s: emptied by Poll()
 };
 
-// What each broker's sink class adds to ConfirmingSink, written once: its counters
-// and its SinkFactory, made from the class's own
-// `static absl::StatusOr<std::unique_ptr<S>> Create(const Options&, const SinkSettings&)`.
-//   class Sink : public sink::BrokerSink<Sink, SinkOptions, SinkCounters> { ... };
-//   relay_options.sink = amqp::Sink::Factory(options);
-template <typename S, typename Options, typename Counters>
+// What each broker's sink adds to ConfirmingSink: its counters. The broker's sink.cc
+// derives its implementation from it, and its `NewSink` makes one:
+//   using Sink = sink::BrokerSink<SinkCounters>;            // amqp/sink.h
+//   absl::StatusOr<std::unique_ptr<Sink>> NewSink(const SinkOptions&, const SinkSettings&);
+template <typename Counters>
 class BrokerSink : public ConfirmingSink {
  public:
-  static SinkFactory Factory(Options options) {
-    return [options = std::move(options)](
-               const SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<Sink>> {
-      absl::StatusOr<std::unique_ptr<S>> made = S::Create(options, settings);
-      if (!made.ok()) return made.status();
-      return std::unique_ptr<Sink>(*std::move(made));
-    };
-  }
-
   const Counters& counters() const { return counters_; }
 
  protected:
   using ConfirmingSink::ConfirmingSink;
   Counters counters_;
 };
+
+// The SinkFactory of a broker's `create` function, with the options it keeps:
+//   relay_options.sink = sink::FactoryOf(&amqp::NewSink, amqp::SinkOptions{...});
+template <typename S, typename Options>
+SinkFactory FactoryOf(absl::StatusOr<std::unique_ptr<S>> (*create)(const Options&,
+                                                                   const SinkSettings&),
+                      Options options) {
+  return [create, options = std::move(options)](
+             const SinkSettings& settings) -> absl::StatusOr<std::unique_ptr<Sink>> {
+    absl::StatusOr<std::unique_ptr<S>> made = create(options, settings);
+    if (!made.ok()) return made.status();
+    return std::unique_ptr<Sink>(*std::move(made));
+  };
+}
 
 }  // namespace outboxd::sink
 

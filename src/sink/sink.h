@@ -2,7 +2,7 @@
 // the polling relay and dead-letter replay depend on this interface only; each
 // broker is one folder beside it with a factory that makes its sink, chosen by the
 // CLI (--sink): src/kafka/ (kafka::Publisher::Factory, librdkafka) and src/amqp/
-// (amqp::Sink::Factory, RabbitMQ with publisher confirms).
+// (amqp::NewSink, RabbitMQ with publisher confirms).
 //
 // The contract every implementation keeps, because the relay's guarantees rest on it:
 //   - Produce() enqueues; the outcome comes later, once per message, as a

@@ -53,7 +53,7 @@ class AmqpSinkTest : public ::testing::Test {
                                       .exchange = exchange_,
                                       .connection_name = broker_->Name("sink")},
                         .unroutable_grace = unroutable_grace};
-    auto sink = Sink::Create(
+    auto sink = NewSink(
         options, {.on_delivery =
                       [this](const sink::DeliveryReport& r) {
                         Report got{r.tag, r.status, std::string(r.topic), std::string(r.value), {}};
@@ -377,7 +377,7 @@ TEST_F(AmqpSinkTest, ALoginRefusedEndsCreateNamingNoPassword) {
   Start();
   std::string url = broker_->url();
   url.replace(url.find("guest:guest"), 11, "guest:wrong-secret");
-  auto sink = Sink::Create({.publisher = {.url = url, .exchange = exchange_}}, {});
+  auto sink = NewSink({.publisher = {.url = url, .exchange = exchange_}}, {});
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(sink.status().message()), ::testing::Not(HasSubstr("wrong-secret")));

@@ -86,7 +86,7 @@ class NatsConsumerTest : public ::testing::Test {
   // creates the stream (<prefix>.>) when missing.
   void Publish(int from, int to) {
     int acked = 0;
-    auto sink = nats::Sink::Create(
+    auto sink = nats::NewSink(
         {.url = url_, .stream = {.name = stream_, .subjects = {prefix_ + ".>"}}},
         {.on_delivery = [&](const sink::DeliveryReport& r) { acked += r.status.ok(); }});
     ASSERT_TRUE(sink.ok()) << sink.status();

@@ -39,10 +39,10 @@ class RelayNatsTest : public NatsTest {
     options.conninfo = db_->conninfo();
     options.slot = db_->name();
     options.feedback_interval = absl::Seconds(1);
-    options.make_sink =
-        nats::Sink::Factory({.url = url.empty() ? url_ : url,
-                             .stream = {.name = stream_, .subjects = {prefix_ + ".>"}},
-                             .ack_wait = absl::Seconds(1)});
+    options.make_sink = sink::FactoryOf(
+        &nats::NewSink, nats::SinkOptions{.url = url.empty() ? url_ : url,
+                                          .stream = {.name = stream_, .subjects = {prefix_ + ".>"}},
+                                          .ack_wait = absl::Seconds(1)});
     relay_ = std::make_unique<relay::Relay>(options, &stats_, &stop_);
     thread_ = std::thread([this] { status_ = relay_->Run(); });
   }

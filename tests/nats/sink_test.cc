@@ -56,14 +56,13 @@ class NatsSinkTest : public test::NatsTest {
 
   std::unique_ptr<Sink> MakeSink(const SinkOptions& options,
                                  absl::Duration delivery_timeout = absl::InfiniteDuration()) {
-    auto sink =
-        Sink::Create(options, {.on_delivery =
-                                   [this](const sink::DeliveryReport& r) {
-                                     reports_.push_back({r.tag, r.status, std::string(r.topic),
-                                                         r.offset, std::string(r.key)});
-                                     reported_.fetch_add(1);
-                                   },
-                               .delivery_timeout = delivery_timeout});
+    auto sink = NewSink(options, {.on_delivery =
+                                      [this](const sink::DeliveryReport& r) {
+                                        reports_.push_back({r.tag, r.status, std::string(r.topic),
+                                                            r.offset, std::string(r.key)});
+                                        reported_.fetch_add(1);
+                                      },
+                                  .delivery_timeout = delivery_timeout});
     EXPECT_TRUE(sink.ok()) << sink.status();
     return sink.ok() ? std::move(*sink) : nullptr;
   }
@@ -234,14 +233,14 @@ TEST_F(NatsSinkTest, AMessageOverTheStreamsMaxMsgSizeIsADeadLetter) {
 TEST_F(NatsSinkTest, APassiveCheckOfAMissingStreamFailsWithTheCallersFix) {
   SinkOptions options = Options(Declare::kPassive);
   options.stream.fix_if_missing = "do this";
-  auto sink = Sink::Create(options, {});
+  auto sink = NewSink(options, {});
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(sink.status().message()),
               HasSubstr(absl::StrCat("JetStream stream ", stream_, " does not exist at ", url_,
                                      "; do this")));
   EXPECT_FALSE(client_->Stream(stream_).has_value()) << "a passive check created it";
-  sink = Sink::Create(Options(Declare::kPassive), {});
+  sink = NewSink(Options(Declare::kPassive), {});
   ASSERT_FALSE(sink.ok());
   EXPECT_THAT(std::string(sink.status().message()), HasSubstr("; create it"));
 }
@@ -312,7 +311,7 @@ TEST_F(NatsSinkTest, CredentialsAreNeverLogged) {
   options.url = "nats://alice:s3cret@127.0.0.1:1";
   options.password = "pa55word";
   options.user = "bob";
-  auto sink = Sink::Create(options, {});
+  auto sink = NewSink(options, {});
   ASSERT_TRUE(sink.ok()) << sink.status();
   const std::string text = log.Take();
   EXPECT_THAT(text, HasSubstr("nats://***@127.0.0.1:1"));
@@ -329,7 +328,7 @@ TEST_F(NatsSinkTest, ARefusedLoginEndsCreateWithoutNamingThePassword) {
   options.url = server.url();
   options.user = "alice";
   options.password = "wrong-pa55";
-  auto refused = Sink::Create(options, {});
+  auto refused = NewSink(options, {});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), Not(HasSubstr("pa55")));
