@@ -40,6 +40,9 @@ class MockCluster {
   void PushProduceErrors(int error_code, int count);
   // Drops Produce errors pushed and not yet consumed.
   void ClearProduceErrors();
+  // The next `count` Fetch requests fail with the given Kafka error code (e.g. 29
+  // TOPIC_AUTHORIZATION_FAILED: a principal that may produce but not read).
+  void PushFetchErrors(int error_code, int count);
 
  private:
   struct Impl;
