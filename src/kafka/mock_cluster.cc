@@ -106,6 +106,14 @@ absl::Status MockCluster::CreateTopic(std::string_view topic, int partitions,
                     absl::StrCat("create mock topic \"", name, "\""));
 }
 
+absl::Status MockCluster::SetPartitionLeader(std::string_view topic, int32_t partition,
+                                             int32_t broker_id) {
+  const std::string name(topic);
+  return MockStatus(
+      rd_kafka_mock_partition_set_leader(impl_->cluster.get(), name.c_str(), partition, broker_id),
+      absl::StrCat("set the leader of mock partition ", name, "[", partition, "]"));
+}
+
 absl::Status MockCluster::SetBrokerDown(int32_t broker_id) {
   return MockStatus(rd_kafka_mock_broker_set_down(impl_->cluster.get(), broker_id),
                     absl::StrCat("set mock broker ", broker_id, " down"));

@@ -27,6 +27,8 @@ class MockCluster {
   int broker_count() const { return broker_count_; }
 
   absl::Status CreateTopic(std::string_view topic, int partitions, int replication_factor);
+  // Makes `broker_id` the partition's leader (tests that stall one partition only).
+  absl::Status SetPartitionLeader(std::string_view topic, int32_t partition, int32_t broker_id);
   // Broker ids are 1..broker_count. Down: connections closed and refused.
   absl::Status SetBrokerDown(int32_t broker_id);
   absl::Status SetBrokerUp(int32_t broker_id);

@@ -1,14 +1,13 @@
 // ReadBack: which of one relay's messages a Kafka topic already holds, so that a relay
 // resuming from its confirmed position sends again only what the broker lacks
-// (issue 30, --dedupe: the relay's rule that asks it comes separately). Each
-// partition is read backwards from its high watermark in chunks (a consumer with
-// assign + seek, no group, all partitions fetched at once), doubling each round,
-// until it meets a message of this relay (its mark: a header naming the relay's
-// database and slot, mark_name and mark_value) whose lsn header lies below the
-// window's start: everything older was confirmed and is never sent again. Every
-// message of this relay met on the way gives its id. Other producers' messages are
-// read past and ignored. Presence is only ever by id: a gap (a dead letter, a message
-// too large for the broker) is never inferred away.
+// (--dedupe, relay/resume_dedupe.h owns the rule). Each partition is read backwards
+// from its high watermark in chunks (a consumer with assign + seek, no group, all
+// partitions fetched at once), doubling each round, until it meets a message of this
+// relay (its mark: the outboxd_slot header, outbox/message_format.h) whose lsn header
+// lies below the window's start: everything older was confirmed and is never sent
+// again. Every message of this relay met on the way gives its id. Other producers'
+// messages are read past and ignored. Presence is only ever by id: a gap (a dead
+// letter, a message too large for the broker) is never inferred away.
 //
 // Where a partition cannot be read back whole (no read permission, retention already
 // deleted part of the window, more than max_messages to read, a timeout) the answer

@@ -181,5 +181,27 @@ TEST_F(ReadBackTest, NoReadPermissionFallsBackNamingIt) {
   EXPECT_THAT(held.fallbacks, ElementsAre(Field(&ReadBackFallback::reason, "no_read_permission")));
 }
 
+// Publisher::Held reads a topic back once per window and answers from that; a reconnect
+// may resume from the same position after the publisher sent more, so a new window
+// reads again even with the same start.
+TEST_F(ReadBackTest, HeldReadsTheTopicBackAgainForEachNewWindow) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e1", .lsn = 0x10}, {.id = "e2", .lsn = 0x20}});
+  auto held = [&](const char* id, uint64_t window) {
+    absl::StatusOr<sink::HeldAnswer> answer = publisher_->Held({.topic = kTopic,
+                                                                .id = id,
+                                                                .mark = {"outboxd_slot", kMark},
+                                                                .since = 0x15,
+                                                                .window = window});
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() && answer->held;
+  };
+  EXPECT_TRUE(held("e2", 1));
+  EXPECT_FALSE(held("e3", 1));
+  Send({{.id = "e3", .lsn = 0x30}});  // sent in window 1, after its read-back
+  EXPECT_FALSE(held("e3", 1)) << "window 1 answers from its own read-back";
+  EXPECT_TRUE(held("e3", 2)) << "same start, new window: read back again";
+}
+
 }  // namespace
 }  // namespace outboxd::kafka
