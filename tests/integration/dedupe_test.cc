@@ -83,11 +83,9 @@ TEST(Dedupe, KillNineFiveTimesUnderLoadLosesNothingAndSendsNothingTwice) {
   int skipped = SkippedInLog(KillNineUnderLoad(h, load, kKills));
   ASSERT_TRUE(load.WaitForMore(100));
   load.Stop();
-  const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
+  const size_t duplicates = ExpectEachEventOnce(h);
   skipped += SkippedInLog(h.relay().Log());
   EXPECT_GT(skipped, 0) << "no kill left an acknowledged, unconfirmed event to skip";
-  EXPECT_EQ(duplicates, 0u) << h.relay().Log();
-  ExpectEachEventOnceByKcat(h);
   std::printf(
       "dedupe: kill -9 x%d under load: %zu events, %d transactions, %d skipped as already "
       "sent, %zu duplicates\n",
@@ -108,9 +106,7 @@ TEST(Dedupe, ABrokerOutageUnderLoadLosesNothingAndSendsNothingTwice) {
   for (int broker = 1; broker <= 3; ++broker) ASSERT_TRUE(h.cluster().SetBrokerUp(broker).ok());
   ASSERT_TRUE(load.WaitForMore(200));
   load.Stop();
-  const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  EXPECT_EQ(duplicates, 0u) << h.relay().Log();
-  ExpectEachEventOnceByKcat(h);
+  const size_t duplicates = ExpectEachEventOnce(h);
   std::printf(
       "dedupe: all brokers down for 300 transactions under load: %zu events, %zu duplicates\n",
       h.OutboxRows().size(), duplicates);
@@ -138,9 +134,7 @@ TEST(Dedupe, AWalsenderKillWithEventsInFlightSendsNothingTwice) {
   ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
   ASSERT_TRUE(load.WaitForMore(200));
   load.Stop();
-  const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
-  EXPECT_EQ(duplicates, 0u) << h.relay().Log();
-  ExpectEachEventOnceByKcat(h);
+  const size_t duplicates = ExpectEachEventOnce(h);
   std::printf("dedupe: walsender killed, brokers slow: %zu events, %zu duplicates\n",
               h.OutboxRows().size(), duplicates);
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();

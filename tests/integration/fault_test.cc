@@ -74,15 +74,13 @@ TEST(RelayFaults, PostgresCrashAndWalsenderKillReconnectLoseNothingAndSendNothin
   ASSERT_TRUE(load.WaitForMore(400));
   load.Stop();
 
-  size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
+  const size_t duplicates = ExpectEachEventOnce(h);
   EXPECT_TRUE(WaitUntil(absl::Seconds(30), [&] { return h.HealthStatus(h.relay()) == 200; }))
       << h.relay().Log();
   std::string log = h.relay().Log();
   EXPECT_NE(log.find("reconnecting in"), std::string::npos) << log;
   std::printf("walsender killed, crash restart, 2 s down: %zu events, %zu duplicates\n",
               h.OutboxRows().size(), duplicates);
-  EXPECT_EQ(duplicates, 0u) << log;
-  ExpectEachEventOnceByKcat(h);
   EXPECT_EQ(h.StopRelay(), 0) << log;
 }
 
@@ -149,7 +147,7 @@ TEST(RelayFaults, FatalProducerErrorRecreatesTheProducerLosesNothingAndSendsNoth
       << h.relay().Log();
   ASSERT_TRUE(load.WaitForMore(400));  // load goes on across the new producer
   load.Stop();
-  size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
+  const size_t duplicates = ExpectEachEventOnce(h);
   EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
   const std::string log = h.relay().Log();
   EXPECT_NE(log.find("fatal producer error: Kafka producer fatal error"), std::string::npos) << log;
@@ -162,8 +160,6 @@ TEST(RelayFaults, FatalProducerErrorRecreatesTheProducerLosesNothingAndSendsNoth
   EXPECT_EQ(sessions, 2u) << "one session before the fatal error, one after\n" << log;
   std::printf("fatal producer error x1 under load: %zu events, %zu duplicates\n",
               h.OutboxRows().size(), duplicates);
-  EXPECT_EQ(duplicates, 0u) << log;
-  ExpectEachEventOnceByKcat(h);
   EXPECT_EQ(h.StopRelay(), 0) << log;
 }
 

@@ -219,7 +219,9 @@ std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic) 
   return lines;
 }
 
-void ExpectEachEventOnceByKcat(RelayHarness& h) {
+size_t ExpectEachEventOnce(RelayHarness& h) {
+  const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
+  EXPECT_EQ(duplicates, 0u) << h.relay().Log();
   const std::vector<std::string> headers = KcatHeaders(h, "pedido.confirmado");
   const std::vector<OutboxRow> rows = h.OutboxRows();
   EXPECT_EQ(headers.size(), rows.size()) << "messages kcat reads, committed events";
@@ -230,6 +232,7 @@ void ExpectEachEventOnceByKcat(RelayHarness& h) {
     }
   }
   for (const OutboxRow& row : rows) EXPECT_EQ(seen[row.id], 1) << "copies of event " << row.id;
+  return duplicates;
 }
 
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {

@@ -114,9 +114,10 @@ std::string KillNineUnderLoad(RelayHarness& h, Load& load, int kills,
 // ("id=...,type=...,..."), one line each.
 std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic);
 
-// kcat finds each row of the outbox exactly once in pedido.confirmado, and nothing
-// else there: no event lost, none sent twice (--dedupe, relay/resume_dedupe.h).
-void ExpectEachEventOnceByKcat(RelayHarness& h);
+// ExpectEverythingDelivered with no duplicate, and kcat too finds each row of the
+// outbox exactly once in pedido.confirmado and nothing else there: no event lost,
+// none sent twice (--dedupe, relay/resume_dedupe.h). Returns the duplicates.
+size_t ExpectEachEventOnce(RelayHarness& h);
 
 // Waits (up to 90 s, a test failure past it) until the collector holds `n` more
 // messages than `since`; returns how long it took.
