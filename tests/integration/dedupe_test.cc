@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -74,13 +75,26 @@ int SkippedInLog(const std::string& log) {
   return skipped;
 }
 
+// What each read-back of pedido.confirmado cost a restart, from the relays' logs
+// (base/progress.h's summary: "read-back of Kafka topic T done: N events in 12ms ...").
+std::string ReadBackCosts(const std::string& log) {
+  constexpr absl::string_view kDone = "read-back of Kafka topic pedido.confirmado done: ";
+  std::vector<std::string> costs;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const size_t at = line.find(kDone);
+    if (at != absl::string_view::npos) costs.emplace_back(line.substr(at + kDone.size()));
+  }
+  return absl::StrJoin(costs, "; ");
+}
+
 TEST(Dedupe, KillNineFiveTimesUnderLoadLosesNothingAndSendsNothingTwice) {
   RelayHarness h(kTopics);
   h.StartRelay();
   Load load(h.db().conninfo());
   const int kKills = 5;
   // By the restarted relays: the windows the kills left were real.
-  int skipped = SkippedInLog(KillNineUnderLoad(h, load, kKills));
+  const std::string killed_logs = KillNineUnderLoad(h, load, kKills);
+  int skipped = SkippedInLog(killed_logs);
   ASSERT_TRUE(load.WaitForMore(100));
   load.Stop();
   const size_t duplicates = ExpectEachEventOnce(h);
@@ -90,6 +104,8 @@ TEST(Dedupe, KillNineFiveTimesUnderLoadLosesNothingAndSendsNothingTwice) {
       "dedupe: kill -9 x%d under load: %zu events, %d transactions, %d skipped as already "
       "sent, %zu duplicates\n",
       kKills, h.OutboxRows().size(), load.transactions(), skipped, duplicates);
+  std::printf("dedupe: read-backs at the restarts: %s\n",
+              ReadBackCosts(killed_logs + h.relay().Log()).c_str());
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
