@@ -21,6 +21,7 @@
 #include "pg/identifier.h"
 #include "relay/preflight.h"
 #include "relay/relay.h"
+#include "relay/resume_dedupe.h"
 
 namespace outboxd::cli {
 namespace {
@@ -47,6 +48,7 @@ struct RunCommand {
   DurationFlag healthz_stall{"30s"};
   relay::PreflightFindings findings;
   std::string source = "table";
+  std::string dedupe = "auto";
   // Not given (by flag, variable or file): the sink's default, set in CheckFlags.
   static constexpr uint64_t kSinkDefault = std::numeric_limits<uint64_t>::max();
   uint64_t max_in_flight = kSinkDefault;
@@ -99,6 +101,13 @@ struct RunCommand {
     Flag(cmd, "bulk-catch-up-chunk", options.bulk_catch_up_chunk,
          "Changes per peek of a bulk catch-up (0: the whole backlog in one peek)")
         ->capture_default_str();
+    Flag(cmd, "dedupe", dedupe,
+         "After a restart or reconnect, skip the events of the re-read window that the "
+         "broker already holds (Kafka: the topic read back, each event by id): auto (where "
+         "the broker can be read back, a notice where not), on (Kafka only; a partition "
+         "that cannot be read back is a warning) or off (at least once)")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
     Switch(cmd, "recreate-missing-slot", options.recreate_missing_slot,
            "When the slot is missing though relays recorded positions for it (a failover to "
            "a server without it), re-create it and republish the rows after the last "
@@ -125,6 +134,12 @@ struct RunCommand {
     options.source = source == "messages" ? relay::Source::kMessages
                      : source == "both"   ? relay::Source::kBoth
                                           : relay::Source::kTable;
+    OUTBOXD_ASSIGN_OR_RETURN(options.dedupe, relay::ParseDedupe(dedupe));
+    if (options.dedupe == relay::Dedupe::kOn && !flags.sink.is_kafka()) {
+      return absl::InvalidArgumentError(
+          "--dedupe on needs --sink kafka: only Kafka can be read back (RabbitMQ stays at "
+          "least once; NATS deduplicates by message id on the server); use --dedupe auto");
+    }
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
     }

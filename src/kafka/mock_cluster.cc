@@ -32,6 +32,14 @@ using ClusterPtr =
 
 constexpr int32_t kAllBrokers = -1;
 constexpr int16_t kApiKeyProduce = 0;  // RD_KAFKAP_Produce
+constexpr int16_t kApiKeyFetch = 1;    // RD_KAFKAP_Fetch
+
+void PushErrors(rd_kafka_mock_cluster_t* cluster, int16_t api_key, int error_code, int count) {
+  if (count <= 0) return;
+  const std::vector<rd_kafka_resp_err_t> errors(count,
+                                                static_cast<rd_kafka_resp_err_t>(error_code));
+  rd_kafka_mock_push_request_errors_array(cluster, api_key, errors.size(), errors.data());
+}
 
 absl::Status MockStatus(rd_kafka_resp_err_t err, absl::string_view what) {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
@@ -98,6 +106,14 @@ absl::Status MockCluster::CreateTopic(std::string_view topic, int partitions,
                     absl::StrCat("create mock topic \"", name, "\""));
 }
 
+absl::Status MockCluster::SetPartitionLeader(std::string_view topic, int32_t partition,
+                                             int32_t broker_id) {
+  const std::string name(topic);
+  return MockStatus(
+      rd_kafka_mock_partition_set_leader(impl_->cluster.get(), name.c_str(), partition, broker_id),
+      absl::StrCat("set the leader of mock partition ", name, "[", partition, "]"));
+}
+
 absl::Status MockCluster::SetBrokerDown(int32_t broker_id) {
   return MockStatus(rd_kafka_mock_broker_set_down(impl_->cluster.get(), broker_id),
                     absl::StrCat("set mock broker ", broker_id, " down"));
@@ -123,11 +139,11 @@ absl::Status MockCluster::SetBrokerRtt(int32_t broker_id, int rtt_ms) {
 absl::Status MockCluster::SetAllBrokersRtt(int rtt_ms) { return SetBrokerRtt(kAllBrokers, rtt_ms); }
 
 void MockCluster::PushProduceErrors(int error_code, int count) {
-  if (count <= 0) return;
-  const std::vector<rd_kafka_resp_err_t> errors(count,
-                                                static_cast<rd_kafka_resp_err_t>(error_code));
-  rd_kafka_mock_push_request_errors_array(impl_->cluster.get(), kApiKeyProduce, errors.size(),
-                                          errors.data());
+  PushErrors(impl_->cluster.get(), kApiKeyProduce, error_code, count);
+}
+
+void MockCluster::PushFetchErrors(int error_code, int count) {
+  PushErrors(impl_->cluster.get(), kApiKeyFetch, error_code, count);
 }
 
 void MockCluster::ClearProduceErrors() {

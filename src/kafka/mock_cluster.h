@@ -27,6 +27,8 @@ class MockCluster {
   int broker_count() const { return broker_count_; }
 
   absl::Status CreateTopic(std::string_view topic, int partitions, int replication_factor);
+  // Makes `broker_id` the partition's leader (tests that stall one partition only).
+  absl::Status SetPartitionLeader(std::string_view topic, int32_t partition, int32_t broker_id);
   // Broker ids are 1..broker_count. Down: connections closed and refused.
   absl::Status SetBrokerDown(int32_t broker_id);
   absl::Status SetBrokerUp(int32_t broker_id);
@@ -40,6 +42,9 @@ class MockCluster {
   void PushProduceErrors(int error_code, int count);
   // Drops Produce errors pushed and not yet consumed.
   void ClearProduceErrors();
+  // The next `count` Fetch requests fail with the given Kafka error code (e.g. 29
+  // TOPIC_AUTHORIZATION_FAILED: a principal that may produce but not read).
+  void PushFetchErrors(int error_code, int count);
 
  private:
   struct Impl;

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,7 @@
 #include "base/status_macros.h"
 #include "kafka/internal/rdkafka_util.h"
 #include "kafka/rdkafka_client.h"
+#include "kafka/read_back.h"
 
 namespace outboxd::kafka {
 namespace {
@@ -209,6 +211,11 @@ struct Publisher::Impl {
   uint64_t in_flight_bytes = 0;
   int served = 0;  // delivery reports handed out by the current Poll()
   std::unique_ptr<Sender> sender;
+  // --dedupe: the brokers and properties a read-back consumer needs, and what the
+  // read-backs of the current window found, by topic (Held).
+  ReadBackOptions read_back;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> held_ids;
+  uint64_t held_window = 0;  // the HeldQuery::window held_ids answers for
 
   // Dependency order: the sender calls into the producer, topic and queue handles are
   // references into it, and its threads may write to the pipe until it is destroyed.
@@ -393,6 +400,8 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
                                                              DeliveryHandler on_delivery) {
   auto impl = std::make_unique<Impl>();
   impl->on_delivery = std::move(on_delivery);
+  impl->read_back.brokers = options.brokers;
+  impl->read_back.properties = options.properties;
   impl->close_timeout_ms = ToTimeoutMs(options.close_timeout);
 
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
@@ -547,6 +556,32 @@ absl::Status Publisher::FatalError() const {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
   return absl::AbortedError(
       absl::StrCat("Kafka producer fatal error (", rd_kafka_err2name(err), "): ", OneLine(errstr)));
+}
+
+absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
+  ReadBackOptions& window = impl_->read_back;
+  // Another window (a new session): what the last one read is no answer for it.
+  if (query.window != impl_->held_window) {
+    impl_->held_ids.clear();
+    impl_->held_window = query.window;
+    window.since = query.since;
+    window.mark_name = query.mark.name;
+    window.mark_value = query.mark.value;
+  }
+  sink::HeldAnswer answer;
+  auto it = impl_->held_ids.find(AsAbsl(query.topic));
+  if (it == impl_->held_ids.end()) {
+    OUTBOXD_ASSIGN_OR_RETURN(TopicHoldings found, ReadBackTopic(window, query.topic));
+    for (ReadBackFallback& f : found.fallbacks) {
+      answer.fallbacks.emplace_back(std::move(f.reason),
+                                    f.partition < 0
+                                        ? std::move(f.detail)
+                                        : absl::StrCat("partition ", f.partition, ": ", f.detail));
+    }
+    it = impl_->held_ids.emplace(std::string(query.topic), std::move(found.ids)).first;
+  }
+  answer.held = it->second.contains(AsAbsl(query.id));
+  return answer;
 }
 
 int Publisher::InFlight() const { return impl_->in_flight; }

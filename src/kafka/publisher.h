@@ -127,6 +127,12 @@ class Publisher final : public sink::Sink {
   // control bounds, since librdkafka holds a copy of each until it is reported.
   uint64_t InFlightBytes() const override;
 
+  // --dedupe: whether this relay's message `query.id` is already in `query.topic`. The
+  // first question about a topic in a window reads the topic back (kafka/read_back.h,
+  // blocking, bounded); later ones are answered from what it found, until a question
+  // names another window.
+  absl::StatusOr<sink::HeldAnswer> Held(const sink::HeldQuery& query) override;
+
   // Test-only: raises a fatal idempotent-producer error as if the broker had
   // reported one (rd_kafka_test_fatal_error), so the recovery path runs for real.
   void RaiseFatalErrorForTesting(std::string_view reason) override;

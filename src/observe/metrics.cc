@@ -62,6 +62,8 @@ struct Metrics::Families {
   // run
   prometheus::Counter* dead_lettered = nullptr;
   prometheus::Family<prometheus::Counter>* rejected = nullptr;
+  prometheus::Family<prometheus::Counter>* dedupe_fallbacks = nullptr;
+  prometheus::Counter* dedupe_skipped = nullptr;
   prometheus::Gauge* confirmed_lsn = nullptr;
   prometheus::Gauge* received_lsn = nullptr;
   prometheus::Gauge* slot_lag = nullptr;
@@ -138,6 +140,18 @@ Metrics::Metrics(RelayMode mode)
                           "invalid_field, too_large, non_transactional. Never published, "
                           "never dead-lettered (docs/security.md).")
                       .Register(r);
+    f.dedupe_fallbacks =
+        &prometheus::BuildCounter()
+             .Name("outboxd_dedupe_fallbacks_total")
+             .Help(
+                 "Topics (or partitions) that --dedupe could not read back whole after a "
+                 "(re)connect, by reason: no_read_permission, retention, window_too_large, "
+                 "timeout, unavailable. Their events may be sent again (at least once).")
+             .Register(r);
+    f.dedupe_skipped = &NewCounter(
+        r, "outboxd_dedupe_skipped_total",
+        "Events of a resumed window not sent again because the broker already held them "
+        "(--dedupe).");
     f.confirmed_lsn =
         &NewGauge(r, "outboxd_confirmed_lsn",
                   "WAL position confirmed to the slot (every event before it is acknowledged).");
@@ -246,6 +260,15 @@ void Metrics::MessagesRejected(std::string_view reason_view, uint64_t count) {
     it = rejected_by_reason_.emplace(std::string(reason), counter).first;
   }
   it->second->Increment(static_cast<double>(count));
+}
+
+void Metrics::DedupeFellBack(std::string_view reason) {
+  if (families_->dedupe_fallbacks == nullptr) return;
+  families_->dedupe_fallbacks->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::DedupeSkipped() {
+  if (families_->dedupe_skipped != nullptr) families_->dedupe_skipped->Increment();
 }
 
 void Metrics::Reconnected() { families_->reconnects->Increment(); }

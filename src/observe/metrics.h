@@ -19,6 +19,8 @@
 //   outboxd_unsafe_kafka_config             gauge     both
 //   outboxd_events_dead_lettered_total      counter   run
 //   outboxd_messages_rejected_total{reason} counter   run (--source messages|both)
+//   outboxd_dedupe_fallbacks_total{reason}  counter   run (--dedupe)
+//   outboxd_dedupe_skipped_total            counter   run (--dedupe)
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll
@@ -79,6 +81,10 @@ class Metrics {
   // `count` outboxd messages refused as no event (forged, unsigned, invalid, too large:
   // outbox/emitted_event.h names the reasons); 0 makes the reason's series. Run only.
   void MessagesRejected(std::string_view reason, uint64_t count = 1);
+  // --dedupe: a topic or partition read back only in part (reason: relay/resume_dedupe.h),
+  // and an event of a resumed window the broker already held, not sent again. Run only.
+  void DedupeFellBack(std::string_view reason);
+  void DedupeSkipped();
   void Reconnected();
   void BatchDone();  // poll only
   void SetInFlight(uint64_t events);

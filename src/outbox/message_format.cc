@@ -19,8 +19,8 @@ namespace {
 constexpr std::string_view kEnvelopeContentType = "application/vnd.outboxd.envelope+json";
 constexpr std::string_view kProtobufContentType = "application/x-protobuf; messageType=outbox.v1.Event";
 // The contract's own headers: a --header may not take their names.
-constexpr std::array<std::string_view, 6> kContractHeaders = {
-    "id", "type", "aggregate_id", "created_at", "lsn", "content-type"};
+constexpr std::array<std::string_view, 7> kContractHeaders = {
+    "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader};
 
 // StrCat takes abseil's own string_view here (Debian's abseil is not C++17-aliased).
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -75,6 +75,10 @@ std::string_view ValueFormatName(ValueFormat format) {
     case ValueFormat::kProtobuf: return "protobuf";
   }
   return "?";
+}
+
+std::string SlotMark(std::string_view database, std::string_view slot) {
+  return absl::StrCat(Sv(database), "/", Sv(slot));
 }
 
 absl::Status CheckJsonPointer(std::string_view pointer) {
@@ -161,6 +165,7 @@ void MessageEncoder::EncodeHeaders(const OutboxEvent& event, std::string_view ls
   if (!created_at_view_.empty()) headers_.push_back({"created_at", created_at_view_});
   // `outboxd poll` has no commit LSN: no header rather than a made-up one.
   if (!lsn.empty()) headers_.push_back({"lsn", lsn});
+  if (!slot_mark_.empty()) headers_.push_back({kSlotHeader, slot_mark_});
   if (!content_type_.empty()) headers_.push_back({"content-type", content_type_});
 }
 

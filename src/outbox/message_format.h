@@ -9,10 +9,11 @@
 //
 // Headers, whatever the format: id, type, aggregate_id, created_at (ISO-8601 with
 // offset; left out when the event has none), lsn (left out when there is none:
-// `outboxd poll`); content-type for the
-// envelope and protobuf formats only; then one header per --header NAME=/json/pointer
-// found in the payload. The key is the aggregate_id column, or the payload field at
-// --key-pointer.
+// `outboxd poll`); outboxd_slot (the CDC relay only: "<database>/<slot>", how a
+// restarted relay tells its own messages from other producers' when it reads a topic
+// back, relay/resume_dedupe.h); content-type for the envelope and protobuf formats
+// only; then one header per --header NAME=/json/pointer found in the payload. The key
+// is the aggregate_id column, or the payload field at --key-pointer.
 //
 // Encode also checks the payload (a JSON object or array, PayloadChecker) and reads
 // the pointers from that one parse. Buffers are reused: once warmed up, the default
@@ -46,6 +47,12 @@ class Event;
 namespace outboxd::outbox {
 
 enum class ValueFormat { kJson, kEnvelope, kProtobuf };
+
+// The header naming the relay that published a message: "<database>/<slot>" (a slot
+// name is unique in its cluster and has no '/'). Every CDC relay message carries it.
+inline constexpr char kSlotHeader[] = "outboxd_slot";
+// Its value for a relay of `slot` on `database`.
+std::string SlotMark(std::string_view database, std::string_view slot);
 
 // "json" | "envelope" | "protobuf"; InvalidArgument naming the choices otherwise.
 absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name);
@@ -99,6 +106,9 @@ class MessageEncoder {
                                              std::span<const sink::Header> headers);
 
   const MessageFormat& format() const { return format_; }
+  // The outboxd_slot header's value on every message from now on (SlotMark); empty: none
+  // (`outboxd poll`, dead-letter replay).
+  void SetSlotMark(std::string mark) { slot_mark_ = std::move(mark); }
 
  private:
   void EncodeHeaders(const OutboxEvent& event, std::string_view lsn);
@@ -122,6 +132,7 @@ class MessageEncoder {
   std::string_view content_type_;  // empty for json
   EncodedMessage message_;
   std::vector<sink::Header> headers_;  // reserved once: contract + pointer headers
+  std::string slot_mark_;              // SetSlotMark
   std::string created_at_;
   std::string_view created_at_view_;
   std::string value_;

@@ -44,6 +44,7 @@
 #include "relay/feedback_rule.h"
 #include "relay/relay_options.h"
 #include "relay/repeated_failure.h"
+#include "relay/resume_dedupe.h"
 #include "relay/standby_hold.h"
 #include "relay/transaction_intake.h"
 #include "sink/sink.h"
@@ -143,6 +144,17 @@ class Pipeline final : private IntakeTarget {
   // by each session; a message it did not sign is rejected, never published.
   void SetEmitKey(outbox::EmitKey key) { intake_.SetEmitKey(std::move(key)); }
 
+  // The outboxd_slot header (outbox::SlotMark) on every message from now on.
+  void SetSlotMark(std::string mark) {
+    slot_mark_ = mark;
+    encoder_.SetSlotMark(std::move(mark));
+  }
+  // --dedupe: the stream resumed at `start` while the server's WAL was at `server`;
+  // what lies between may already be at the broker (relay/resume_dedupe.h).
+  void ResumeWindow(pg::Lsn start, pg::Lsn server) {
+    dedupe_.Begin({.since = start, .until = server, .mark = slot_mark_});
+  }
+
   pg::Lsn watermark() const { return tracker_.watermark(); }
   pg::Lsn received() const { return received_; }  // newest position read from the stream
   uint64_t events_in_flight() const { return tracker_.events_in_flight(); }
@@ -231,6 +243,9 @@ class Pipeline final : private IntakeTarget {
   StandbyHold hold_{options_.max_in_flight_bytes};
 
   std::optional<int64_t> stuck_commit_us_;  // SetStuck
+
+  std::string slot_mark_;  // SetSlotMark
+  ResumeDedupe dedupe_{options_.dedupe, &stats_->metrics};
 };
 
 }  // namespace outboxd::relay

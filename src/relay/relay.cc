@@ -12,6 +12,7 @@
 #include "base/startup_retry.h"
 #include "base/status_macros.h"
 #include "outbox/emit_key.h"
+#include "outbox/message_format.h"
 #include "pg/lsn.h"
 #include "relay/session.h"
 
@@ -128,6 +129,11 @@ absl::Status Relay::Connect() {
     pipeline_.SetEmitKey(std::move(key));
   }
   OUTBOXD_ASSIGN_OR_RETURN(SlotState state, session_->InspectSlot());
+  // The slot's database (one a backfill has yet to create has none, and its rows go
+  // unmarked): every message says which relay sent it, for a later read-back.
+  if (!state.slot.database.empty()) {
+    pipeline_.SetSlotMark(outbox::SlotMark(state.slot.database, options_.slot));
+  }
   pg::Lsn start = 0;
   if (state.backfill) {
     OUTBOXD_ASSIGN_OR_RETURN(start,
@@ -154,6 +160,7 @@ absl::Status Relay::Connect() {
   if (server.ok()) {
     catch_up_.Begin(start, *server);
     pipeline_.CatchUpTo(*server);
+    pipeline_.ResumeWindow(start, *server);
   }
   return absl::OkStatus();
 }

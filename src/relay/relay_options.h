@@ -23,6 +23,12 @@ namespace outboxd::relay {
 // messages written by outboxd_emit (outbox/emitted_event.h), or both, in commit order.
 enum class Source { kTable, kMessages, kBoth };
 
+// --dedupe (relay/resume_dedupe.h): auto (read back where the sink can; a broker that
+// cannot be read back, RabbitMQ, or a topic that cannot, is a one-line notice), on (the
+// same, each fallback a warning; the CLI refuses it for a sink that cannot read back),
+// off.
+enum class Dedupe { kAuto, kOn, kOff };
+
 struct RelayOptions {
   std::string conninfo;
   std::string slot = "outboxd";
@@ -35,6 +41,8 @@ struct RelayOptions {
   // slot still needs: accepted only when asked for, since no table can backfill a
   // message the slot lost (--allow-wal-only-with-slot-limit).
   bool allow_wal_only_with_slot_limit = false;
+  // After a (re)connect, skip the events of the re-read window the broker already holds.
+  Dedupe dedupe = Dedupe::kAuto;
   // Value format, payload headers and key (--format, --header, --key-pointer).
   outbox::MessageFormat format;
   // Makes the broker sink (again after a fatal error): kafka::Publisher::Factory or

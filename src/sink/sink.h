@@ -33,7 +33,9 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -76,6 +78,26 @@ struct DeliveryReport {
 
 using DeliveryHandler = std::function<void(const DeliveryReport&)>;
 
+// --dedupe: a relay resuming from its confirmed position asks, for each event of the
+// window it may have sent before, whether the broker already holds it
+// (relay/resume_dedupe.h owns the rule; kafka/read_back.h reads a topic back).
+struct HeldQuery {
+  std::string_view topic;
+  std::string_view id;  // the event's id header
+  Header mark;          // the header every message of this relay carries (outboxd_slot)
+  uint64_t since = 0;   // the window's start, on the lsn header's scale
+  // Which resumed window asks (a new number each session): a reconnect may resume from
+  // the same position after this sink sent more, so what an earlier window read back
+  // is no answer for a later one.
+  uint64_t window = 0;
+};
+struct HeldAnswer {
+  bool held = false;  // that very message (by id) is at the broker: do not send it again
+  // With the first answer about a topic: why some of it could not be read back
+  // ({reason, one-line detail}); a duplicate is possible there, never a loss.
+  std::vector<std::pair<std::string, std::string>> fallbacks;
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -105,6 +127,11 @@ class Sink {
   // many messages it dropped; the caller resends them from its confirmed position.
   // Nothing else may be called after it.
   virtual int Close(absl::Duration flush_timeout) = 0;
+  // --dedupe (see HeldQuery). Unimplemented for a broker that cannot be read back.
+  virtual absl::StatusOr<HeldAnswer> Held(const HeldQuery& query) {
+    (void)query;
+    return absl::UnimplementedError("this broker cannot be read back");
+  }
   // Test-only: make Health() fail as the broker library would on a fatal error, so
   // the relay's recovery path runs for real. Sinks without such a hook ignore it.
   virtual void RaiseFatalErrorForTesting(std::string_view reason) { (void)reason; }

@@ -17,7 +17,9 @@
 // store after an outage, the server paused (SIGSTOP) past the sink's ack wait, the
 // PostgreSQL crash-restart and the walsender killed. JetStream drops a repeated
 // Nats-Msg-Id within the stream's duplicate window (2 minutes, longer than the run),
-// so here a duplicate in the stream fails the run as a loss does.
+// so here a duplicate in the stream fails the run as a loss does. On Kafka,
+// --no-duplicates does the same: the relays read the topic back after each restart
+// (--dedupe, relay/resume_dedupe.h) and skip what it already holds.
 //
 // With --replica PostgreSQL is a primary and its streaming standby (scripts/pg-ha,
 // ha_pair.h); the relays follow whichever is primary (a two-host --pg,
@@ -90,6 +92,9 @@ struct Options {
   bool replica = false;       // a primary and its standby, and failover faults
   bool standby_slot = false;  // --replica: the relays wait for the standby (no ghosts)
   std::string partition_by;   // "" (a plain outbox), day, week, month: setup --partition-by
+  // Kafka: the relays read the topic back after each restart (--dedupe, the default,
+  // relay/resume_dedupe.h), so a duplicate fails the run as a loss does.
+  bool no_duplicates = false;
 };
 
 void Say(const std::string& line) {
@@ -537,6 +542,9 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
     Problem(absl::StrCat(v.duplicates,
                          " duplicates although JetStream drops a repeated "
                          "Nats-Msg-Id within the duplicate window"));
+  } else if (options_.no_duplicates && v.duplicates > 0) {
+    Problem(
+        absl::StrCat(v.duplicates, " duplicates although the relays read Kafka back (--dedupe)"));
   }
   if (options_.standby_slot && v.ghosts > 0) {
     Problem(absl::StrCat(v.ghosts, " ghost events although the relays waited for the standby"));
@@ -587,6 +595,8 @@ int main(int argc, char** argv) {
   app.add_option("--partition-by", options.partition_by,
                  "a partitioned outbox (outboxd setup --partition-by): day, week or month")
       ->check(CLI::IsMember({"day", "week", "month"}));
+  app.add_flag("--no-duplicates", options.no_duplicates,
+               "Kafka: any duplicate fails the run (the relays' --dedupe reads the topic back)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -85,7 +85,8 @@ TEST(ValueFormat, JsonByDefaultIsThePayloadAsPostgresRendersIt) {
   ExpectMatchesOutbox(h, "json", messages);
   for (const CollectedMessage& m : messages) {
     EXPECT_EQ(m.key, m.Header("aggregate_id"));
-    EXPECT_EQ(m.headers.size(), 5u) << "id, type, aggregate_id, created_at, lsn";
+    EXPECT_EQ(m.headers.size(), 6u) << "id, type, aggregate_id, created_at, lsn, outboxd_slot";
+    EXPECT_EQ(m.Header("outboxd_slot"), h.db().name() + "/" + h.slot());
   }
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }

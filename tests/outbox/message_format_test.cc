@@ -72,6 +72,21 @@ TEST(MessageEncoder, NoLsnMeansNoLsnHeader) {
               ElementsAre("id", "type", "aggregate_id", "created_at"));
 }
 
+// The CDC relay marks every message with its database and slot, so a restarted relay
+// reading the topic back tells its own messages from other producers'.
+TEST(MessageEncoder, ASlotMarkAddsTheOutboxdSlotHeaderToEveryMessage) {
+  MessageEncoder encoder;
+  encoder.SetSlotMark(SlotMark("app", "outboxd"));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());
+    EXPECT_THAT(HeaderNames(encoder.message()),
+                ElementsAre("id", "type", "aggregate_id", "created_at", "lsn", "outboxd_slot"));
+    EXPECT_EQ(Headers(encoder.message())["outboxd_slot"], "app/outboxd");
+  }
+  EXPECT_THAT(ParseHeaderPointer("outboxd_slot=/a").status().message(),
+              HasSubstr("outboxd's own headers"));
+}
+
 TEST(MessageEncoder, EnvelopeEscapesTheFieldsAndEmbedsThePayload) {
   MessageEncoder encoder({.format = ValueFormat::kEnvelope});
   ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());

@@ -974,5 +974,71 @@ TEST_F(RelayPipelineTest, ACatchUpTurnStopsReadingAtItsByteCap) {
   EXPECT_EQ(stream_->unread(), 0u);
 }
 
+// --dedupe (relay/resume_dedupe.h): in the window a restart re-reads (up to the
+// server's position at connect), an event is skipped only when the broker holds that
+// very id: e2 is missing though e3 after it is there (a gap: a dead letter, a message
+// too large), so e2 is sent again and e3 is not. Past the window nothing is asked.
+TEST_F(RelayPipelineTest, AResumedWindowSkipsExactlyTheEventsTheBrokerHoldsById) {
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  const pg::Lsn second =
+      wal_.Commit({{.id = "e2", .aggregate_id = "B"}, {.id = "e3", .aggregate_id = "C"}});
+  const pg::Lsn third = wal_.Commit({{.id = "e4", .aggregate_id = "A"}});
+  Start();
+  fake_->SetHeld({"e1", "e3", "e4"});
+  pipeline_->SetSlotMark("app/outboxd");
+  pipeline_->ResumeWindow(/*start=*/0, /*server=*/second);
+  wal_.Send();
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e2", "e4"));
+  EXPECT_THAT(fake_->held_asked(), ElementsAre("e1", "e2", "e3")) << "e4 is past the window";
+  EXPECT_EQ(Header(fake_->produced()[0], "outboxd_slot"), "app/outboxd");
+  fake_->AckAll();
+  Step(kCoalesce);
+  EXPECT_EQ(stream_->last_confirmed(), third) << "a skipped event counts as acknowledged";
+  EXPECT_EQ(Gauge(stats_.metrics.Render(), "outboxd_dedupe_skipped_total"), 2);
+}
+
+// A topic the sink could not read back whole: said once and counted per reason, and
+// its events are sent as before (at least once).
+TEST_F(RelayPipelineTest, AReadBackFallbackIsCountedOnceAndItsEventsAreSent) {
+  const pg::Lsn end =
+      wal_.Commit({{.id = "e1", .aggregate_id = "A"}, {.id = "e2", .aggregate_id = "B"}});
+  Start();
+  fake_->SetHeld({}, {{"retention", "partition 0: deleted"}});
+  pipeline_->SetSlotMark("app/outboxd");
+  pipeline_->ResumeWindow(/*start=*/0, /*server=*/end);
+  wal_.Send();
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
+  EXPECT_EQ(Gauge(stats_.metrics.Render(), "outboxd_dedupe_fallbacks_total{reason=\"retention\"}"),
+            1);
+}
+
+// --dedupe off, a sink that cannot be read back (RabbitMQ), or messages without this
+// relay's mark: every event of the window is sent again, nothing asked.
+TEST_F(RelayPipelineTest, WithoutAWindowEveryEventIsSentAgain) {
+  options_.dedupe = Dedupe::kOff;
+  const pg::Lsn end = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  Start();
+  fake_->SetHeld({"e1"});
+  pipeline_->SetSlotMark("app/outboxd");
+  pipeline_->ResumeWindow(/*start=*/0, /*server=*/end);
+  wal_.Send();
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1"));
+  EXPECT_THAT(fake_->held_asked(), ElementsAre());
+}
+
+TEST_F(RelayPipelineTest, ASinkThatCannotBeReadBackGetsEveryEventAgain) {
+  wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
+  const pg::Lsn end = wal_.Commit({{.id = "e2", .aggregate_id = "A"}});
+  Start();
+  pipeline_->SetSlotMark("app/outboxd");
+  pipeline_->ResumeWindow(/*start=*/0, /*server=*/end);
+  wal_.Send();
+  Step();
+  EXPECT_THAT(Ids(fake_->produced()), ElementsAre("e1", "e2"));
+}
+
 }  // namespace
 }  // namespace outboxd::relay

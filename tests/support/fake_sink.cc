@@ -139,4 +139,17 @@ void FakeSink::RaiseFatalErrorForTesting(std::string_view reason) {
 
 void FakeSink::Wake() { wake_.Signal(); }
 
+void FakeSink::SetHeld(std::set<std::string> ids,
+                       std::vector<std::pair<std::string, std::string>> fallbacks) {
+  held_ = std::move(ids);
+  held_fallbacks_ = std::move(fallbacks);
+}
+
+absl::StatusOr<sink::HeldAnswer> FakeSink::Held(const sink::HeldQuery& query) {
+  if (!held_) return sink::Sink::Held(query);
+  held_asked_.emplace_back(query.id);
+  return sink::HeldAnswer{.held = held_->count(std::string(query.id)) > 0,
+                          .fallbacks = held_fallbacks_};
+}
+
 }  // namespace outboxd::test

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,13 @@ class FakeSink final : public sink::Sink {
   int waits() const { return waits_; }
   // How many times SendNow() was called: the relay's "send now" for live traffic.
   int send_nows() const { return send_nows_; }
+  // --dedupe: from now on Held() answers as a broker holding the messages with these ids
+  // would, adding `fallbacks` to every answer ({reason, detail}), and records each id
+  // asked about. Until then it is Unimplemented, as for a broker that cannot be read back.
+  void SetHeld(std::set<std::string> ids,
+               std::vector<std::pair<std::string, std::string>> fallbacks = {});
+  absl::StatusOr<sink::HeldAnswer> Held(const sink::HeldQuery& query) override;
+  const std::vector<std::string>& held_asked() const { return held_asked_; }
 
  private:
   void Wake();
@@ -104,6 +112,9 @@ class FakeSink final : public sink::Sink {
   int flushes_ = 0;
   int waits_ = 0;
   int send_nows_ = 0;
+  std::optional<std::set<std::string>> held_;  // SetHeld
+  std::vector<std::pair<std::string, std::string>> held_fallbacks_;
+  std::vector<std::string> held_asked_;
 };
 
 }  // namespace outboxd::test

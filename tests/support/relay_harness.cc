@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -14,6 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "support/metrics_text.h"
@@ -184,6 +187,52 @@ bool RelayHarness::WaitForFeedbackWhileInFlight(int events, int rounds, absl::Du
 
 bool RelayHarness::WaitForConfirmed(pg::Lsn lsn, absl::Duration timeout) {
   return WaitUntil(timeout, [&] { return ConfirmedFlushLsn() >= lsn; });
+}
+
+std::string KillNineUnderLoad(RelayHarness& h, Load& load, int kills,
+                              const std::vector<std::string>& args) {
+  std::mt19937 rng(std::random_device{}());
+  std::string logs;
+  for (int k = 0; k < kills; ++k) {
+    EXPECT_TRUE(load.WaitForMore(50 + rng() % 250));  // a random moment of the load
+    h.relay().Signal(SIGKILL);
+    EXPECT_EQ(h.relay().Wait(absl::Seconds(10)), 128 + SIGKILL);
+    logs += h.relay().Log();
+    h.StartRelay(args);
+  }
+  return logs;
+}
+
+std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic) {
+  const std::string command = absl::StrCat("timeout 30 kcat -b ", h.cluster().bootstraps(),
+                                           " -C -t ", topic, " -o beginning -e -q -f '%h\\n'");
+  std::vector<std::string> lines;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return lines;
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), p) != nullptr) {
+    std::string line(buf);
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    if (!line.empty()) lines.push_back(line);
+  }
+  pclose(p);
+  return lines;
+}
+
+size_t ExpectEachEventOnce(RelayHarness& h) {
+  const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
+  EXPECT_EQ(duplicates, 0u) << h.relay().Log();
+  const std::vector<std::string> headers = KcatHeaders(h, "pedido.confirmado");
+  const std::vector<OutboxRow> rows = h.OutboxRows();
+  EXPECT_EQ(headers.size(), rows.size()) << "messages kcat reads, committed events";
+  std::map<std::string, int> seen;
+  for (const std::string& line : headers) {
+    for (absl::string_view field : absl::StrSplit(line, ',')) {
+      if (absl::ConsumePrefix(&field, "id=")) ++seen[std::string(field)];
+    }
+  }
+  for (const OutboxRow& row : rows) EXPECT_EQ(seen[row.id], 1) << "copies of event " << row.id;
+  return duplicates;
 }
 
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout) {

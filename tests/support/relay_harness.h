@@ -105,6 +105,20 @@ class RelayHarness {
 // failover). Returns how many messages were duplicates.
 size_t ExpectEverythingDelivered(RelayHarness& h, absl::Duration timeout);
 
+// Kills the relay (-9) `kills` times, each at a random moment of the running load,
+// and starts it again with `args`; returns the killed relays' logs, one after another.
+std::string KillNineUnderLoad(RelayHarness& h, Load& load, int kills,
+                              const std::vector<std::string>& args = {});
+
+// Every message's headers in `topic` as kcat, the independent reader, prints them
+// ("id=...,type=...,..."), one line each.
+std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic);
+
+// ExpectEverythingDelivered with no duplicate, and kcat too finds each row of the
+// outbox exactly once in pedido.confirmado and nothing else there: no event lost,
+// none sent twice (--dedupe, relay/resume_dedupe.h). Returns the duplicates.
+size_t ExpectEachEventOnce(RelayHarness& h);
+
 // Waits (up to 90 s, a test failure past it) until the collector holds `n` more
 // messages than `since`; returns how long it took.
 absl::Duration WaitForMore(RelayHarness& h, size_t since, size_t n);

@@ -1,0 +1,78 @@
+// ReadBack: which of one relay's messages a Kafka topic already holds, so that a relay
+// resuming from its confirmed position sends again only what the broker lacks
+// (--dedupe, relay/resume_dedupe.h owns the rule). Each partition is read backwards
+// from its high watermark in chunks (a consumer with assign + seek, no group, all
+// partitions fetched at once), doubling each round, until it meets a message of this
+// relay (its mark: the outboxd_slot header, outbox/message_format.h) whose lsn header
+// lies below the window's start: everything older was confirmed and is never sent
+// again. Every message of this relay met on the way gives its id. Other producers'
+// messages are read past and ignored. Presence is only ever by id: a gap (a dead
+// letter, a message too large for the broker) is never inferred away. Every partition
+// is read and the ids are the topic's, not a partition's: after the partition count
+// changed (a key now hashed to another partition) an event is still found wherever the
+// earlier process put it, so that needs no fallback.
+//
+// Where a partition cannot be read back whole (no read permission, retention already
+// deleted part of the window, more than max_messages to read, a timeout) the answer
+// says so per partition; the ids read so far are still true, so the caller only loses
+// the promise of no duplicates there, never an event.
+//
+//   OUTBOXD_ASSIGN_OR_RETURN(TopicHoldings held,
+//                            ReadBackTopic({.brokers = b, .mark_name = "outboxd_slot",
+//                                           .mark_value = "app/outboxd", .since = confirmed},
+//                                          "pedido.confirmado"));
+//   if (held.ids.contains(event_id)) ...   // already at the broker: skip it
+#ifndef OUTBOXD_KAFKA_READ_BACK_H_
+#define OUTBOXD_KAFKA_READ_BACK_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace outboxd::kafka {
+
+struct ReadBackOptions {
+  std::string brokers;
+  // --kafka properties (security ones matter here); producer-only ones are ignored.
+  std::vector<std::pair<std::string, std::string>> properties;
+  // The header every message of this relay carries ({"outboxd_slot", "app/outboxd"}).
+  std::string mark_name;
+  std::string mark_value;
+  // The window's start: a message of this relay below it ends a partition's read.
+  uint64_t since = 0;
+  int64_t max_messages = 400000;  // per partition, own and others'
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+// Why a partition (-1: the whole topic) could not be read back whole.
+struct ReadBackFallback {
+  int32_t partition = -1;
+  // no_read_permission | retention | window_too_large | timeout | unavailable
+  std::string reason;
+  std::string detail;  // one line, for the log
+};
+
+struct TopicHoldings {
+  absl::flat_hash_set<std::string> ids;  // this relay's messages found
+  std::vector<ReadBackFallback> fallbacks;
+  int64_t messages_read = 0;
+  int partitions = 0;
+};
+
+// The lsn header "X/Y" as a number; 0 for text that is not one.
+uint64_t ParseLsnHeader(std::string_view text);
+
+// Reads `topic` back as described above. A topic the cluster does not have holds
+// nothing. Errors only for properties librdkafka refuses; a broker that cannot be read
+// is a fallback.
+absl::StatusOr<TopicHoldings> ReadBackTopic(const ReadBackOptions& options, std::string_view topic);
+
+}  // namespace outboxd::kafka
+
+#endif  // OUTBOXD_KAFKA_READ_BACK_H_

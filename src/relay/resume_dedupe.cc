@@ -1,0 +1,99 @@
+// The --dedupe rule (relay/resume_dedupe.h): the window check, the question to the
+// sink, the fallbacks said once.
+#include "relay/resume_dedupe.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/log_escape.h"
+#include "outbox/message_format.h"
+
+namespace outboxd::relay {
+
+absl::StatusOr<Dedupe> ParseDedupe(std::string_view name) {
+  if (name == "auto") return Dedupe::kAuto;
+  if (name == "on") return Dedupe::kOn;
+  if (name == "off") return Dedupe::kOff;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--dedupe \"", absl::string_view(name.data(), name.size()), "\": expected auto, on or off"));
+}
+
+void ResumeDedupe::Begin(Window window) {
+  Summarize();
+  reported_topics_.clear();
+  ++window_number_;
+  // Unmarked messages (a slot a backfill has yet to create) cannot be told from other
+  // producers': no window, at least once as before.
+  if (mode_ == Dedupe::kOff || window.mark.empty() || window.until <= window.since) {
+    window_ = {};
+    return;
+  }
+  window_ = std::move(window);
+}
+
+absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn commit_lsn,
+                                                    std::string_view topic, std::string_view id) {
+  // Committed after the server's position at connect: never sent before. The one
+  // comparison every live event pays.
+  if (commit_lsn > window_.until) {
+    Summarize();
+    return false;
+  }
+  absl::StatusOr<sink::HeldAnswer> answer =
+      sink.Held({.topic = topic,
+                 .id = id,
+                 .mark = {.name = outbox::kSlotHeader, .value = window_.mark},
+                 .since = window_.since,
+                 .window = window_number_});
+  if (absl::IsUnimplemented(answer.status())) {
+    if (!told_unreadable_) {
+      spdlog::info("--dedupe {}: {}; events sent before a restart may be sent again",
+                   mode_ == Dedupe::kOn ? "on" : "auto", std::string(answer.status().message()));
+      told_unreadable_ = true;
+    }
+    window_ = {};
+    return false;
+  }
+  if (!answer.ok()) return answer.status();
+  ReportFallbacks(topic, *answer);
+  ++asked_;
+  if (answer->held) {
+    ++skipped_;
+    metrics_->DedupeSkipped();
+  }
+  return answer->held;
+}
+
+void ResumeDedupe::End() {
+  Summarize();
+  window_ = {};
+}
+
+void ResumeDedupe::Summarize() {
+  if (asked_ == 0) return;
+  spdlog::info(
+      "--dedupe: {} of the {} events resumed since {} were already at the broker, "
+      "not sent again",
+      skipped_, asked_, pg::FormatLsn(window_.since));
+  asked_ = skipped_ = 0;
+}
+
+void ResumeDedupe::ReportFallbacks(std::string_view topic, const sink::HeldAnswer& answer) {
+  if (answer.fallbacks.empty()) return;
+  if (!reported_topics_.emplace(topic).second) return;
+  for (const auto& [reason, detail] : answer.fallbacks) {
+    metrics_->DedupeFellBack(reason);
+    const std::string line = absl::StrCat(
+        "--dedupe: topic ", EscapeForLog(topic), " could not be read back whole (", reason, ": ",
+        EscapeForLog(detail), "); events of the window since ", pg::FormatLsn(window_.since),
+        " that the broker already holds there may be sent again");
+    if (mode_ == Dedupe::kOn) {
+      spdlog::warn("{}", line);
+    } else {
+      spdlog::info("{}", line);
+    }
+  }
+}
+
+}  // namespace outboxd::relay

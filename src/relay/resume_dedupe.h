@@ -1,0 +1,79 @@
+// ResumeDedupe: the --dedupe rule, whole. A session streams everything after the
+// slot's confirmed position again, and a previous process (or producer) may already
+// have delivered part of it: a kill -9, a lost connection, a fatal producer error all
+// leave such a window. Events committed after the position the server had when the
+// session connected cannot have been sent before: they are published without a
+// question (one comparison per event, so live latency and CPU do not change). Inside
+// the window an event is skipped only when the broker holds that very event, by id,
+// among this relay's own messages (the outboxd_slot header): never because a later
+// event is there, since a dead letter or a message too large for the broker leaves a
+// gap. The sink reads the broker back (sink::Sink::Held; Kafka: kafka/read_back.h,
+// per topic, bounded). What it could not read back whole is logged once per topic
+// with the reason and counted (outboxd_dedupe_fallbacks_total{reason}); there events
+// are sent as before, at least once.
+//
+//   ResumeDedupe dedupe(Dedupe::kAuto, &stats->metrics);
+//   dedupe.Begin({.since = confirmed, .until = server_position, .mark = "app/outboxd"});
+//   OUTBOXD_ASSIGN_OR_RETURN(const bool held,
+//                            dedupe.AlreadyPublished(sink, tx.lsn, topic, event.id));
+//   if (held) ... // acknowledged, not produced
+#ifndef OUTBOXD_RELAY_RESUME_DEDUPE_H_
+#define OUTBOXD_RELAY_RESUME_DEDUPE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "observe/metrics.h"
+#include "pg/lsn.h"
+#include "relay/relay_options.h"
+#include "sink/sink.h"
+
+namespace outboxd::relay {
+
+// "auto" | "on" | "off"; InvalidArgument naming the choices otherwise.
+absl::StatusOr<Dedupe> ParseDedupe(std::string_view name);
+
+class ResumeDedupe {
+ public:
+  struct Window {
+    pg::Lsn since = 0;  // the position the session resumes from (the slot's confirmed)
+    pg::Lsn until = 0;  // the server's WAL position when the session connected
+    std::string mark;   // this relay's outboxd_slot header value; empty: unmarked, no window
+  };
+
+  ResumeDedupe(Dedupe mode, observe::Metrics* metrics) : mode_(mode), metrics_(metrics) {}
+
+  // A session starts streaming: events committed up to window.until may be repeats.
+  void Begin(Window window);
+  // The session ended: no window until the next Begin.
+  void End();
+
+  // Whether the event (its transaction's commit position, topic and id) is already at
+  // the broker, sent by this relay: then it must not be sent again. Past the window,
+  // false at once. An error only when the sink's read-back fails for good.
+  [[nodiscard]] absl::StatusOr<bool> AlreadyPublished(sink::Sink& sink, pg::Lsn commit_lsn,
+                                                      std::string_view topic, std::string_view id);
+
+ private:
+  // The sink's first answer about a topic: its fallbacks, each logged and counted once.
+  void ReportFallbacks(std::string_view topic, const sink::HeldAnswer& answer);
+  // Once per window, when it is behind: how many of its events were skipped.
+  void Summarize();
+
+  const Dedupe mode_;
+  observe::Metrics* metrics_;
+  Window window_;
+  uint64_t window_number_ = 0;  // sink::HeldQuery::window, one per Begin
+  uint64_t asked_ = 0;          // this window's events asked about, and found held
+  uint64_t skipped_ = 0;
+  absl::flat_hash_set<std::string> reported_topics_;  // this window's, ReportFallbacks
+  // A sink that cannot be read back: said once.
+  bool told_unreadable_ = false;
+};
+
+}  // namespace outboxd::relay
+
+#endif  // OUTBOXD_RELAY_RESUME_DEDUPE_H_

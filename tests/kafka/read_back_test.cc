@@ -1,0 +1,207 @@
+// ReadBackTopic (kafka/read_back.h) against librdkafka's mock cluster over TCP: which
+// of one relay's messages a topic holds, back to the window's start, by id only;
+// other producers' messages ignored; the fallbacks named.
+#include "kafka/read_back.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kafka/mock_cluster.h"
+#include "kafka/publisher.h"
+#include "support/wait_until.h"
+
+namespace outboxd::kafka {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr char kTopic[] = "pedido.confirmado";
+constexpr char kMark[] = "app/outboxd";
+constexpr int kTopicAuthorizationFailed = 29;
+
+// One message as a relay (or another producer) sends it.
+struct Sent {
+  std::string id;
+  uint64_t lsn = 0;          // 0: no lsn header
+  std::string mark = kMark;  // empty: no outboxd_slot header
+  std::string key = "77";
+};
+
+std::string LsnText(uint64_t lsn) {
+  return absl::StrCat(absl::Hex(lsn >> 32, absl::kNoPad), "/",
+                      absl::Hex(lsn & 0xffffffff, absl::kNoPad));
+}
+
+class ReadBackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cluster = MockCluster::Create(1);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    auto publisher = Publisher::Create({.brokers = cluster_->bootstraps()},
+                                       [](const DeliveryReport& r) { ASSERT_TRUE(r.status.ok()); });
+    ASSERT_TRUE(publisher.ok()) << publisher.status();
+    publisher_ = std::move(*publisher);
+  }
+
+  void Send(const std::vector<Sent>& messages, const std::string& topic = kTopic) {
+    for (const Sent& m : messages) {
+      const std::string lsn = LsnText(m.lsn);
+      std::vector<Header> headers = {{"id", m.id}};
+      if (m.lsn != 0) headers.push_back({"lsn", lsn});
+      if (!m.mark.empty()) headers.push_back({"outboxd_slot", m.mark});
+      ASSERT_TRUE(
+          publisher_->Produce({.topic = topic, .key = m.key, .value = "{}", .headers = headers})
+              .ok());
+    }
+    ASSERT_TRUE(publisher_->Flush(absl::Seconds(10)).ok());
+  }
+
+  TopicHoldings Read(uint64_t since, int64_t max_messages = 400000,
+                     const std::string& topic = kTopic) {
+    absl::StatusOr<TopicHoldings> held = ReadBackTopic({.brokers = cluster_->bootstraps(),
+                                                        .mark_name = "outboxd_slot",
+                                                        .mark_value = kMark,
+                                                        .since = since,
+                                                        .max_messages = max_messages,
+                                                        .timeout = absl::Seconds(10)},
+                                                       topic);
+    EXPECT_TRUE(held.ok()) << held.status();
+    return held.ok() ? std::move(*held) : TopicHoldings{};
+  }
+
+  static std::vector<std::string> Ids(const TopicHoldings& held) {
+    return {held.ids.begin(), held.ids.end()};
+  }
+
+  std::unique_ptr<MockCluster> cluster_;
+  std::unique_ptr<Publisher> publisher_;
+};
+
+TEST(ParseLsnHeader, ReadsXSlashYAndRefusesAnythingElse) {
+  EXPECT_EQ(ParseLsnHeader("0/16B3748"), 0x16B3748u);
+  EXPECT_EQ(ParseLsnHeader("1/0"), uint64_t{1} << 32);
+  EXPECT_EQ(ParseLsnHeader(""), 0u);
+  EXPECT_EQ(ParseLsnHeader("16B3748"), 0u);
+  EXPECT_EQ(ParseLsnHeader("0/zz"), 0u);
+}
+
+TEST_F(ReadBackTest, FindsThisRelaysIdsBackToTheFirstMessageBelowTheWindow) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  std::vector<Sent> sent;
+  for (int i = 1; i <= 20; ++i)
+    sent.push_back({.id = absl::StrCat("e", i), .lsn = uint64_t(i) * 16});
+  Send(sent);
+  // Window from 0/A0 (event 10's position): event 9 lies below it, the read stops there.
+  TopicHoldings held = Read(/*since=*/10 * 16);
+  std::vector<std::string> expected;
+  for (int i = 9; i <= 20; ++i) expected.push_back(absl::StrCat("e", i));
+  // Chunks are whole: what lies before the boundary in the last chunk may be read too,
+  // harmless (the same id is the same event); nothing of the window may be missing.
+  for (const std::string& id : expected) EXPECT_TRUE(held.ids.contains(id)) << id;
+  EXPECT_THAT(held.fallbacks, IsEmpty());
+  EXPECT_EQ(held.partitions, 1);
+}
+
+// The gap case: a message the broker refused (a dead letter, too large) is absent, and
+// stays absent whatever came after it. Presence is only ever by id.
+TEST_F(ReadBackTest, AGapInThePartitionIsNeverTakenForPresent) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e1", .lsn = 0x10}, {.id = "e3", .lsn = 0x30}, {.id = "e4", .lsn = 0x40}});
+  TopicHoldings held = Read(/*since=*/0x20);
+  EXPECT_THAT(Ids(held), UnorderedElementsAreArray({"e1", "e3", "e4"}));
+  EXPECT_FALSE(held.ids.contains("e2"));
+}
+
+// Another producer on the topic, even one copying the id and lsn headers: its messages
+// are neither taken for this relay's nor end the read early.
+TEST_F(ReadBackTest, OtherProducersMessagesAreIgnored) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e1", .lsn = 0x10},
+        {.id = "e2", .lsn = 0x20},
+        {.id = "theirs-1", .lsn = 0x1, .mark = ""},
+        {.id = "theirs-2", .lsn = 0x1, .mark = "other/outboxd"},
+        {.id = "e3", .lsn = 0x30},
+        {.id = "theirs-3", .mark = ""}});
+  TopicHoldings held = Read(/*since=*/0x15);
+  EXPECT_THAT(Ids(held), UnorderedElementsAreArray({"e1", "e2", "e3"}));
+  EXPECT_THAT(held.fallbacks, IsEmpty());
+}
+
+// Several partitions read at once, a window over many chunks (500, 1,000, 2,000, ...).
+TEST_F(ReadBackTest, ReadsEveryPartitionBackAcrossManyChunks) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 4, 1).ok());
+  std::vector<Sent> sent;
+  for (int i = 1; i <= 6000; ++i) {
+    sent.push_back(
+        {.id = absl::StrCat("e", i), .lsn = uint64_t(i) * 16, .key = absl::StrCat("agg-", i % 13)});
+  }
+  Send(sent);
+  TopicHoldings held = Read(/*since=*/100 * 16);
+  for (int i = 100; i <= 6000; ++i) ASSERT_TRUE(held.ids.contains(absl::StrCat("e", i))) << i;
+  EXPECT_THAT(held.fallbacks, IsEmpty());
+  EXPECT_EQ(held.partitions, 4);
+}
+
+TEST_F(ReadBackTest, ATopicTheClusterDoesNotHaveHoldsNothingAndIsNotCreated) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  TopicHoldings held = Read(/*since=*/0x10, 400000, "nobody.wrote.this");
+  EXPECT_THAT(held.ids, IsEmpty());
+  EXPECT_THAT(held.fallbacks, IsEmpty());
+  EXPECT_EQ(held.partitions, 0);
+}
+
+// More to read than the limit without meeting the window's start: what was read holds,
+// and the partition falls back to at least once, saying why.
+TEST_F(ReadBackTest, AWindowLargerThanTheLimitFallsBackNamingIt) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  std::vector<Sent> sent;
+  for (int i = 1; i <= 1200; ++i) sent.push_back({.id = absl::StrCat("e", i), .lsn = 0x1000});
+  Send(sent);
+  TopicHoldings held = Read(/*since=*/0x10, /*max_messages=*/400);
+  EXPECT_TRUE(held.ids.contains("e1200"));
+  ASSERT_EQ(held.fallbacks.size(), 1u);
+  EXPECT_EQ(held.fallbacks[0].reason, "window_too_large");
+  EXPECT_EQ(held.fallbacks[0].partition, 0);
+}
+
+// A principal that may produce but not read: nothing is taken for held, the reason named.
+TEST_F(ReadBackTest, NoReadPermissionFallsBackNamingIt) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e1", .lsn = 0x10}, {.id = "e2", .lsn = 0x20}});
+  cluster_->PushFetchErrors(kTopicAuthorizationFailed, 50);
+  TopicHoldings held = Read(/*since=*/0x15);
+  EXPECT_THAT(held.ids, IsEmpty());
+  EXPECT_THAT(held.fallbacks, ElementsAre(Field(&ReadBackFallback::reason, "no_read_permission")));
+}
+
+// Publisher::Held reads a topic back once per window and answers from that; a reconnect
+// may resume from the same position after the publisher sent more, so a new window
+// reads again even with the same start.
+TEST_F(ReadBackTest, HeldReadsTheTopicBackAgainForEachNewWindow) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e1", .lsn = 0x10}, {.id = "e2", .lsn = 0x20}});
+  auto held = [&](const char* id, uint64_t window) {
+    absl::StatusOr<sink::HeldAnswer> answer = publisher_->Held({.topic = kTopic,
+                                                                .id = id,
+                                                                .mark = {"outboxd_slot", kMark},
+                                                                .since = 0x15,
+                                                                .window = window});
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() && answer->held;
+  };
+  EXPECT_TRUE(held("e2", 1));
+  EXPECT_FALSE(held("e3", 1));
+  Send({{.id = "e3", .lsn = 0x30}});  // sent in window 1, after its read-back
+  EXPECT_FALSE(held("e3", 1)) << "window 1 answers from its own read-back";
+  EXPECT_TRUE(held("e3", 2)) << "same start, new window: read back again";
+}
+
+}  // namespace
+}  // namespace outboxd::kafka
