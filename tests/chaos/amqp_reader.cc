@@ -67,23 +67,7 @@ AmqpReader::~AmqpReader() { StopAndTake(); }
 std::vector<Delivery> AmqpReader::StopAndTake() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mu_);
-  return std::move(deliveries_);
-}
-
-bool AmqpReader::Seen(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  return seen_.contains(id);
-}
-
-size_t AmqpReader::Count() const {
-  std::lock_guard lock(mu_);
-  return deliveries_.size();
-}
-
-int64_t AmqpReader::Malformed() const {
-  std::lock_guard lock(mu_);
-  return malformed_;
+  return TakeRecorded();
 }
 
 bool AmqpReader::WaitCaughtUp(absl::Duration timeout) const {
@@ -139,13 +123,9 @@ absl::Status AmqpReader::ConsumeOnce() {
                .lsn = Header(p, "lsn")};
     const uint64_t tag = envelope.delivery_tag;
     amqp_destroy_envelope(&envelope);
-    {
-      std::lock_guard lock(mu_);
-      d.offset = static_cast<int64_t>(deliveries_.size());
-      if (d.id.empty() || d.lsn.empty()) ++malformed_;
-      seen_.insert(d.id);
-      deliveries_.push_back(std::move(d));
-    }
+    d.offset = read_++;
+    std::vector<Delivery> one{std::move(d)};
+    Record(one);
     // Acked only once recorded: a cut before this line redelivers it (a duplicate).
     if (amqp_basic_ack(c, kChannel, tag, /*multiple=*/0) != AMQP_STATUS_OK) {
       return absl::UnavailableError("basic.ack failed");

@@ -20,12 +20,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chaos/reader.h"
@@ -42,10 +40,6 @@ class AmqpReader final : public Reader {
                                                            const std::string& binding_key);
   ~AmqpReader() override;
 
-  bool Seen(const std::string& id) const override;
-  size_t Count() const override;
-  int64_t Skipped() const override { return 0; }  // a queue drops nothing it confirmed
-  int64_t Malformed() const override;
   // True once the queue has no ready message twice in a row a second apart, with
   // nothing read in between.
   bool WaitCaughtUp(absl::Duration timeout) const override;
@@ -63,10 +57,7 @@ class AmqpReader final : public Reader {
   const std::string queue_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> reconnects_{0};
-  mutable std::mutex mu_;
-  std::vector<Delivery> deliveries_;       // guarded by mu_
-  absl::flat_hash_set<std::string> seen_;  // guarded by mu_
-  int64_t malformed_ = 0;                  // guarded by mu_
+  int64_t read_ = 0;  // messages read: the next one's offset (the reading thread's)
   std::thread thread_;
 };
 

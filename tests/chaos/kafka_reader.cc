@@ -76,28 +76,7 @@ std::vector<Delivery> KafkaReader::StopAndTake() {
     rd_kafka_destroy_flags(consumer_, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     consumer_ = nullptr;
   }
-  std::lock_guard lock(mu_);
-  return std::move(deliveries_);
-}
-
-bool KafkaReader::Seen(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  return seen_.contains(id);
-}
-
-size_t KafkaReader::Count() const {
-  std::lock_guard lock(mu_);
-  return deliveries_.size();
-}
-
-int64_t KafkaReader::Skipped() const {
-  std::lock_guard lock(mu_);
-  return skipped_;
-}
-
-int64_t KafkaReader::Malformed() const {
-  std::lock_guard lock(mu_);
-  return malformed_;
+  return TakeRecorded();
 }
 
 bool KafkaReader::WaitCaughtUp(absl::Duration timeout) const {
@@ -113,7 +92,7 @@ bool KafkaReader::WaitCaughtUp(absl::Duration timeout) const {
           caught_up = false;
           break;
         }
-        std::lock_guard lock(mu_);
+        std::lock_guard lock(offsets_mu_);
         caught_up = next_offset_[t * partitions_ + p] >= high;
       }
     }
@@ -130,7 +109,6 @@ void KafkaReader::Run() {
     const ssize_t n = rd_kafka_consume_batch_queue(queue, 50, batch.data(), kBatch);
     std::vector<Delivery> got;
     int64_t skipped = 0;
-    int64_t malformed = 0;
     for (ssize_t i = 0; i < n; ++i) {
       rd_kafka_message_t* m = batch[i];
       // Errors are transient here (a broker down); the consumer retries by itself.
@@ -143,24 +121,20 @@ void KafkaReader::Run() {
                    .aggregate = m->key ? std::string(static_cast<const char*>(m->key), m->key_len)
                                        : std::string(),
                    .lsn = Header(headers, "lsn")};
-        if (d.id.empty() || d.lsn.empty()) ++malformed;
         got.push_back(std::move(d));
       }
       rd_kafka_message_destroy(m);
     }
-    if (got.empty()) continue;
-    std::lock_guard lock(mu_);
-    for (Delivery& d : got) {
+    std::unique_lock lock(offsets_mu_);
+    for (const Delivery& d : got) {
       // Offsets on the mock are contiguous from 0 (no compaction, no transactions),
       // so a jump is the broker's retention dropping what we had not read yet.
       int64_t& next = next_offset_[d.partition];
       if (d.offset > next) skipped += d.offset - next;
       next = std::max(next, d.offset + 1);
-      seen_.insert(d.id);
-      deliveries_.push_back(std::move(d));
     }
-    skipped_ += skipped;
-    malformed_ += malformed;
+    lock.unlock();
+    Record(got, skipped);
   }
   rd_kafka_queue_destroy(queue);
 }

@@ -20,7 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chaos/reader.h"
@@ -36,13 +35,6 @@ class KafkaReader final : public Reader {
                                                             int partitions);
   ~KafkaReader() override;
 
-  bool Seen(const std::string& id) const override;
-  size_t Count() const override;
-  // Offsets the broker dropped before the reader got to them (its retention); non-
-  // zero means the run cannot be checked.
-  int64_t Skipped() const override;
-  // Messages that lacked an id or lsn header: never written by outboxd.
-  int64_t Malformed() const override;
   // True once the reader has read every partition up to its high watermark (as the
   // broker reports it now); false if `timeout` passed first.
   bool WaitCaughtUp(absl::Duration timeout) const override;
@@ -58,12 +50,8 @@ class KafkaReader final : public Reader {
   const std::vector<std::string> topics_;
   const int partitions_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
-  std::vector<Delivery> deliveries_;       // guarded by mu_
-  absl::flat_hash_set<std::string> seen_;  // guarded by mu_
-  std::vector<int64_t> next_offset_;       // guarded by mu_
-  int64_t skipped_ = 0;                    // guarded by mu_
-  int64_t malformed_ = 0;                  // guarded by mu_
+  mutable std::mutex offsets_mu_;
+  std::vector<int64_t> next_offset_;  // guarded by offsets_mu_
   std::thread thread_;
 };
 

@@ -72,21 +72,6 @@ NatsReader::~NatsReader() {
   jsCtx_Destroy(js_);
 }
 
-bool NatsReader::Seen(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  return seen_.contains(id);
-}
-
-size_t NatsReader::Count() const {
-  std::lock_guard lock(mu_);
-  return count_;
-}
-
-int64_t NatsReader::Malformed() const {
-  std::lock_guard lock(mu_);
-  return malformed_;
-}
-
 absl::StatusOr<uint64_t> NatsReader::LastSequence() const {
   jsStreamInfo* info = nullptr;
   jsErrCode code{};
@@ -138,15 +123,6 @@ uint64_t NatsReader::ReadRange(uint64_t from, uint64_t last, std::vector<Deliver
   natsSubscription_Unsubscribe(sub);  // deletes the consumer (a dead server: idle expiry)
   natsSubscription_Destroy(sub);
   return next;
-}
-
-void NatsReader::Record(std::vector<Delivery>& batch) {
-  std::lock_guard lock(mu_);
-  for (Delivery& d : batch) {
-    if (d.id.empty() || d.lsn.empty()) ++malformed_;
-    seen_.insert(std::move(d.id));
-    ++count_;
-  }
 }
 
 void NatsReader::Run() {

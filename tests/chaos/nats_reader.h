@@ -23,12 +23,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chaos/reader.h"
@@ -47,10 +45,6 @@ class NatsReader final : public Reader {
                                                            const std::string& subject);
   ~NatsReader() override;
 
-  bool Seen(const std::string& id) const override;
-  size_t Count() const override;
-  int64_t Skipped() const override { return 0; }  // the stream has no limits: drops nothing
-  int64_t Malformed() const override;
   // True once everything up to the stream's last sequence has been read, twice a
   // second apart with the last sequence unchanged.
   bool WaitCaughtUp(absl::Duration timeout) const override;
@@ -67,7 +61,6 @@ class NatsReader final : public Reader {
   // Reads sequences `from`..`last` through a consumer of its own, appending each
   // message to `out`; returns the sequence after the last one read.
   uint64_t ReadRange(uint64_t from, uint64_t last, std::vector<Delivery>& out);
-  void Record(std::vector<Delivery>& batch);
 
   const std::unique_ptr<nats::Connection> conn_;
   jsCtx* const js_;
@@ -75,10 +68,6 @@ class NatsReader final : public Reader {
   const std::string subject_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> next_{1};  // the first stream sequence not read yet
-  mutable std::mutex mu_;
-  absl::flat_hash_set<std::string> seen_;  // guarded by mu_
-  size_t count_ = 0;                       // guarded by mu_
-  int64_t malformed_ = 0;                  // guarded by mu_
   std::thread thread_;
 };
 

@@ -11,9 +11,11 @@
 #define OUTBOXD_TESTS_CHAOS_READER_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 
 namespace outboxd::chaos {
@@ -30,20 +32,35 @@ struct Delivery {
   std::string lsn;        // the `lsn` header (commit LSN "X/Y")
 };
 
+// The driver asks Seen, Count, Skipped and Malformed while the reader's own thread
+// reads; each reader hands what it read to Record, which keeps it for them.
 class Reader {
  public:
   virtual ~Reader() = default;
-  virtual bool Seen(const std::string& id) const = 0;
-  virtual size_t Count() const = 0;
+  bool Seen(const std::string& id) const;
+  size_t Count() const;
   // Messages the broker dropped before the reader got to them (its retention); non-
   // zero means the run cannot be checked.
-  virtual int64_t Skipped() const = 0;
+  int64_t Skipped() const;
   // Messages that lacked an id or lsn: never written by outboxd.
-  virtual int64_t Malformed() const = 0;
+  int64_t Malformed() const;
   // True once the reader has read everything the broker holds now; false if
   // `timeout` passed first.
   virtual bool WaitCaughtUp(absl::Duration timeout) const = 0;
   virtual std::vector<Delivery> StopAndTake() = 0;
+
+ protected:
+  // A batch read (and `skipped` messages found missing), from the reader's thread.
+  void Record(std::vector<Delivery>& batch, int64_t skipped = 0);
+  // Everything recorded so far, handed over once.
+  std::vector<Delivery> TakeRecorded();
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Delivery> deliveries_;       // guarded by mu_
+  absl::flat_hash_set<std::string> seen_;  // guarded by mu_
+  int64_t skipped_ = 0;                    // guarded by mu_
+  int64_t malformed_ = 0;                  // guarded by mu_
 };
 
 }  // namespace outboxd::chaos
