@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "support/jetstream_client.h"
 #include "support/wait_until.h"
 
 namespace outboxd::chaos {
@@ -26,7 +27,8 @@ absl::Status Failed(const char* what, natsStatus s) {
   return absl::UnavailableError(absl::StrCat(what, ": ", natsStatus_GetText(s)));
 }
 
-// The stream as the relay would make it: file storage, the default duplicate window.
+// The stream as the relay would make it (file storage, the default duplicate
+// window), unless it exists.
 absl::Status MakeStream(jsCtx* js, const std::string& stream, const std::string& subject) {
   jsStreamInfo* info = nullptr;
   jsErrCode code{};
@@ -34,16 +36,7 @@ absl::Status MakeStream(jsCtx* js, const std::string& stream, const std::string&
     jsStreamInfo_Destroy(info);
     return absl::OkStatus();
   }
-  jsStreamConfig config;
-  jsStreamConfig_Init(&config);
-  const char* subjects[] = {subject.c_str()};
-  config.Name = stream.c_str();
-  config.Subjects = subjects;
-  config.SubjectsLen = 1;
-  config.Storage = js_FileStorage;
-  natsStatus s = js_AddStream(&info, js, &config, nullptr, &code);
-  jsStreamInfo_Destroy(info);
-  return s == NATS_OK ? absl::OkStatus() : Failed("cannot create the chaos stream", s);
+  return test::PutStream(js, stream, subject, {});
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+from doc_check import finish
+
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 # A page and section named outside Markdown: README.md#quickstart, docs/deploy.md#docker-and-compose.
 CITED = re.compile(r"((?:\.\./)*(?:README|docs/[a-z0-9_-]+)\.md)#([a-z0-9_-]+)")
@@ -100,11 +102,7 @@ def main():
                     links += 1
                     target = src / page.lstrip("./") if page.startswith("../") else src / page
                     check_target(src, target, "#" + fragment, f"{name}:{number}", problems)
-    for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
-    if problems:
-        sys.exit(1)
-    print(f"ok: {links} links in {len(files)} files resolve")
+    finish(problems, f"ok: {links} links in {len(files)} files resolve")
 
 
 if __name__ == "__main__":

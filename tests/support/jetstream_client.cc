@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "support/wait_until.h"
 
@@ -122,6 +123,32 @@ bool PrivateNatsServer::RestartWith(const std::string& config_line) {
   return Restart();
 }
 
+absl::Status PutStream(jsCtx* js, const std::string& name, const std::string& subject,
+                       StreamLimits limits, StreamCall call) {
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  const char* subjects[] = {subject.c_str()};
+  config.Name = name.c_str();
+  config.Subjects = subjects;
+  config.SubjectsLen = 1;
+  config.Storage = js_FileStorage;
+  config.MaxMsgs = limits.max_msgs;
+  config.MaxMsgSize = limits.max_msg_size;
+  config.MaxMsgsPerSubject = limits.max_msgs_per_subject;
+  config.Discard = js_DiscardNew;
+  config.Replicas = limits.replicas;
+  config.DiscardNewPerSubject = limits.max_msgs_per_subject > 0;
+  jsStreamInfo* info = nullptr;
+  jsErrCode code{};
+  const natsStatus s = call == StreamCall::kAdd
+                           ? js_AddStream(&info, js, &config, nullptr, &code)
+                           : js_UpdateStream(&info, js, &config, nullptr, &code);
+  jsStreamInfo_Destroy(info);
+  if (s == NATS_OK) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("stream ", name, ": ", natsStatus_GetText(s),
+                                             " (JetStream error code ", code, ")"));
+}
+
 JetStreamClient::JetStreamClient(const std::string& url) {
   absl::StatusOr<std::unique_ptr<nats::Connection>> conn = nats::Connection::Open(
       {.url = url, .name = "outboxd tests", .unreachable = nats::Unreachable::kFail});
@@ -137,36 +164,14 @@ JetStreamClient::~JetStreamClient() { jsCtx_Destroy(js_); }
 
 void JetStreamClient::AddStream(const std::string& name, const std::string& subject,
                                 StreamLimits limits) {
-  SetStream(name, subject, limits, StreamCall::kAdd);
+  absl::Status put = PutStream(js_, name, subject, limits, StreamCall::kAdd);
+  EXPECT_TRUE(put.ok()) << put;
 }
 
 void JetStreamClient::UpdateStream(const std::string& name, const std::string& subject,
                                    StreamLimits limits) {
-  SetStream(name, subject, limits, StreamCall::kUpdate);
-}
-
-void JetStreamClient::SetStream(const std::string& name, const std::string& subject,
-                                StreamLimits limits, StreamCall call) {
-  jsStreamConfig config;
-  jsStreamConfig_Init(&config);
-  const char* subjects[] = {subject.c_str()};
-  config.Name = name.c_str();
-  config.Subjects = subjects;
-  config.SubjectsLen = 1;
-  config.Storage = js_FileStorage;
-  config.MaxMsgs = limits.max_msgs;
-  config.MaxMsgSize = limits.max_msg_size;
-  config.MaxMsgsPerSubject = limits.max_msgs_per_subject;
-  config.Discard = js_DiscardNew;
-  config.Replicas = limits.replicas;
-  config.DiscardNewPerSubject = limits.max_msgs_per_subject > 0;
-  jsStreamInfo* info = nullptr;
-  jsErrCode code;
-  const natsStatus s = call == StreamCall::kAdd
-                           ? js_AddStream(&info, js_, &config, nullptr, &code)
-                           : js_UpdateStream(&info, js_, &config, nullptr, &code);
-  EXPECT_EQ(s, NATS_OK) << "error code " << code;
-  jsStreamInfo_Destroy(info);
+  absl::Status put = PutStream(js_, name, subject, limits, StreamCall::kUpdate);
+  EXPECT_TRUE(put.ok()) << put;
 }
 
 std::optional<StreamSummary> JetStreamClient::Stream(const std::string& name) {

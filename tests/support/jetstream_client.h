@@ -1,6 +1,6 @@
-// The tests' own NATS JetStream client (plain libnats, no outboxd code): makes the
-// streams a test needs the sink to meet, and reads a stream back through a durable
-// pull consumer, as an independent reader of what nats::Sink stored.
+// The tests' own NATS JetStream client (connected by nats::Connection, then plain
+// libnats, no outboxd code): makes the streams a test needs the sink to meet, and reads a stream
+// back through a durable pull consumer, as an independent reader of what nats::Sink stored.
 //
 //   test::JetStreamClient client(url);
 //   client.AddStream("FULL", "full.>", {.max_msgs = 2});
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "nats/connection.h"
 
@@ -48,6 +49,13 @@ struct StreamLimits {
   // With discard new per subject: a subject at its limit refuses, the others take more.
   int64_t max_msgs_per_subject = -1;
 };
+
+enum class StreamCall { kAdd, kUpdate };
+
+// Adds (or changes) a file-storage stream taking `subject`, discarding new messages at
+// its limits; for the tools that are not tests (the chaos reader) as for the client.
+absl::Status PutStream(jsCtx* js, const std::string& name, const std::string& subject,
+                       StreamLimits limits, StreamCall call = StreamCall::kAdd);
 
 struct StreamSummary {
   bool file_storage = false;
@@ -137,10 +145,6 @@ class JetStreamClient {
   std::vector<StoredMessage> ReadAll(const std::string& stream, const std::string& subject);
 
  private:
-  enum class StreamCall { kAdd, kUpdate };
-  void SetStream(const std::string& name, const std::string& subject, StreamLimits limits,
-                 StreamCall call);
-
   std::unique_ptr<nats::Connection> conn_;
   jsCtx* js_ = nullptr;
   int readers_ = 0;
