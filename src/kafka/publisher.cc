@@ -218,6 +218,8 @@ struct Publisher::Impl {
   ReadBackOptions read_back;
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> held_ids;
   uint64_t held_window = 0;  // the HeldQuery::window held_ids answers for
+  absl::Duration read_back_budget;
+  absl::Time read_back_deadline;  // the window's, read_back_budget after it began
   // Why this window cannot trust a read-back at all (messages of an earlier session
   // still unacknowledged, WaitForEarlierSession): given with each topic's first answer.
   std::optional<ReadBackFallback> window_fallback;
@@ -407,6 +409,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
   impl->on_delivery = std::move(on_delivery);
   impl->read_back.brokers = options.brokers;
   impl->read_back.properties = options.properties;
+  impl->read_back_budget = options.read_back_budget;
   impl->close_timeout_ms = ToTimeoutMs(options.close_timeout);
 
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
@@ -596,15 +599,28 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
     window.since = query.since;
     window.mark_name = query.mark.name;
     window.mark_value = query.mark.value;
+    window.max_messages =
+        query.max_messages > 0 ? query.max_messages : ReadBackOptions{}.max_messages;
     // The first question of a window comes before its session produced anything:
     // whatever is in flight is an earlier session's, and may reach the broker after
     // a read-back looked, which would then send it again.
     impl_->window_fallback = WaitForEarlierSession(*this);
+    impl_->read_back_deadline = absl::Now() + impl_->read_back_budget;
   }
   sink::HeldAnswer answer;
   auto it = impl_->held_ids.find(AsAbsl(query.topic));
   if (it == impl_->held_ids.end()) {
-    OUTBOXD_ASSIGN_OR_RETURN(TopicHoldings found, ReadBackTopic(window, query.topic));
+    window.timeout = impl_->read_back_deadline - absl::Now();
+    TopicHoldings found;
+    if (window.timeout > absl::ZeroDuration()) {
+      OUTBOXD_ASSIGN_OR_RETURN(found, ReadBackTopic(window, query.topic));
+    } else {  // the window's budget is spent: this topic is sent at least once
+      found.fallbacks.push_back(
+          {.reason = "timeout",
+           .detail = absl::StrCat("the window's read-back budget of ",
+                                  absl::FormatDuration(impl_->read_back_budget),
+                                  " was spent on other topics")});
+    }
     if (impl_->window_fallback) found.fallbacks.push_back(*impl_->window_fallback);
     for (ReadBackFallback& f : found.fallbacks) {
       answer.fallbacks.emplace_back(std::move(f.reason),

@@ -44,6 +44,9 @@ struct PublisherOptions {
   // How long the destructor waits for outstanding acknowledgements before dropping
   // them unreported. A clean stop calls Flush() itself; this bounds any other teardown.
   absl::Duration close_timeout = absl::Seconds(5);
+  // --dedupe: how long the read-backs of one window may take, all topics together
+  // (Held); a topic asked about after that falls back (reason timeout) unread.
+  absl::Duration read_back_budget = absl::Seconds(30);
   // librdkafka's log lines (syslog levels: 3 error, 4 warning, 6 info, 7 debug), handed
   // over on the thread calling Poll()/Flush() like delivery reports. Unset: librdkafka
   // prints them to stderr itself, from its own threads.

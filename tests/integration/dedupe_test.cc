@@ -87,6 +87,16 @@ std::string ReadBackCosts(const std::string& log) {
   return absl::StrJoin(costs, "; ");
 }
 
+// The end of a fault test under load: 200 more transactions after the fault, then each
+// event exactly once (ExpectEachEventOnce), the figure printed, a clean stop.
+void ExpectEachOnceAfterMoreLoad(RelayHarness& h, Load& load, const char* fault) {
+  ASSERT_TRUE(load.WaitForMore(200));
+  load.Stop();
+  const size_t duplicates = ExpectEachEventOnce(h);
+  std::printf("dedupe: %s: %zu events, %zu duplicates\n", fault, h.OutboxRows().size(), duplicates);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 TEST(Dedupe, KillNineFiveTimesUnderLoadLosesNothingAndSendsNothingTwice) {
   RelayHarness h(kTopics);
   h.StartRelay();
@@ -120,13 +130,7 @@ TEST(Dedupe, ABrokerOutageUnderLoadLosesNothingAndSendsNothingTwice) {
   for (int broker = 1; broker <= 3; ++broker) ASSERT_TRUE(h.cluster().SetBrokerDown(broker).ok());
   ASSERT_TRUE(load.WaitForMore(300));  // committed meanwhile, held by the producer
   for (int broker = 1; broker <= 3; ++broker) ASSERT_TRUE(h.cluster().SetBrokerUp(broker).ok());
-  ASSERT_TRUE(load.WaitForMore(200));
-  load.Stop();
-  const size_t duplicates = ExpectEachEventOnce(h);
-  std::printf(
-      "dedupe: all brokers down for 300 transactions under load: %zu events, %zu duplicates\n",
-      h.OutboxRows().size(), duplicates);
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ExpectEachOnceAfterMoreLoad(h, load, "all brokers down for 300 transactions under load");
 }
 
 // The walsender killed while every Produce request fails, retriably: the session ends
@@ -154,12 +158,7 @@ TEST(Dedupe, AWalsenderKillWithEventsInFlightSendsNothingTwice) {
            absl::StrContains(log, "read-back of Kafka topic pedido.confirmado done");
   })) << h.relay().Log();
   h.cluster().ClearProduceErrors();
-  ASSERT_TRUE(load.WaitForMore(200));
-  load.Stop();
-  const size_t duplicates = ExpectEachEventOnce(h);
-  std::printf("dedupe: walsender killed, produce failing: %zu events, %zu duplicates\n",
-              h.OutboxRows().size(), duplicates);
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ExpectEachOnceAfterMoreLoad(h, load, "walsender killed, produce failing");
 }
 
 // The gap case (issue 30): in one partition an event too large to send is a dead
