@@ -133,10 +133,9 @@ class Publisher final : public sink::Sink {
   // --dedupe: whether this relay's message `query.id` is already in `query.topic`. The
   // first question about a topic in a window reads the topic back (kafka/read_back.h,
   // blocking, bounded); later ones are answered from what it found, until a question
-  // names another window.
-  // Before a window's first read-back it waits (up to 10 s) until the
-  // messages an earlier session left in this producer are acknowledged; past that, the
-  // window falls back (reason in_flight).
+  // names another window. Before a window's first read-back it waits (up to 10 s)
+  // until the messages an earlier session left in this producer are acknowledged;
+  // past that, the window falls back (reason in_flight).
   absl::StatusOr<sink::HeldAnswer> Held(const sink::HeldQuery& query) override;
 
   // Test-only: raises a fatal idempotent-producer error as if the broker had

@@ -292,7 +292,7 @@ class Reader {
   }
 
   // A metadata or offsets request's wait: within the read's timeout, so that brokers
-  // which do not answer cost the timeout, not 5 s per partition.
+  // which do not answer cost the timeout, not 5 s per request.
   int MetadataTimeoutMs() const {
     const int64_t left = absl::ToInt64Milliseconds(deadline_ - absl::Now());
     return static_cast<int>(std::clamp<int64_t>(left, 1, kMetadataTimeoutMs));
