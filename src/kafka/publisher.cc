@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "kafka/internal/rdkafka_util.h"
 #include "kafka/rdkafka_client.h"
@@ -216,6 +218,11 @@ struct Publisher::Impl {
   ReadBackOptions read_back;
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> held_ids;
   uint64_t held_window = 0;  // the HeldQuery::window held_ids answers for
+  absl::Duration read_back_budget;
+  absl::Time read_back_deadline;  // the window's, read_back_budget after it began
+  // Why this window cannot trust a read-back at all (messages of an earlier session
+  // still unacknowledged, WaitForEarlierSession): given with each topic's first answer.
+  std::optional<ReadBackFallback> window_fallback;
 
   // Dependency order: the sender calls into the producer, topic and queue handles are
   // references into it, and its threads may write to the pipe until it is destroyed.
@@ -402,6 +409,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const PublisherOpti
   impl->on_delivery = std::move(on_delivery);
   impl->read_back.brokers = options.brokers;
   impl->read_back.properties = options.properties;
+  impl->read_back_budget = options.read_back_budget;
   impl->close_timeout_ms = ToTimeoutMs(options.close_timeout);
 
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
@@ -558,6 +566,30 @@ absl::Status Publisher::FatalError() const {
       absl::StrCat("Kafka producer fatal error (", rd_kafka_err2name(err), "): ", OneLine(errstr)));
 }
 
+namespace {
+
+// Held: how long a window's first read-back waits for an earlier session's messages.
+// Longer than a produce round trip under load; short enough that a broker which
+// acknowledges nothing delays the resume by this much, once, and no more.
+constexpr absl::Duration kEarlierSessionWait = absl::Seconds(10);
+
+// Waits until nothing is in flight in the producer; nullopt when that happened.
+std::optional<ReadBackFallback> WaitForEarlierSession(Publisher& producer) {
+  if (producer.InFlight() == 0) return std::nullopt;
+  spdlog::info(
+      "--dedupe: waiting up to {} for {} messages an earlier session left in the producer "
+      "before reading back",
+      absl::FormatDuration(kEarlierSessionWait), producer.InFlight());
+  if (producer.Flush(kEarlierSessionWait).ok()) return std::nullopt;
+  return ReadBackFallback{.reason = "in_flight",
+                          .detail = absl::StrCat(producer.InFlight(),
+                                                 " messages of an earlier session still "
+                                                 "unacknowledged after ",
+                                                 absl::FormatDuration(kEarlierSessionWait))};
+}
+
+}  // namespace
+
 absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
   ReadBackOptions& window = impl_->read_back;
   // Another window (a new session): what the last one read is no answer for it.
@@ -567,11 +599,29 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
     window.since = query.since;
     window.mark_name = query.mark.name;
     window.mark_value = query.mark.value;
+    window.max_messages =
+        query.max_messages > 0 ? query.max_messages : ReadBackOptions{}.max_messages;
+    // The first question of a window comes before its session produced anything:
+    // whatever is in flight is an earlier session's, and may reach the broker after
+    // a read-back looked, which would then send it again.
+    impl_->window_fallback = WaitForEarlierSession(*this);
+    impl_->read_back_deadline = absl::Now() + impl_->read_back_budget;
   }
   sink::HeldAnswer answer;
   auto it = impl_->held_ids.find(AsAbsl(query.topic));
   if (it == impl_->held_ids.end()) {
-    OUTBOXD_ASSIGN_OR_RETURN(TopicHoldings found, ReadBackTopic(window, query.topic));
+    window.timeout = impl_->read_back_deadline - absl::Now();
+    TopicHoldings found;
+    if (window.timeout > absl::ZeroDuration()) {
+      OUTBOXD_ASSIGN_OR_RETURN(found, ReadBackTopic(window, query.topic));
+    } else {  // the window's budget is spent: this topic is sent at least once
+      found.fallbacks.push_back(
+          {.reason = "timeout",
+           .detail = absl::StrCat("the window's read-back budget of ",
+                                  absl::FormatDuration(impl_->read_back_budget),
+                                  " was spent on other topics")});
+    }
+    if (impl_->window_fallback) found.fallbacks.push_back(*impl_->window_fallback);
     for (ReadBackFallback& f : found.fallbacks) {
       answer.fallbacks.emplace_back(std::move(f.reason),
                                     f.partition < 0

@@ -44,6 +44,9 @@ struct PublisherOptions {
   // How long the destructor waits for outstanding acknowledgements before dropping
   // them unreported. A clean stop calls Flush() itself; this bounds any other teardown.
   absl::Duration close_timeout = absl::Seconds(5);
+  // --dedupe: how long the read-backs of one window may take, all topics together
+  // (Held); a topic asked about after that falls back (reason timeout) unread.
+  absl::Duration read_back_budget = absl::Seconds(30);
   // librdkafka's log lines (syslog levels: 3 error, 4 warning, 6 info, 7 debug), handed
   // over on the thread calling Poll()/Flush() like delivery reports. Unset: librdkafka
   // prints them to stderr itself, from its own threads.
@@ -130,7 +133,9 @@ class Publisher final : public sink::Sink {
   // --dedupe: whether this relay's message `query.id` is already in `query.topic`. The
   // first question about a topic in a window reads the topic back (kafka/read_back.h,
   // blocking, bounded); later ones are answered from what it found, until a question
-  // names another window.
+  // names another window. Before a window's first read-back it waits (up to 10 s)
+  // until the messages an earlier session left in this producer are acknowledged;
+  // past that, the window falls back (reason in_flight).
   absl::StatusOr<sink::HeldAnswer> Held(const sink::HeldQuery& query) override;
 
   // Test-only: raises a fatal idempotent-producer error as if the broker had

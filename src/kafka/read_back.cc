@@ -103,14 +103,14 @@ class Reader {
       : options_(options), topic_(std::move(topic)), rk_(rk), out_(out) {}
 
   void Run() {
-    const absl::Time deadline = absl::Now() + options_.timeout;
+    deadline_ = absl::Now() + options_.timeout;
     if (!FindPartitions()) return;
     Progress progress({.what = absl::StrCat("read-back of Kafka topic ", topic_),
                        .unit = Progress::Unit::kEvents});
     for (int64_t chunk = kFirstChunk; Unfinished() > 0; chunk *= 2) {
       if (!Assign(chunk)) break;
-      ReadRound(deadline, progress);
-      if (absl::Now() >= deadline) break;
+      ReadRound(progress);
+      if (absl::Now() >= deadline_) break;
       EndRound();
     }
     for (Cursor& c : cursors_) {
@@ -134,7 +134,7 @@ class Reader {
   // one naming the topic would create it on a broker that auto-creates (the mock does).
   bool FindPartitions() {
     const rd_kafka_metadata_t* md = nullptr;
-    const rd_kafka_resp_err_t err = rd_kafka_metadata(rk_, 1, nullptr, &md, kMetadataTimeoutMs);
+    const rd_kafka_resp_err_t err = rd_kafka_metadata(rk_, 1, nullptr, &md, MetadataTimeoutMs());
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       out_->fallbacks.push_back(
           Fallback(-1, IsPermissionError(err) ? "no_read_permission" : "unavailable",
@@ -163,7 +163,7 @@ class Reader {
   void AddPartition(int32_t partition) {
     Cursor c{.partition = partition};
     const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        rk_, topic_.c_str(), partition, &c.low, &c.high, kMetadataTimeoutMs);
+        rk_, topic_.c_str(), partition, &c.low, &c.high, MetadataTimeoutMs());
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       c.fallback =
           Fallback(partition, IsPermissionError(err) ? "no_read_permission" : "unavailable",
@@ -200,10 +200,10 @@ class Reader {
     return true;
   }
 
-  void ReadRound(absl::Time deadline, Progress& progress) {
+  void ReadRound(Progress& progress) {
     while (std::any_of(cursors_.begin(), cursors_.end(),
                        [](const Cursor& c) { return !c.done && !c.chunk_read; })) {
-      if (absl::Now() >= deadline) return;
+      if (absl::Now() >= deadline_) return;
       MessagePtr m(rd_kafka_consumer_poll(rk_, 100), &rd_kafka_message_destroy);
       if (m == nullptr) continue;
       Cursor* c = Find(m->partition);
@@ -291,6 +291,13 @@ class Reader {
     }
   }
 
+  // A metadata or offsets request's wait: within the read's timeout, so that brokers
+  // which do not answer cost the timeout, not 5 s per request.
+  int MetadataTimeoutMs() const {
+    const int64_t left = absl::ToInt64Milliseconds(deadline_ - absl::Now());
+    return static_cast<int>(std::clamp<int64_t>(left, 1, kMetadataTimeoutMs));
+  }
+
   // Offsets read so far in one partition.
   static int64_t Span(const Cursor& c) { return c.high - c.start; }
 
@@ -298,6 +305,7 @@ class Reader {
   const std::string topic_;
   rd_kafka_t* rk_;
   TopicHoldings* out_;
+  absl::Time deadline_;  // the read's, options_.timeout after it began
   std::vector<Cursor> cursors_;
 };
 

@@ -53,7 +53,8 @@ struct ReadBackOptions {
 // Why a partition (-1: the whole topic) could not be read back whole.
 struct ReadBackFallback {
   int32_t partition = -1;
-  // no_read_permission | retention | window_too_large | timeout | unavailable
+  // no_read_permission | retention | window_too_large | timeout | unavailable, and
+  // in_flight (kafka/publisher.cc: an earlier session's messages still unacknowledged)
   std::string reason;
   std::string detail;  // one line, for the log
 };

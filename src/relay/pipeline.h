@@ -152,7 +152,10 @@ class Pipeline final : private IntakeTarget {
   // --dedupe: the stream resumed at `start` while the server's WAL was at `server`;
   // what lies between may already be at the broker (relay/resume_dedupe.h).
   void ResumeWindow(pg::Lsn start, pg::Lsn server) {
-    dedupe_.Begin({.since = start, .until = server, .mark = slot_mark_});
+    dedupe_.Begin({.since = start,
+                   .until = server,
+                   .mark = slot_mark_,
+                   .max_messages = ReadBackLimit(options_.max_in_flight)});
   }
 
   pg::Lsn watermark() const { return tracker_.watermark(); }

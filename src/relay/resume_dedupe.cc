@@ -2,6 +2,7 @@
 // sink, the fallbacks said once.
 #include "relay/resume_dedupe.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,10 @@
 #include "outbox/message_format.h"
 
 namespace outboxd::relay {
+
+int64_t ReadBackLimit(uint64_t max_in_flight) {
+  return static_cast<int64_t>(std::min<uint64_t>(max_in_flight, uint64_t{1} << 40)) * 2;
+}
 
 absl::StatusOr<Dedupe> ParseDedupe(std::string_view name) {
   if (name == "auto") return Dedupe::kAuto;
@@ -45,7 +50,8 @@ absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn co
                  .id = id,
                  .mark = {.name = outbox::kSlotHeader, .value = window_.mark},
                  .since = window_.since,
-                 .window = window_number_});
+                 .window = window_number_,
+                 .max_messages = window_.max_messages});
   if (absl::IsUnimplemented(answer.status())) {
     if (!told_unreadable_) {
       spdlog::info("--dedupe {}: {}; events sent before a restart may be sent again",

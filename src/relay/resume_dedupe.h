@@ -33,6 +33,13 @@
 
 namespace outboxd::relay {
 
+// The read-back's limit per partition (own and others' messages) for a relay with this
+// --max-in-flight: twice it, room for the events in flight at a kill plus as many again
+// acknowledged but not yet confirmed. A larger window (confirmations far behind, or
+// another producer writing much more to the partition) falls back to at least once
+// there (window_too_large), counted.
+int64_t ReadBackLimit(uint64_t max_in_flight);
+
 // "auto" | "on" | "off"; InvalidArgument naming the choices otherwise.
 absl::StatusOr<Dedupe> ParseDedupe(std::string_view name);
 
@@ -42,6 +49,8 @@ class ResumeDedupe {
     pg::Lsn since = 0;  // the position the session resumes from (the slot's confirmed)
     pg::Lsn until = 0;  // the server's WAL position when the session connected
     std::string mark;   // this relay's outboxd_slot header value; empty: unmarked, no window
+    // Messages read back per partition at most (ReadBackLimit); past it, at least once.
+    int64_t max_messages = 0;
   };
 
   ResumeDedupe(Dedupe mode, observe::Metrics* metrics) : mode_(mode), metrics_(metrics) {}

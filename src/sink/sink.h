@@ -90,6 +90,8 @@ struct HeldQuery {
   // the same position after this sink sent more, so what an earlier window read back
   // is no answer for a later one.
   uint64_t window = 0;
+  // Messages to read back per partition, own and others' (0: the sink's default).
+  int64_t max_messages = 0;
 };
 struct HeldAnswer {
   bool held = false;  // that very message (by id) is at the broker: do not send it again

@@ -19,6 +19,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::UnorderedElementsAreArray;
 
 constexpr char kTopic[] = "pedido.confirmado";
@@ -31,6 +32,7 @@ struct Sent {
   uint64_t lsn = 0;          // 0: no lsn header
   std::string mark = kMark;  // empty: no outboxd_slot header
   std::string key = "77";
+  std::string value = "{}";
 };
 
 std::string LsnText(uint64_t lsn) {
@@ -57,23 +59,37 @@ class ReadBackTest : public ::testing::Test {
       if (m.lsn != 0) headers.push_back({"lsn", lsn});
       if (!m.mark.empty()) headers.push_back({"outboxd_slot", m.mark});
       ASSERT_TRUE(
-          publisher_->Produce({.topic = topic, .key = m.key, .value = "{}", .headers = headers})
+          publisher_->Produce({.topic = topic, .key = m.key, .value = m.value, .headers = headers})
               .ok());
     }
     ASSERT_TRUE(publisher_->Flush(absl::Seconds(10)).ok());
   }
 
   TopicHoldings Read(uint64_t since, int64_t max_messages = 400000,
-                     const std::string& topic = kTopic) {
+                     const std::string& topic = kTopic,
+                     absl::Duration timeout = absl::Seconds(10)) {
     absl::StatusOr<TopicHoldings> held = ReadBackTopic({.brokers = cluster_->bootstraps(),
                                                         .mark_name = "outboxd_slot",
                                                         .mark_value = kMark,
                                                         .since = since,
                                                         .max_messages = max_messages,
-                                                        .timeout = absl::Seconds(10)},
+                                                        .timeout = timeout},
                                                        topic);
     EXPECT_TRUE(held.ok()) << held.status();
     return held.ok() ? std::move(*held) : TopicHoldings{};
+  }
+
+  // Publisher::Held's answer about `id` in `topic`, for window 1 from 0/15.
+  static sink::HeldAnswer Held(Publisher& publisher, std::string_view topic, std::string_view id,
+                               int64_t max_messages = 0) {
+    absl::StatusOr<sink::HeldAnswer> answer = publisher.Held({.topic = topic,
+                                                              .id = id,
+                                                              .mark = {"outboxd_slot", kMark},
+                                                              .since = 0x15,
+                                                              .window = 1,
+                                                              .max_messages = max_messages});
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? *answer : sink::HeldAnswer{};
   }
 
   static std::vector<std::string> Ids(const TopicHoldings& held) {
@@ -171,6 +187,25 @@ TEST_F(ReadBackTest, AWindowLargerThanTheLimitFallsBackNamingIt) {
   EXPECT_EQ(held.fallbacks[0].partition, 0);
 }
 
+// Retention deleted where the window may begin: the mock cluster keeps 5 MB per
+// partition and drops the oldest batches past that, as retention.bytes would. The
+// message below the window is gone, so the read reaches the low watermark without
+// meeting it: what it read holds, and the partition falls back, naming retention.
+TEST_F(ReadBackTest, RetentionThatDeletedTheWindowsStartFallsBackNamingIt) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e0", .lsn = 0x10}});  // a batch of its own, the first to go
+  std::vector<Sent> sent;
+  for (int i = 1; i <= 700; ++i) {
+    sent.push_back({.id = absl::StrCat("e", i), .lsn = 0x1000, .value = std::string(10000, 'x')});
+  }
+  Send(sent);
+  TopicHoldings held = Read(/*since=*/0x20);
+  EXPECT_FALSE(held.ids.contains("e0"));
+  EXPECT_TRUE(held.ids.contains("e700"));
+  ASSERT_EQ(held.fallbacks.size(), 1u);
+  EXPECT_EQ(held.fallbacks[0].reason, "retention");
+}
+
 // A principal that may produce but not read: nothing is taken for held, the reason named.
 TEST_F(ReadBackTest, NoReadPermissionFallsBackNamingIt) {
   ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
@@ -179,6 +214,52 @@ TEST_F(ReadBackTest, NoReadPermissionFallsBackNamingIt) {
   TopicHoldings held = Read(/*since=*/0x15);
   EXPECT_THAT(held.ids, IsEmpty());
   EXPECT_THAT(held.fallbacks, ElementsAre(Field(&ReadBackFallback::reason, "no_read_permission")));
+}
+
+// Brokers that do not answer cost a read-back its timeout, not more (no 5 s metadata
+// wait per partition), and every partition falls back, saying why.
+TEST_F(ReadBackTest, BrokersThatDoNotAnswerCostTheTimeoutAndNoMore) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 4, 1).ok());
+  Send({{.id = "e1", .lsn = 0x10}});
+  ASSERT_TRUE(cluster_->SetAllBrokersDown().ok());
+  const absl::Time start = absl::Now();
+  TopicHoldings held = Read(/*since=*/0x15, 400000, kTopic, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_THAT(held.ids, IsEmpty());
+  EXPECT_THAT(held.fallbacks, Not(IsEmpty()));
+}
+
+// One window's read-backs share a budget: once it is spent on a topic whose brokers do
+// not answer, the next topic falls back at once (timeout), unread; the relay resumes
+// within the budget however many topics it publishes to.
+TEST_F(ReadBackTest, HeldSpendsAtMostTheWindowsBudgetOnAllTopicsTogether) {
+  auto publisher =
+      Publisher::Create({.brokers = cluster_->bootstraps(), .read_back_budget = absl::Seconds(1)},
+                        [](const DeliveryReport&) {});
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  ASSERT_TRUE(cluster_->CreateTopic("other.topic", 1, 1).ok());
+  ASSERT_TRUE(cluster_->SetAllBrokersDown().ok());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Held(**publisher, kTopic, "e1").fallbacks, Not(IsEmpty()));
+  const sink::HeldAnswer other = Held(**publisher, "other.topic", "e1");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ASSERT_EQ(other.fallbacks.size(), 1u);
+  EXPECT_EQ(other.fallbacks[0].first, "timeout");
+  EXPECT_FALSE(other.held);
+}
+
+// The relay's limit (relay::ReadBackLimit, twice --max-in-flight) reaches the read-back:
+// a window larger than it falls back, naming it.
+TEST_F(ReadBackTest, HeldReadsNoMoreThanTheQuerysLimit) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  std::vector<Sent> sent;
+  for (int i = 1; i <= 1200; ++i) sent.push_back({.id = absl::StrCat("e", i), .lsn = 0x1000});
+  Send(sent);
+  const sink::HeldAnswer answer = Held(*publisher_, kTopic, "e1200", /*max_messages=*/400);
+  EXPECT_TRUE(answer.held);
+  ASSERT_EQ(answer.fallbacks.size(), 1u);
+  EXPECT_EQ(answer.fallbacks[0].first, "window_too_large");
 }
 
 // Publisher::Held reads a topic back once per window and answers from that; a reconnect
