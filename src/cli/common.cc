@@ -80,6 +80,12 @@ void AddColumnFlags(CLI::App* cmd, outbox::ColumnMapping& columns) {
       ->capture_default_str();
 }
 
+void AddHeadersColumnFlag(CLI::App* cmd, outbox::ColumnMapping& columns) {
+  Flag(cmd, "headers-column", columns.headers,
+       "Nullable jsonb column whose object of string values become message headers (setup adds "
+       "it, checked; empty: none)");
+}
+
 void AddFormatFlags(CLI::App* cmd, FormatFlags& flags) {
   Flag(cmd, "format", flags.format,
        "Message value: json (the payload), envelope (JSON with the event's fields and the "

@@ -66,6 +66,8 @@ inline CLI::Option* Switch(CLI::App* app, const std::string& name, bool& value,
 // --id-column ... --created-at-column: the outbox column mapping (same flags for run
 // and poll).
 void AddColumnFlags(CLI::App* cmd, outbox::ColumnMapping& columns);
+// --headers-column: the row's own headers (outbox/message_format.h), for setup and run.
+void AddHeadersColumnFlag(CLI::App* cmd, outbox::ColumnMapping& columns);
 
 // --format json|envelope|protobuf, --header NAME=/json/pointer (repeatable) and
 // --key-pointer /json/pointer: the message format (outbox/message_format.h), same

@@ -67,6 +67,7 @@ struct RunCommand {
            "Run --source messages or both although max_slot_wal_keep_size lets PostgreSQL "
            "remove WAL the slot needs: emitted events in it are then lost for good");
     AddRelayFlags(cmd, flags, options.columns);
+    AddHeadersColumnFlag(cmd, options.columns);
     Flag(cmd, "max-in-flight", max_in_flight, "Pause reading above this many unacked events")
         ->default_str("100000; 10000 with --sink rabbitmq or nats");
     Flag(cmd, "max-in-flight-bytes", options.max_in_flight_bytes,

@@ -23,6 +23,7 @@ struct SetupCommand {
     Flag(cmd, "publication", options.publication, "Publication name")->capture_default_str();
     Flag(cmd, "slot", options.slot, "Logical replication slot name")->capture_default_str();
     AddColumnFlags(cmd, options.columns);
+    AddHeadersColumnFlag(cmd, options.columns);
     Switch(cmd, "poll-only", options.poll_only,
            "Only the tables and index, for outboxd poll: no publication or slot, so "
            "wal_level = replica and a role without REPLICATION will do");

@@ -117,6 +117,14 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                     : internal::Layout::kPartitioned));
   OUTBOXD_RETURN_IF_ERROR(
       CreateIfMissing(conn, outbox, "table " + options.table, create_outbox, report));
+  if (table.add_headers_column) {
+    const std::string& headers = options.columns.headers;
+    OUTBOXD_RETURN_IF_ERROR(conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " ADD COLUMN ",
+                                                   pg::SqlIdentifier(headers), " ",
+                                                   internal::HeadersColumnDefinition(headers)))
+                                .status());
+    report.created.push_back(absl::StrCat("column ", options.table, ".", headers));
+  }
   OUTBOXD_RETURN_IF_ERROR(EnsurePartitions(conn, options, outbox, options.partition_by,
                                            "--partition-by", "Moving to a partitioned outbox",
                                            report));

@@ -3,7 +3,8 @@
 // tables beside the outbox, the publication of the outbox's inserts and the pgoutput
 // logical replication slot. Idempotent: a second run changes nothing and succeeds.
 // An outbox table that already exists (a Debezium-style one, say) is checked against
-// the column mapping and never altered. With poll_only it stops after the tables: no
+// the column mapping and never altered, but for adding the --headers-column asked
+// for. With poll_only it stops after the tables: no
 // publication, no slot, and wal_level may be replica (for `outboxd poll`).
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(pg::Connection conn, pg::Connection::Open(conninfo));

@@ -28,10 +28,11 @@ absl::Status EventMapper::SetRelation(const pgoutput::Relation& relation) {
       {mapping_.type, "--type-column", &type_},
       {mapping_.payload, "--payload-column", &payload_},
       {mapping_.created_at, "--created-at-column", &created_at_},
+      {mapping_.headers, "--headers-column", &headers_},
   };
   for (const Wanted& w : wanted) {
-    if (w.index == &created_at_ && w.name.empty()) {  // the table has none
-      created_at_ = -1;
+    if ((w.index == &created_at_ || w.index == &headers_) && w.name.empty()) {  // none
+      *w.index = -1;
       continue;
     }
     *w.index = FindColumn(relation, w.name);
@@ -75,16 +76,23 @@ absl::StatusOr<OutboxEvent> EventMapper::Map(const pgoutput::Tuple& tuple) const
     }
     *f.out = value.data;
   }
+  if (headers_ >= 0) {  // NULL: no headers of the row's own
+    const pgoutput::TupleValue& value = tuple[headers_];
+    if (value.kind == pgoutput::ValueKind::kText) {
+      event.headers = value.data;
+    } else if (value.kind != pgoutput::ValueKind::kNull) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("column ", mapping_.headers, " is not in text form"));
+    }
+  }
   return event;
 }
 
 OutboxEvent EventMapper::MapPresent(const pgoutput::Tuple& tuple) const {
   OutboxEvent event;
-  const std::pair<int, std::string_view*> fields[] = {{id_, &event.id},
-                                                      {aggregate_id_, &event.aggregate_id},
-                                                      {type_, &event.type},
-                                                      {payload_, &event.payload},
-                                                      {created_at_, &event.created_at}};
+  const std::pair<int, std::string_view*> fields[] = {
+      {id_, &event.id},           {aggregate_id_, &event.aggregate_id}, {type_, &event.type},
+      {payload_, &event.payload}, {created_at_, &event.created_at},     {headers_, &event.headers}};
   for (const auto& [index, out] : fields) {
     if (index < 0 || static_cast<size_t>(index) >= tuple.size()) continue;
     if (tuple[index].kind == pgoutput::ValueKind::kText) *out = tuple[index].data;

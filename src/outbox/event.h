@@ -26,6 +26,9 @@ struct ColumnMapping {
   // Empty: the table has none (see MissingCreatedAtNote); events then carry no
   // created_at of their own.
   std::string created_at = "criado_em";
+  // Empty: none (--headers-column). A nullable jsonb object of string values, each a
+  // message header (message_format.h).
+  std::string headers;
 };
 
 // The one line, for setup's report and run's start, that says what goes without a
@@ -40,6 +43,7 @@ struct OutboxEvent {
   std::string_view type;
   std::string_view payload;
   std::string_view created_at;  // as PostgreSQL renders it (ISO DateStyle, UTC); may be empty
+  std::string_view headers;     // the headers column's jsonb text; empty when NULL or none
 };
 
 class EventMapper {
@@ -49,12 +53,12 @@ class EventMapper {
   // Learns the column positions from the outbox table's Relation message; called
   // again when the table is altered mid-stream. FailedPrecondition naming the
   // missing column and the flag that renames it (an empty created-at name is not
-  // looked up: Map leaves created_at empty).
+  // looked up: Map leaves created_at empty; nor an empty headers name).
   absl::Status SetRelation(const pgoutput::Relation& relation);
   bool ready() const { return ready_; }
 
   // A row of the outbox table as an event. InvalidArgument when a needed value is
-  // NULL, or not sent in text form.
+  // NULL (the headers column may be), or not sent in text form.
   absl::StatusOr<OutboxEvent> Map(const pgoutput::Tuple& tuple) const;
   // The fields of a row Map refused for a NULL (or a value not in text form): those
   // that hold text, the others empty. The tuple must have column_count() columns.
@@ -65,7 +69,7 @@ class EventMapper {
   ColumnMapping mapping_;
   bool ready_ = false;
   size_t column_count_ = 0;
-  int id_ = -1, aggregate_id_ = -1, type_ = -1, payload_ = -1, created_at_ = -1;
+  int id_ = -1, aggregate_id_ = -1, type_ = -1, payload_ = -1, created_at_ = -1, headers_ = -1;
 };
 
 // "2026-12-02 12:22:45.123+00" -> "2026-12-02T12:22:45.123+00:00" (ISO-8601 with

@@ -8,6 +8,7 @@
 #include <array>
 #include <charconv>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_string.h"
 #include "base/status_macros.h"
@@ -21,6 +22,9 @@ constexpr std::string_view kProtobufContentType = "application/x-protobuf; messa
 // The contract's own headers: a --header may not take their names.
 constexpr std::array<std::string_view, 7> kContractHeaders = {
     "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader};
+// ... and a row's headers column none of these either (nats/sink.cc sets Nats-Msg-Id).
+constexpr std::array<std::string_view, 8> kOwnHeaders = {
+    "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader, "nats-msg-id"};
 
 // StrCat takes abseil's own string_view here (Debian's abseil is not C++17-aliased).
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -59,6 +63,15 @@ std::string_view HeaderValue(std::span<const sink::Header> headers, std::string_
 }
 
 }  // namespace
+
+std::span<const std::string_view> OwnHeaderNames() { return kOwnHeaders; }
+
+bool IsOwnHeader(std::string_view name) {
+  for (std::string_view own : kOwnHeaders) {
+    if (absl::EqualsIgnoreCase(Sv(name), Sv(own))) return true;
+  }
+  return false;
+}
 
 absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name) {
   if (name == "json") return ValueFormat::kJson;
@@ -135,6 +148,9 @@ absl::Status MessageEncoder::Encode(const OutboxEvent& event, std::string_view l
   message_ = {.key = event.aggregate_id, .value = event.payload, .headers = headers_};
   OUTBOXD_RETURN_IF_ERROR(checker_.Check(event.payload));
   if (!format_.key_pointer.empty()) OUTBOXD_RETURN_IF_ERROR(EncodeKey());
+  const absl::Status row_headers = EncodeRowHeaders(event.headers);
+  message_.headers = headers_;  // the vector may have grown
+  OUTBOXD_RETURN_IF_ERROR(row_headers);
   EncodePointerHeaders();
   message_.headers = headers_;
   switch (format_.format) {
@@ -174,6 +190,31 @@ absl::Status MessageEncoder::EncodeKey() {
   if (found.ok()) return found;
   return absl::InvalidArgumentError(
       absl::StrCat("no key: --key-pointer ", format_.key_pointer, " ", found.message()));
+}
+
+absl::Status MessageEncoder::EncodeRowHeaders(std::string_view json) {
+  if (json.empty()) return absl::OkStatus();
+  simdjson::dom::object object;
+  if (!row_headers_.Check(json).ok() || row_headers_.root().get_object().get(object)) {
+    return absl::InvalidArgumentError(
+        "headers column is not a JSON object; it must hold an object of string values");
+  }
+  const size_t own = headers_.size();
+  for (const auto [key, value] : object) {
+    std::string_view text;
+    absl::string_view why;
+    if (IsOwnHeader(key)) {
+      why = "is one of outboxd's own headers; rename the key";
+    } else if (value.get_string().get(text)) {
+      why = "has a value that is not a string; header values must be strings";
+    }
+    if (!why.empty()) {
+      headers_.resize(own);
+      return absl::InvalidArgumentError(absl::StrCat("headers column: \"", Sv(key), "\" ", why));
+    }
+    headers_.push_back({key, text});  // views into row_headers_'s parser
+  }
+  return absl::OkStatus();
 }
 
 void MessageEncoder::EncodePointerHeaders() {

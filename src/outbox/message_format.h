@@ -12,7 +12,10 @@
 // `outboxd poll`); outboxd_slot (the CDC relay only: "<database>/<slot>", how a
 // restarted relay tells its own messages from other producers' when it reads a topic
 // back, relay/resume_dedupe.h); content-type for the envelope and protobuf formats
-// only; then one header per --header NAME=/json/pointer found in the payload. The key
+// only; then one header per key of the row's --headers-column object (its values must
+// be strings and its keys none of OwnHeaderNames: else the event is refused, a dead
+// letter with the reason); then one header per --header NAME=/json/pointer found in
+// the payload. The key
 // is the aggregate_id column, or the payload field at --key-pointer.
 //
 // Encode also checks the payload (a JSON object or array, PayloadChecker) and reads
@@ -54,6 +57,12 @@ inline constexpr char kSlotHeader[] = "outboxd_slot";
 // Its value for a relay of `slot` on `database`.
 std::string SlotMark(std::string_view database, std::string_view slot);
 
+// The headers outboxd sets itself, which a row's headers column may not override
+// (compared case-insensitively): the contract's, the slot mark, and the sinks' id
+// headers (Nats-Msg-Id). Lower case.
+std::span<const std::string_view> OwnHeaderNames();
+bool IsOwnHeader(std::string_view name);
+
 // "json" | "envelope" | "protobuf"; InvalidArgument naming the choices otherwise.
 absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name);
 std::string_view ValueFormatName(ValueFormat format);
@@ -89,11 +98,12 @@ class MessageEncoder {
   MessageEncoder(const MessageEncoder&) = delete;
   MessageEncoder& operator=(const MessageEncoder&) = delete;
 
-  // Checks the payload and builds message(). `event.created_at` as PostgreSQL renders
-  // it or already ISO-8601; `lsn` "X/Y" or empty (no lsn header). InvalidArgument for
-  // a payload that is not a JSON object or array, or whose --key-pointer field is
-  // missing or not a scalar: message() then holds the headers, the aggregate_id as key
-  // and the payload as value, for the dead letter.
+  // Checks the payload and the row's headers and builds message(). `event.created_at` as PostgreSQL
+  // renders it or already ISO-8601; `lsn` "X/Y" or empty (no lsn header). InvalidArgument for a
+  // payload that is not a JSON object or array, or whose --key-pointer field is missing or not a
+  // scalar, or for headers (OutboxEvent::headers) that are not a JSON object of strings or override
+  // an own header: message() then holds the outboxd headers, the aggregate_id as key and the
+  // payload as value, for the dead letter.
   absl::Status Encode(const OutboxEvent& event, std::string_view lsn);
   const EncodedMessage& message() const { return message_; }
   // The created_at header of the last Encode (ISO-8601 with offset).
@@ -113,6 +123,8 @@ class MessageEncoder {
  private:
   void EncodeHeaders(const OutboxEvent& event, std::string_view lsn);
   absl::Status EncodeKey();
+  // The row's headers column (jsonb text, may be empty) as headers; on error none.
+  absl::Status EncodeRowHeaders(std::string_view json);
   void EncodePointerHeaders();
   void EncodeProtobuf(const OutboxEvent& event, std::string_view lsn);
   // The scalar at `pointer` as header or key text (strings unquoted, other scalars as
@@ -129,6 +141,7 @@ class MessageEncoder {
 
   MessageFormat format_;
   PayloadChecker checker_;
+  PayloadChecker row_headers_;     // parses the headers column; its values are the headers'
   std::string_view content_type_;  // empty for json
   EncodedMessage message_;
   std::vector<sink::Header> headers_;  // reserved once: contract + pointer headers

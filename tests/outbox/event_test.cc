@@ -103,6 +103,25 @@ TEST(EventMapper, NullValueIsAnErrorNotACrash) {
   EXPECT_EQ(ev.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(EventMapper, TheHeadersColumnMayBeNullAndNamesItsFlagWhenMissing) {
+  const ColumnMapping mapping{.headers = "headers"};
+  const std::vector<std::string> columns = {"id",      "aggregate_id", "tipo",
+                                            "payload", "criado_em",    "headers"};
+  auto ev = MapRow(mapping, columns,
+                   {Text("i"), Text("a"), Text("t"), Text("{}"), Text("c"), Text(R"({"k": "v"})")});
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->headers, R"({"k": "v"})");
+  ev = MapRow(
+      mapping, columns,
+      {Text("i"), Text("a"), Text("t"), Text("{}"), Text("c"), {pgoutput::ValueKind::kNull, {}}});
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->headers, "") << "NULL: no headers of the row's own";
+  EventMapper mapper{mapping};
+  absl::Status missing =
+      mapper.SetRelation(OutboxRelation({"id", "aggregate_id", "tipo", "payload", "criado_em"}));
+  EXPECT_NE(missing.message().find("--headers-column"), std::string_view::npos) << missing;
+}
+
 TEST(IsoTimestamp, AddsTheTAndCompletesTheOffset) {
   std::string buf;
   EXPECT_EQ(IsoTimestamp("2026-12-02 12:22:45.123456+00", buf), "2026-12-02T12:22:45.123456+00:00");

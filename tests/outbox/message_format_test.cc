@@ -255,6 +255,48 @@ TEST(MessageEncoder, APoisonPayloadFailsWithTheCheckersReason) {
   EXPECT_THAT(broken.message(), HasSubstr("not valid JSON"));
 }
 
+// The headers column's keys and values, after outboxd's own headers and before the
+// --header ones, in every format.
+TEST(MessageEncoder, TheRowsHeadersBecomeHeadersInEveryFormat) {
+  for (ValueFormat format : {ValueFormat::kJson, ValueFormat::kEnvelope, ValueFormat::kProtobuf}) {
+    MessageEncoder encoder({.format = format, .headers = {{"n", "/n"}}});
+    OutboxEvent event = Event();
+    event.headers = R"({"traceparent": "00-4bf9-01", "tracestate": "a=\"b\""})";
+    ASSERT_TRUE(encoder.Encode(event, "0/1").ok()) << ValueFormatName(format);
+    std::vector<std::string> names = HeaderNames(encoder.message());
+    ASSERT_GE(names.size(), 3u);
+    EXPECT_THAT(std::vector<std::string>(names.end() - 3, names.end()),
+                ElementsAre("traceparent", "tracestate", "n"));
+    auto h = Headers(encoder.message());
+    EXPECT_EQ(h["traceparent"], "00-4bf9-01");
+    EXPECT_EQ(h["tracestate"], "a=\"b\"") << "unescaped";
+  }
+}
+
+// Not an object of strings, or an override of an own header in any case: the event
+// fails with the reason (a dead letter) and keeps outboxd's headers only.
+TEST(MessageEncoder, RowHeadersThatAreNotAnObjectOfStringsOrOverrideOursFailTheEvent) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"(["a"])", "not a JSON object"},
+      {R"("text")", "not a JSON object"},
+      {R"({"ok": "1", "n": 1})", "\"n\" has a value that is not a string"},
+      {R"({"x": null})", "\"x\" has a value that is not a string"},
+      {R"({"ok": "1", "Type": "forged"})", "\"Type\" is one of outboxd's own headers"},
+      {R"({"NATS-MSG-ID": "dup"})", "\"NATS-MSG-ID\" is one of outboxd's own headers"},
+  };
+  MessageEncoder encoder;
+  for (const auto& [json, why] : cases) {
+    OutboxEvent event = Event();
+    event.headers = json;
+    absl::Status s = encoder.Encode(event, "0/1");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << json;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(why)) << json;
+    EXPECT_THAT(HeaderNames(encoder.message()),
+                ElementsAre("id", "type", "aggregate_id", "created_at", "lsn"))
+        << json;
+  }
+}
+
 TEST(MessageEncoder, ReusedBuffersHoldOnlyTheLastEvent) {
   MessageEncoder encoder({.format = ValueFormat::kEnvelope, .headers = {{"t", "/text"}}});
   ASSERT_TRUE(encoder.Encode(Event(), "0/1").ok());

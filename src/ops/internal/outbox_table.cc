@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "outbox/message_format.h"
 #include "poll/columns.h"
 
 namespace outboxd::ops::internal {
@@ -13,7 +14,7 @@ namespace {
 
 struct Column {
   const std::string& name;
-  const char* definition;  // for CREATE TABLE, or the ALTER TABLE a person may run
+  std::string definition;  // for CREATE TABLE, or the ALTER TABLE a person may run
 };
 
 std::vector<Column> PollingColumns(const poll::PollColumns& p) {
@@ -129,9 +130,29 @@ absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::T
   if (!created_at.empty() && !present.contains(created_at)) {
     table.notes.push_back(outbox::MissingCreatedAtNote(outbox.Display(), created_at));
   }
+  const std::string& headers = options.columns.headers;
+  table.add_headers_column = !headers.empty() && !present.contains(headers);
   OUTBOXD_RETURN_IF_ERROR(CheckNotNull(conn, outbox, options, table));
   OUTBOXD_RETURN_IF_ERROR(CheckPollingColumns(present, outbox, options, table));
   return table;
+}
+
+std::string HeadersColumnDefinition(const std::string& name) {
+  const std::string column = pg::SqlIdentifier(name);
+  std::string own;  // id|type|...: names of [a-z_-] only, nothing to escape
+  for (std::string_view header : outbox::OwnHeaderNames()) {
+    absl::StrAppend(&own, own.empty() ? "" : "|", absl::string_view(header.data(), header.size()));
+  }
+  // Both checks in jsonpath: a CHECK may not hold a subquery over jsonb_each. The
+  // constraints' names are what an INSERT's error shows: they say what to fix. Silent
+  // (the last argument): a non-object fails the first check, not with a jsonpath error.
+  return absl::StrCat(
+      "jsonb CONSTRAINT ", pg::SqlIdentifier(name + "_must_be_object_of_strings"), " CHECK (",
+      column, " IS NULL OR (jsonb_typeof(", column, ") = 'object' AND NOT jsonb_path_exists(",
+      column, ", '$.* ? (@.type() != \"string\")')))\n    CONSTRAINT ",
+      pg::SqlIdentifier(name + "_must_not_override_outboxd_headers"),
+      " CHECK (NOT jsonb_path_exists(", column, ", '$.keyvalue() ? (@.key like_regex \"^(", own,
+      ")$\" flag \"i\")', '{}', true))");
 }
 
 absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
@@ -149,6 +170,7 @@ absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::Tabl
       {c.payload, "jsonb NOT NULL"}};
   if (!c.created_at.empty())
     columns.push_back({c.created_at, "timestamptz NOT NULL DEFAULT now()"});
+  if (!c.headers.empty()) columns.push_back({c.headers, HeadersColumnDefinition(c.headers)});
   for (size_t i = 1; i < polling.size(); ++i) columns.push_back(polling[i]);  // seq is first
   std::string sql = absl::StrCat("CREATE TABLE ", outbox.quoted, " (");
   for (size_t i = 0; i < columns.size(); ++i) {

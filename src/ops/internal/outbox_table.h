@@ -1,6 +1,7 @@
 // Setup's view of the outbox table itself: the CREATE TABLE for a new one, with the
 // mapped column names (--id-column ...), and, for one that already exists, whether
-// it can serve the relays. An existing table is never altered: a column it lacks is
+// it can serve the relays. An existing table is never altered but for the
+// --headers-column asked for (a nullable column: no rewrite): a column it lacks is
 // either an error naming the flag that maps it, or a feature that goes without it,
 // said once in the report's notes.
 //
@@ -26,6 +27,8 @@ struct OutboxTable {
   // seq, publicado_em, tentativas, ultimo_erro, proxima_tentativa_em: the polling
   // relay's columns (true for a table setup creates), which its index needs too.
   bool polling_columns = true;
+  // An existing table without the --headers-column asked for: setup adds it.
+  bool add_headers_column = false;
   // What an existing table lacks and which feature goes without it, one line each.
   std::vector<std::string> notes;
 };
@@ -36,10 +39,16 @@ struct OutboxTable {
 absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::TableName& outbox,
                                                const SetupOptions& options);
 
+// The type and checks of a --headers-column, for CREATE TABLE or ADD COLUMN: NULL or
+// a JSON object of string values whose keys are none of outbox::OwnHeaderNames
+// (case-insensitive). The two constraints are named <column>_must_be_object_of_strings
+// and <column>_must_not_override_outboxd_headers.
+std::string HeadersColumnDefinition(const std::string& name);
+
 enum class Layout { kPlain, kPartitioned };
 
-// The default outbox table with the mapped names for the five event columns (an
-// empty created-at name leaves that column out). kPartitioned: by range of the
+// The default outbox table with the mapped names for the event columns (an empty
+// created-at or headers name leaves that column out). kPartitioned: by range of the
 // created-at column, which joins the primary key (seq) and the id's unique
 // constraint, as PostgreSQL requires of a partitioned table's unique indexes.
 absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,

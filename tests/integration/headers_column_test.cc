@@ -1,0 +1,110 @@
+// `--headers-column` end to end (issue 32, first slice): `outboxd setup` adds the
+// column to an existing outbox with its checks, `outboxd run` publishes each key of a
+// row's object as a Kafka header (read by the collector and by kcat), the checks
+// refuse an override of outboxd's own headers and a non-string value at INSERT, and
+// a row that bypasses them (the constraints dropped) is a dead letter with its reason
+// while the rows after it flow.
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/relay_harness.h"
+
+namespace outboxd::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kTopics = {"pedido.confirmado"};
+constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+// The harness's outbox with the headers column added by a second setup.
+void AddHeadersColumn(RelayHarness& h) {
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot(),
+                          "--headers-column", "headers"},
+                         &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("headers"));
+}
+
+absl::Status Insert(pg::Connection& conn, const std::string& aggregate,
+                    const std::optional<std::string>& headers) {
+  return conn
+      .ExecParams(
+          "INSERT INTO outbox (aggregate_id, tipo, payload, headers) "
+          "VALUES ($1, 'pedido.confirmado', '{}', $2::jsonb)",
+          {aggregate, headers})
+      .status();
+}
+
+TEST(HeadersColumn, EachKeyOfTheRowsObjectArrivesAsAKafkaHeader) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.StartRelay({"--headers-column", "headers", "--format", "envelope"});
+  auto conn = h.db().Connect();
+  ASSERT_TRUE(Insert(conn, "traced",
+                     absl::StrCat(R"({"traceparent": ")", kTraceparent,
+                                  R"(", "tracestate": "congo=t61rcWkgMzE"})"))
+                  .ok());
+  ASSERT_TRUE(Insert(conn, "plain", std::nullopt).ok());
+  ASSERT_TRUE(h.collector().WaitForCount(2, absl::Seconds(30))) << h.relay().Log();
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    if (m.Header("aggregate_id") == "traced") {
+      EXPECT_EQ(m.Header("traceparent"), kTraceparent);
+      EXPECT_EQ(m.Header("tracestate"), "congo=t61rcWkgMzE");
+    } else {
+      EXPECT_EQ(m.headers.size(), 7u) << "NULL: outboxd's own headers only";
+    }
+  }
+  const std::vector<std::string> kcat = KcatHeaders(h, "pedido.confirmado");
+  EXPECT_THAT(kcat, ::testing::Contains(HasSubstr(absl::StrCat("traceparent=", kTraceparent))));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+TEST(HeadersColumn, TheChecksRefuseAnOverrideAndANonStringAtInsert) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  auto conn = h.db().Connect();
+  absl::Status forged = Insert(conn, "a", R"({"ok": "1", "Nats-Msg-Id": "forged"})");
+  EXPECT_THAT(std::string(forged.message()),
+              HasSubstr("headers_must_not_override_outboxd_headers"));
+  absl::Status number = Insert(conn, "a", R"({"attempt": 2})");
+  EXPECT_THAT(std::string(number.message()), HasSubstr("headers_must_be_object_of_strings"));
+  absl::Status array = Insert(conn, "a", R"(["x"])");
+  EXPECT_THAT(std::string(array.message()), HasSubstr("headers_must_be_object_of_strings"));
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox"), "0");
+}
+
+// A table set up without the checks (here: dropped): the row is refused at publish,
+// a dead letter saying why, and its neighbours flow.
+TEST(HeadersColumn, ARowBypassingTheChecksIsADeadLetterWithItsReason) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.db().Exec(
+      "ALTER TABLE outbox DROP CONSTRAINT headers_must_be_object_of_strings, "
+      "DROP CONSTRAINT headers_must_not_override_outboxd_headers");
+  h.StartRelay({"--headers-column", "headers"});
+  auto conn = h.db().Connect();
+  ASSERT_TRUE(Insert(conn, "number", R"({"attempt": 2})").ok());
+  ASSERT_TRUE(Insert(conn, "forged", R"({"id": "not-the-id"})").ok());
+  ASSERT_TRUE(Insert(conn, "fine", R"({"k": "v"})").ok());
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  h.db().WaitForScalar("SELECT count(*) FROM outbox_dead_letter", "2");
+  pg::Result letters =
+      h.db().Exec("SELECT aggregate_id, error FROM outbox_dead_letter ORDER BY seq");
+  ASSERT_EQ(letters.rows(), 2);
+  EXPECT_EQ(letters.Get(0, 0), "number");
+  EXPECT_THAT(std::string(letters.Get(0, 1)),
+              HasSubstr("\"attempt\" has a value that is not a string"));
+  EXPECT_EQ(letters.Get(1, 0), "forged");
+  EXPECT_THAT(std::string(letters.Get(1, 1)), HasSubstr("\"id\" is one of outboxd's own headers"));
+  const std::vector<CollectedMessage> messages = h.collector().Messages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].Header("aggregate_id"), "fine");
+  EXPECT_EQ(messages[0].Header("k"), "v");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+}  // namespace
+}  // namespace outboxd::test
