@@ -17,6 +17,7 @@ namespace {
 constexpr char kLockNotAvailable[] = "55P03";
 constexpr char kDefaultHoldsRows[] = "23514";  // new range's rows already in DEFAULT
 constexpr char kOverlap[] = "42P17";           // a user's partition covers part of it
+constexpr char kUndefinedTable[] = "42P01";    // another cleanup dropped it meanwhile
 
 const char* TruncUnit(PartitionInterval interval) {
   switch (interval) {
@@ -154,7 +155,11 @@ absl::StatusOr<bool> IsOwnLeaf(pg::Connection& conn, const pg::TableName& parent
                        " FROM pg_catalog.pg_class c, pg_catalog.pg_class p WHERE c.oid = "
                        "to_regclass($1) AND p.oid = to_regclass($2)"),
           {leaf.quoted, parent.quoted}));
-  return r.rows() > 0 && r.Get(0, 0) == "t";
+  if (r.rows() == 0) {
+    return pg::WithSqlState(absl::NotFoundError(absl::StrCat(leaf.Display(), " no longer exists")),
+                            kUndefinedTable);
+  }
+  return r.Get(0, 0) == "t";
 }
 
 enum class DropOutcome {
@@ -162,6 +167,7 @@ enum class DropOutcome {
   kUnacknowledged,
   kBusy,    // a writer's lock outlasted lock_timeout
   kNotOwn,  // not a plain table of the parent's owner (or a superuser): upkeep never reads it
+  kGone,    // dropped by another cleanup (the relay's job, a second `outboxd cleanup`) meanwhile
 };
 
 // With a DEFAULT partition: detach, check, drop, one transaction.
@@ -319,11 +325,9 @@ enum class DetachMode { kInOneTransaction, kConcurrently };
 
 // One leaf whose range ended: dropped when it is the parent's own and every row in it
 // is acknowledged.
-absl::StatusOr<DropOutcome> DropIfAcknowledged(pg::Connection& conn,
-                                               const internal::DetachLedger& ledger,
-                                               const pg::TableName& parent,
-                                               const pg::TableName& leaf,
-                                               const std::string& acked_sql, DetachMode mode) {
+absl::StatusOr<DropOutcome> TryDrop(pg::Connection& conn, const internal::DetachLedger& ledger,
+                                    const pg::TableName& parent, const pg::TableName& leaf,
+                                    const std::string& acked_sql, DetachMode mode) {
   OUTBOXD_ASSIGN_OR_RETURN(bool own, IsOwnLeaf(conn, parent, leaf));
   if (!own) return DropOutcome::kNotOwn;
   OUTBOXD_ASSIGN_OR_RETURN(bool acked, AllAcknowledged(conn, leaf, acked_sql));
@@ -331,6 +335,21 @@ absl::StatusOr<DropOutcome> DropIfAcknowledged(pg::Connection& conn,
   return mode == DetachMode::kInOneTransaction
              ? DropInOneTransaction(conn, parent, leaf, acked_sql)
              : DropConcurrently(conn, ledger, parent, leaf, acked_sql);
+}
+
+// TryDrop, where a leaf listed and then dropped by another cleaner (the relay's
+// cleanup job, a second `outboxd cleanup`) before this one got to it is done, not an
+// upkeep failure.
+absl::StatusOr<DropOutcome> DropIfAcknowledged(pg::Connection& conn,
+                                               const internal::DetachLedger& ledger,
+                                               const pg::TableName& parent,
+                                               const pg::TableName& leaf,
+                                               const std::string& acked_sql, DetachMode mode) {
+  absl::StatusOr<DropOutcome> outcome = TryDrop(conn, ledger, parent, leaf, acked_sql, mode);
+  if (!outcome.ok() && pg::SqlStateOf(outcome.status()) == kUndefinedTable) {
+    return DropOutcome::kGone;
+  }
+  return outcome;
 }
 
 void Note(DropReport& report, const pg::TableName& parent, const pg::TableName& leaf,
@@ -349,6 +368,8 @@ void Note(DropReport& report, const pg::TableName& parent, const pg::TableName& 
     case DropOutcome::kNotOwn:
       report.kept.push_back(absl::StrCat(leaf.name, " is not a plain table of the owner of ",
                                          parent.Display(), ": outboxd drops only those"));
+      break;
+    case DropOutcome::kGone:
       break;
   }
 }
