@@ -67,7 +67,16 @@ absl::StatusOr<pg::Lsn> Session::RunBackfill(Pipeline& pipeline, const pg::SlotI
   return Backfill(options_, *this, pipeline, slot, request, stop);
 }
 
-absl::StatusOr<pg::Lsn> Session::ServerPosition() { return CurrentWalLsn(*control_); }
+absl::StatusOr<pg::Lsn> Session::ServerPosition() {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, Settled());
+  return CurrentWalLsn(*control);
+}
+
+absl::StatusOr<pg::Connection*> Session::Settled() {
+  if (!control_) return absl::UnavailableError("no connection to PostgreSQL (between sessions)");
+  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
+  return &*control_;
+}
 
 absl::Status Session::IdentifySystem() {
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, replication_->Exec("IDENTIFY_SYSTEM"));
@@ -206,9 +215,10 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
 
 absl::StatusOr<std::string> Session::BulkRefusal() {
   // peek and advance need what START_REPLICATION needs (REPLICATION, or superuser).
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, Settled());
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result role,
-      control_->Exec(
+      control->Exec(
           "SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"));
   if (role.rows() == 1 && role.Get(0, 0) == "t") return std::string();
   return absl::StrCat("bulk catch-up needs the REPLICATION attribute on role ", control_->user(),
@@ -234,7 +244,6 @@ absl::Status Session::Upkeep(pg::Lsn watermark) {
   if (!control_) return absl::OkStatus();
   if (!options_.standby_slots.empty() && absl::Now() >= next_standby_read_) {
     next_standby_read_ = absl::Now() + options_.standby_interval;
-    OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
     OUTBOXD_RETURN_IF_ERROR(ReadStandbys());
   }
   OUTBOXD_ASSIGN_OR_RETURN(std::optional<pg::SlotInfo> slot, slot_watch_.Poll(*control_));
@@ -271,9 +280,10 @@ absl::Status Session::AwaitStandbys(pg::Lsn end, StopSignal& stop) {
 
 absl::Status Session::ReadStandbys() {
   // restart_lsn of a physical slot is what its standby reported flushed.
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, Settled());
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result r,
-      control_->ExecParams(
+      control->ExecParams(
           "SELECT n.name, r.restart_lsn::text, (pg_current_wal_lsn() - r.restart_lsn)::bigint "
           "FROM unnest($1::text[]) n(name) LEFT JOIN pg_replication_slots r "
           "ON r.slot_name = n.name AND r.slot_type = 'physical'",
@@ -313,23 +323,21 @@ void Session::Close() {
 }
 
 absl::Status Session::PgDeadLetterTable::Insert(const outbox::DeadLetter& letter) {
-  if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
-  OUTBOXD_RETURN_IF_ERROR(session_->slot_watch_.Settle(*session_->control_));
-  return store_.Insert(*session_->control_, letter);
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, session_->Settled());
+  return store_.Insert(*control, letter);
 }
 
 absl::StatusOr<absl::flat_hash_map<std::string, outbox::FirstDeadLetter>>
 Session::PgDeadLetterTable::Aggregates() {
-  if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
-  OUTBOXD_RETURN_IF_ERROR(session_->slot_watch_.Settle(*session_->control_));
-  return store_.Aggregates(*session_->control_);
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, session_->Settled());
+  return store_.Aggregates(*control);
 }
 
 absl::StatusOr<absl::Time> Session::PgDeadLetterTable::Now() {
-  if (!session_->control_) return absl::UnavailableError("no connection for the dead-letter table");
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, session_->Settled());
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result r,
-      session_->control_->Exec("SELECT (extract(epoch FROM statement_timestamp()) * 1e6)::int8"));
+      control->Exec("SELECT (extract(epoch FROM statement_timestamp()) * 1e6)::int8"));
   int64_t micros = 0;
   if (r.rows() != 1 || !absl::SimpleAtoi(std::string(r.Get(0, 0)), &micros)) {
     return absl::InternalError("the server's time could not be read");

@@ -127,6 +127,10 @@ class Session final : public ReplicationSession {
     Session* session_;
   };
 
+  // The control connection, ready for a statement: a slot check in flight on it
+  // (SlotWatch) is read first, since running another statement would discard its answer
+  // and the check would then end the session ("no answer from the server").
+  absl::StatusOr<pg::Connection*> Settled();
   // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
   absl::Status CheckWalStatus(const pg::SlotInfo& slot);
   absl::StatusOr<absl::Duration> FeedbackInterval();

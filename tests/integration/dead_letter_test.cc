@@ -145,6 +145,30 @@ TEST(DeadLetter, BrokerRefusalAfterProduceIsDeadLetteredFromTheReport) {
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Found by the chaos run (seed 2983776942): each follower of a parked aggregate
+// committed after the relay last read the table makes it read the table again, on
+// the connection the periodic slot check uses. A statement run while a check was in
+// flight threw the check's answer away, and the check then ended the session ("no
+// answer from the server"), freeing the slot for another relay while this one's
+// events were still queued for the broker.
+TEST(DeadLetter, FollowersOfAParkedAggregateNeverEndTheSessionDuringASlotCheck) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--slot-check-interval", "1ms"});  // a check in flight at almost every turn
+  auto conn = h.db().Connect();
+  Insert(conn, "bad", "42");
+  // One follower at a time, each committed after the relay's last read: a read each.
+  constexpr int kFollowers = 50;
+  for (int i = 1; i <= kFollowers; ++i) {
+    Insert(conn, "bad", absl::StrCat(R"({"n": )", i, "}"));
+    ASSERT_TRUE(h.db().WaitForScalar("SELECT count(*) FROM outbox_dead_letter",
+                                     std::to_string(i + 1), absl::Seconds(15)))
+        << h.relay().Log();
+  }
+  EXPECT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(15)));
+  EXPECT_EQ(h.relay().Log().find("replication stream lost"), std::string::npos) << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 // Found by the chaos run (seed 2026): an event produced but not yet acknowledged
 // when its aggregate's poison was dead-lettered, then a kill -9. The restarted relay
 // replays it; it comes before the poison, so it is published, not sent after it.
