@@ -513,12 +513,15 @@ void Pipeline::EndSession() {
   stats_->streaming = false;
   stream_.reset();
   pending_error_ = absl::OkStatus();
-  // Reports for events already produced still count: wait a little for them so the
+  // The slot is free now: another relay may take it and read the broker back at once,
+  // so nothing still buffered here may reach the broker after that (sink/sink.h).
+  sink_->DropUnsent();
+  // Reports for events already on the wire still count: wait a little for them so the
   // next session resumes after them instead of sending them again.
   const absl::Time deadline = absl::Now() + kEndSessionGrace;
   // A producer with a fatal error acknowledges nothing more: no point waiting.
   const bool producer_alive = sink_->Health().ok();
-  while (producer_alive && tracker_.events_in_flight() > 0 && !tracker_.has_failed() &&
+  while (producer_alive && sink_->InFlight() > 0 && !tracker_.has_failed() &&
          absl::Now() < deadline && !stop_->requested()) {
     sink_->Poll(50);
   }

@@ -259,6 +259,41 @@ TEST_F(PublisherTest, BrokerOutageDelaysDeliveryAndNeverFailsIt) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].value, absl::StrCat(i));
 }
 
+// A relay whose session ended drops what it still buffers (sink::Sink::DropUnsent):
+// none of it reaches the broker later, each is reported Cancelled, and the same
+// idempotent producer goes on delivering in order afterwards.
+TEST_F(PublisherTest, DropUnsentKeepsBufferedMessagesFromEverReachingTheBroker) {
+  auto collector = Collect({"handover"});
+  auto publisher = MakePublisher();
+  ASSERT_TRUE(publisher->Produce({.topic = "handover", .key = "k", .value = "0"}).ok());
+  ASSERT_TRUE(publisher->Flush(absl::Seconds(20)).ok());
+
+  ASSERT_TRUE(cluster_->SetAllBrokersDown().ok());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(publisher->Produce({.topic = "handover", .key = "k", .value = "dropped"}).ok());
+  }
+  publisher->DropUnsent();
+  ASSERT_TRUE(PollUntilIdle(*publisher, absl::Seconds(10)));
+  ASSERT_EQ(reports_.size(), 21u);
+  for (size_t i = 1; i < reports_.size(); ++i) {
+    EXPECT_TRUE(absl::IsCancelled(reports_[i].status)) << reports_[i].status;
+  }
+
+  ASSERT_TRUE(cluster_->SetAllBrokersUp().ok());
+  for (int i = 1; i <= 5; ++i) {
+    const std::string value = absl::StrCat(i);
+    ASSERT_TRUE(publisher->Produce({.topic = "handover", .key = "k", .value = value}).ok());
+  }
+  ASSERT_TRUE(PollUntilIdle(*publisher, absl::Seconds(30)));
+  for (size_t i = 21; i < reports_.size(); ++i) EXPECT_TRUE(reports_[i].status.ok());
+  EXPECT_TRUE(publisher->FatalError().ok()) << publisher->FatalError();
+  ASSERT_TRUE(collector->WaitForCount(6, absl::Seconds(20)));
+  ASSERT_TRUE(collector->WaitUntilCaughtUp(absl::Seconds(20)));
+  const std::vector<CollectedMessage> got = collector->Messages();
+  ASSERT_EQ(got.size(), 6u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].value, absl::StrCat(i));
+}
+
 TEST_F(PublisherTest, TransientProduceErrorsAreRetriedWithoutDuplicates) {
   auto collector = Collect({"flaky"});
   auto publisher = MakePublisher();

@@ -124,5 +124,28 @@ TEST_F(RelayTest, ABulkCatchUpThatFailedForGoodMakesTheNextSessionsStream) {
   EXPECT_FALSE(session_->starts()[3].bulk);
 }
 
+// Issue 30, found by the chaos run (seed 2983776942): a relay whose stream ended with
+// events still buffered for a broker that was down sent them once it came back,
+// after the relay that had taken the slot meanwhile had read the broker back and sent
+// them too. Now the session's end drops what is unsent (each reported Cancelled, so
+// nothing is acknowledged and the slot does not move), and the next session sends it.
+TEST_F(RelayTest, ASessionsEndDropsWhatTheSinkHasNotSentSoNoLaterSessionMeetsIt) {
+  fake_.set_answer([](const test::ProducedMessage&) { return std::nullopt; });  // broker down
+  test::OutboxWal wal;
+  wal.Commit({{.id = "e1", .aggregate_id = "A"}, {.id = "e2", .aggregate_id = "B"}});
+  auto stream_wal = [&wal](test::ScriptedStream& s) {
+    wal.Attach(&s, 0);
+    wal.Send();
+  };
+  const absl::Time began = absl::Now();
+  ASSERT_TRUE(Run({{.send = stream_wal}, {.send = stream_wal}}).ok());
+  EXPECT_LT(absl::Now() - began, absl::Seconds(2)) << "no wait for reports that never come";
+  EXPECT_EQ(fake_->unsent_dropped(), 4) << "both sessions' two events, at each end";
+  EXPECT_EQ(fake_->produced().size(), 4u) << "the second session sent them again";
+  EXPECT_EQ(fake_->InFlight(), 0);
+  ASSERT_EQ(session_->starts().size(), 2u);
+  EXPECT_EQ(session_->starts()[1].at, 0x100u) << "nothing was acknowledged: the slot stays";
+}
+
 }  // namespace
 }  // namespace outboxd::relay
