@@ -563,6 +563,12 @@ int ChaosRun::Report(const Verdict& v, absl::Duration ran) {
                    " refused to start while PostgreSQL was away)"));
   for (const std::string& e : v.examples) Say("  " + e);
   const bool pass = v.ok() && problems_.empty();
+  // PostgreSQL's log beside the relays' (a walsender's end is said only there).
+  if ((!pass || options_.keep) && cluster_ != nullptr) {
+    std::error_code ignored;
+    std::filesystem::copy_file(cluster_->dir() + "/server.log", dir_ + "/postgresql.log",
+                               std::filesystem::copy_options::overwrite_existing, ignored);
+  }
   Say(pass ? "PASS" : absl::StrCat("FAIL (seed ", options_.seed, "; logs kept in ", dir_, ")"));
   return pass ? 0 : 1;
 }

@@ -117,29 +117,38 @@ Verdict Check(const CheckInput& input) {
   std::stable_sort(kafka.begin(), kafka.end(), [](const Delivery* a, const Delivery* b) {
     return std::tie(a->partition, a->offset) < std::tie(b->partition, b->offset);
   });
-  absl::flat_hash_map<std::string, std::string> lsn_of;
+  // Each event's first copy at the broker: a later one is a duplicate, said with both places.
+  absl::flat_hash_map<std::string, const Delivery*> first_of;
   for (const Delivery* d : kafka) {
-    auto [it, fresh] = lsn_of.try_emplace(d->id, d->lsn);
-    if (!fresh && it->second != d->lsn && !input.failover) {
-      ++v.lsn_mismatch;
-      replay.Example(
-          absl::StrCat("event ", d->id, " published with lsn ", it->second, " and ", d->lsn));
+    auto [first, fresh] = first_of.try_emplace(d->id, d);
+    if (!fresh) {
+      const Delivery& f = *first->second;
+      if (v.duplicates < 3) {
+        replay.Example(absl::StrCat(
+            "duplicate event ", d->id, " (aggregate ", d->aggregate, ") at partition ", f.partition,
+            " offset ", f.offset, " and again at partition ", d->partition, " offset ", d->offset));
+      }
+      if (f.lsn != d->lsn && !input.failover) {
+        ++v.lsn_mismatch;
+        replay.Example(
+            absl::StrCat("event ", d->id, " published with lsn ", f.lsn, " and ", d->lsn));
+      }
     }
     replay.Consume(d->id, d->aggregate, d->lsn, "the broker");
   }
   for (const std::string& id : input.poison) {
-    if (lsn_of.contains(id)) {
+    if (first_of.contains(id)) {
       ++v.poison_published;
       replay.Example(absl::StrCat("poison event ", id, " was published to the broker"));
     }
   }
   for (const DeadLetterRow& l : input.dead_letters) {
-    if (lsn_of.contains(l.id)) ++v.in_both;
+    if (first_of.contains(l.id)) ++v.in_both;
     replay.Consume(l.id, l.aggregate, l.lsn, "dead letters");
   }
 
   for (const OutboxRow& row : input.outbox) {
-    if (lsn_of.contains(row.id)) ++v.published;
+    if (first_of.contains(row.id)) ++v.published;
     if (input.rolled_back.contains(row.id)) {
       ++v.rolled_back_seen;
       replay.Example(absl::StrCat("rolled-back event ", row.id, " is in the outbox table"));
