@@ -21,7 +21,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -216,8 +215,8 @@ struct Publisher::Impl {
   // --dedupe: the brokers and properties a read-back consumer needs, and what the
   // read-backs of the current window found, by topic (Held).
   ReadBackOptions read_back;
-  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> held_ids;
-  uint64_t held_window = 0;  // the HeldQuery::window held_ids answers for
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int>> held;
+  uint64_t held_window = 0;  // the HeldQuery::window `held` answers for
   absl::Duration read_back_budget;
   absl::Time read_back_deadline;  // the window's, read_back_budget after it began
   // Why this window cannot trust a read-back at all (messages of an earlier session
@@ -596,7 +595,7 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
   ReadBackOptions& window = impl_->read_back;
   // Another window (a new session): what the last one read is no answer for it.
   if (query.window != impl_->held_window) {
-    impl_->held_ids.clear();
+    impl_->held.clear();
     impl_->held_window = query.window;
     window.since = query.since;
     window.mark_name = query.mark.name;
@@ -610,8 +609,8 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
     impl_->read_back_deadline = absl::Now() + impl_->read_back_budget;
   }
   sink::HeldAnswer answer;
-  auto it = impl_->held_ids.find(AsAbsl(query.topic));
-  if (it == impl_->held_ids.end()) {
+  auto it = impl_->held.find(AsAbsl(query.topic));
+  if (it == impl_->held.end()) {
     window.timeout = impl_->read_back_deadline - absl::Now();
     TopicHoldings found;
     if (window.timeout > absl::ZeroDuration()) {
@@ -630,9 +629,13 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
                                         ? std::move(f.detail)
                                         : absl::StrCat("partition ", f.partition, ": ", f.detail));
     }
-    it = impl_->held_ids.emplace(std::string(query.topic), std::move(found.ids)).first;
+    it = impl_->held.emplace(std::string(query.topic), std::move(found.messages)).first;
   }
-  answer.held = it->second.contains(AsAbsl(query.id));
+  // Each copy at the broker answers one question: two rows alike in id, lsn and key
+  // with one copy there means one of them is sent again.
+  auto copies = it->second.find(sink::HeldIdentity(query.id, query.lsn, query.key));
+  answer.held = copies != it->second.end() && copies->second > 0;
+  if (answer.held) --copies->second;
   return answer;
 }
 

@@ -16,6 +16,7 @@
 #include "base/progress.h"
 #include "kafka/internal/rdkafka_util.h"
 #include "kafka/rdkafka_client.h"
+#include "sink/sink.h"
 
 namespace outboxd::kafka {
 namespace {
@@ -85,6 +86,7 @@ struct Cursor {
   int64_t high = 0;
   int64_t start = 0;  // the chunk being read is [start, end)
   int64_t end = 0;
+  int64_t next = 0;  // the chunk's next offset to examine: each message counts once
   bool chunk_read = false;
   bool boundary = false;  // met an own message below the window's start
   std::optional<ReadBackFallback> fallback;
@@ -187,7 +189,7 @@ class Reader {
     for (Cursor& c : cursors_) {
       if (c.done) continue;
       c.end = c.start;
-      c.start = std::max(c.low, c.end - chunk);
+      c.start = c.next = std::max(c.low, c.end - chunk);
       c.chunk_read = false;
       rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), c.partition)->offset = c.start;
     }
@@ -216,6 +218,8 @@ class Reader {
         c->chunk_read = true;
         continue;
       }
+      if (m->offset < c->next) continue;  // fetched again after a transient error
+      c->next = m->offset + 1;
       ++out_->messages_read;
       progress.Update(out_->messages_read);
       Examine(m.get(), *c);
@@ -262,7 +266,9 @@ class Reader {
       if (std::strcmp(name, "lsn") == 0) lsn = v;
     });
     if (mark != options_.mark_value || id.empty()) return;  // another producer's
-    out_->ids.emplace(id);
+    const std::string_view key(static_cast<const char*>(m->key),
+                               m->key == nullptr ? 0 : m->key_len);
+    ++out_->messages[sink::HeldIdentity(id, lsn, key)];
     if (ParseLsnHeader(lsn) < options_.since) c.boundary = true;
   }
 

@@ -5,23 +5,24 @@
 // partitions fetched at once), doubling each round, until it meets a message of this
 // relay (its mark: the outboxd_slot header, outbox/message_format.h) whose lsn header
 // lies below the window's start: everything older was confirmed and is never sent
-// again. Every message of this relay met on the way gives its id. Other producers'
-// messages are read past and ignored. Presence is only ever by id: a gap (a dead
-// letter, a message too large for the broker) is never inferred away. Every partition
-// is read and the ids are the topic's, not a partition's: after the partition count
+// again. Every message of this relay met on the way counts, by its id, lsn and key
+// (sink::HeldIdentity). Other producers' messages are read past and ignored. Presence
+// is only ever by that identity: a gap (a dead letter, a message too large for the
+// broker) is never inferred away. Every partition is read and the messages are the
+// topic's, not a partition's: after the partition count
 // changed (a key now hashed to another partition) an event is still found wherever the
 // earlier process put it, so that needs no fallback.
 //
 // Where a partition cannot be read back whole (no read permission, retention already
 // deleted part of the window, more than max_messages to read, a timeout) the answer
-// says so per partition; the ids read so far are still true, so the caller only loses
+// says so per partition; what was read so far is still true, so the caller only loses
 // the promise of no duplicates there, never an event.
 //
 //   OUTBOXD_ASSIGN_OR_RETURN(TopicHoldings held,
 //                            ReadBackTopic({.brokers = b, .mark_name = "outboxd_slot",
 //                                           .mark_value = "app/outboxd", .since = confirmed},
 //                                          "pedido.confirmado"));
-//   if (held.ids.contains(event_id)) ...   // already at the broker: skip it
+//   if (held.messages.contains(sink::HeldIdentity(id, lsn, key))) ...   // skip it
 #ifndef OUTBOXD_KAFKA_READ_BACK_H_
 #define OUTBOXD_KAFKA_READ_BACK_H_
 
@@ -31,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -60,7 +61,8 @@ struct ReadBackFallback {
 };
 
 struct TopicHoldings {
-  absl::flat_hash_set<std::string> ids;  // this relay's messages found
+  // This relay's messages found, by sink::HeldIdentity, with how many copies of each.
+  absl::flat_hash_map<std::string, int> messages;
   std::vector<ReadBackFallback> fallbacks;
   int64_t messages_read = 0;
   int partitions = 0;

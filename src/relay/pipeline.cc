@@ -231,18 +231,21 @@ void Pipeline::CommitTransaction(pg::Lsn end_lsn) { tracker_.Commit(end_lsn); }
 absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx) {
   tracker_.AddEvent(tx.id);
   const std::string_view topic = topic_.Render(event.type, table_name_, topic_buffer_);
-  // Before the gate: an event the broker holds was delivered, even if its aggregate
-  // was parked after it (a failed delivery reported later); it is no dead letter.
-  OUTBOXD_ASSIGN_OR_RETURN(const bool held,
-                           dedupe_.AlreadyPublished(*sink_, tx.lsn, topic, event.id));
-  if (held) {
-    tracker_.Ack(tx.id);
-    return absl::OkStatus();
-  }
   const outbox::BrokerMessage built =
       outbox::BuildBrokerMessage(encoder_, event, tx.lsn_text, topic, tx.id);
   // A payload that is not a JSON object or array, or has no --key-pointer field.
   if (!built.encoded.ok()) return DeadLetter(built.message, event.payload, built.encoded);
+  // Before the gate: an event the broker holds was delivered, even if its aggregate
+  // was parked after it (a failed delivery reported later); it is no dead letter.
+  OUTBOXD_ASSIGN_OR_RETURN(
+      const bool held,
+      dedupe_.AlreadyPublished(
+          *sink_, tx.lsn,
+          {.topic = topic, .id = event.id, .lsn = tx.lsn_text, .key = built.message.key}));
+  if (held) {
+    tracker_.Ack(tx.id);
+    return absl::OkStatus();
+  }
   OUTBOXD_ASSIGN_OR_RETURN(
       const bool follows,
       gate_->Follows(

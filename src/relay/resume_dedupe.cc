@@ -38,20 +38,18 @@ void ResumeDedupe::Begin(Window window) {
 }
 
 absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn commit_lsn,
-                                                    std::string_view topic, std::string_view id) {
+                                                    sink::HeldQuery message) {
   // Committed after the server's position at connect: never sent before. The one
   // comparison every live event pays.
   if (commit_lsn > window_.until) {
     Summarize();
     return false;
   }
-  absl::StatusOr<sink::HeldAnswer> answer =
-      sink.Held({.topic = topic,
-                 .id = id,
-                 .mark = {.name = outbox::kSlotHeader, .value = window_.mark},
-                 .since = window_.since,
-                 .window = window_number_,
-                 .max_messages = window_.max_messages});
+  message.mark = {.name = outbox::kSlotHeader, .value = window_.mark};
+  message.since = window_.since;
+  message.window = window_number_;
+  message.max_messages = window_.max_messages;
+  absl::StatusOr<sink::HeldAnswer> answer = sink.Held(message);
   if (absl::IsUnimplemented(answer.status())) {
     if (!told_unreadable_) {
       spdlog::info("--dedupe {}: {}; events sent before a restart may be sent again",
@@ -62,7 +60,7 @@ absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn co
     return false;
   }
   if (!answer.ok()) return answer.status();
-  ReportFallbacks(topic, *answer);
+  ReportFallbacks(message.topic, *answer);
   ++asked_;
   if (answer->held) {
     ++skipped_;

@@ -4,8 +4,9 @@
 // leave such a window. Events committed after the position the server had when the
 // session connected cannot have been sent before: they are published without a
 // question (one comparison per event, so live latency and CPU do not change). Inside
-// the window an event is skipped only when the broker holds that very event, by id,
-// among this relay's own messages (the outboxd_slot header): never because a later
+// the window an event is skipped only when the broker holds that very message (its
+// id, lsn and key: sink::HeldQuery), among this relay's own messages (the
+// outboxd_slot header), one copy per event: never because a later
 // event is there, since a dead letter or a message too large for the broker leaves a
 // gap. The sink reads the broker back (sink::Sink::Held; Kafka: kafka/read_back.h,
 // per topic, bounded). What it could not read back whole is logged once per topic
@@ -14,8 +15,9 @@
 //
 //   ResumeDedupe dedupe(Dedupe::kAuto, &stats->metrics);
 //   dedupe.Begin({.since = confirmed, .until = server_position, .mark = "app/outboxd"});
-//   OUTBOXD_ASSIGN_OR_RETURN(const bool held,
-//                            dedupe.AlreadyPublished(sink, tx.lsn, topic, event.id));
+//   OUTBOXD_ASSIGN_OR_RETURN(
+//       const bool held,
+//       dedupe.AlreadyPublished(sink, tx.lsn, {.topic = t, .id = id, .lsn = lsn, .key = key}));
 //   if (held) ... // acknowledged, not produced
 #ifndef OUTBOXD_RELAY_RESUME_DEDUPE_H_
 #define OUTBOXD_RELAY_RESUME_DEDUPE_H_
@@ -60,11 +62,12 @@ class ResumeDedupe {
   // The session ended: no window until the next Begin.
   void End();
 
-  // Whether the event (its transaction's commit position, topic and id) is already at
-  // the broker, sent by this relay: then it must not be sent again. Past the window,
-  // false at once. An error only when the sink's read-back fails for good.
+  // Whether the event (its transaction's commit position, and its message's topic, id,
+  // lsn and key in `message`; the window fills in the rest) is already at the broker,
+  // sent by this relay: then it must not be sent again. Past the window, false at once.
+  // An error only when the sink's read-back fails for good.
   [[nodiscard]] absl::StatusOr<bool> AlreadyPublished(sink::Sink& sink, pg::Lsn commit_lsn,
-                                                      std::string_view topic, std::string_view id);
+                                                      sink::HeldQuery message);
 
  private:
   // The sink's first answer about a topic: its fallbacks, each logged and counted once.

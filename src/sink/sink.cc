@@ -9,6 +9,15 @@
 
 namespace outboxd::sink {
 
+std::string HeldIdentity(std::string_view id, std::string_view lsn, std::string_view key) {
+  std::string identity;
+  for (std::string_view part : {id, lsn, key}) {
+    absl::StrAppend(&identity, part.size(), ":");
+    identity.append(part);
+  }
+  return identity;
+}
+
 absl::Status PollUntilConfirmed(Sink& sink, absl::Duration timeout, std::string_view broker) {
   const absl::Time deadline = absl::Now() + timeout;
   while (sink.InFlight() > 0) {

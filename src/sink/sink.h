@@ -83,7 +83,13 @@ using DeliveryHandler = std::function<void(const DeliveryReport&)>;
 // (relay/resume_dedupe.h owns the rule; kafka/read_back.h reads a topic back).
 struct HeldQuery {
   std::string_view topic;
-  std::string_view id;  // the event's id header
+  // The message as this relay would send it now: its id and lsn headers and its key.
+  // One at the broker is this very message only when all three match (two outbox rows
+  // may share an id: a table without that key, two partitions of one), and each answers
+  // one question of a window (two rows may share all three): see HeldIdentity.
+  std::string_view id;
+  std::string_view lsn;
+  std::string_view key;
   Header mark;          // the header every message of this relay carries (outboxd_slot)
   uint64_t since = 0;   // the window's start, on the lsn header's scale
   // Which resumed window asks (a new number each session): a reconnect may resume from
@@ -93,6 +99,10 @@ struct HeldQuery {
   // Messages to read back per partition, own and others' (0: the sink's default).
   int64_t max_messages = 0;
 };
+// What HeldQuery compares: id, lsn and key, each length-prefixed (a key may hold any
+// byte, a separator too).
+std::string HeldIdentity(std::string_view id, std::string_view lsn, std::string_view key);
+
 struct HeldAnswer {
   bool held = false;  // that very message (by id) is at the broker: do not send it again
   // With the first answer about a topic: why some of it could not be read back

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "pg/lsn.h"
 
@@ -22,6 +23,15 @@ struct CommitPosition {
     return std::tie(lsn, seq) < std::tie(o.lsn, o.seq);
   }
 };
+
+// Kafka: when the producer made each copy, which says which fault made the second.
+std::string ProducedAt(const Delivery& first, const Delivery& again) {
+  if (first.created_ms < 0 || again.created_ms < 0) return "";
+  auto at = [](int64_t ms) {
+    return absl::FormatTime("%H:%M:%E3S", absl::FromUnixMillis(ms), absl::UTCTimeZone());
+  };
+  return absl::StrCat(" (produced at ", at(first.created_ms), " and ", at(again.created_ms), ")");
+}
 
 std::string Show(const CommitPosition& p) { return absl::StrCat(pg::FormatLsn(p.lsn), "#", p.seq); }
 
@@ -124,9 +134,10 @@ Verdict Check(const CheckInput& input) {
     if (!fresh) {
       const Delivery& f = *first->second;
       if (v.duplicates < 3) {
-        replay.Example(absl::StrCat(
-            "duplicate event ", d->id, " (aggregate ", d->aggregate, ") at partition ", f.partition,
-            " offset ", f.offset, " and again at partition ", d->partition, " offset ", d->offset));
+        replay.Example(absl::StrCat("duplicate event ", d->id, " (aggregate ", d->aggregate,
+                                    ") at partition ", f.partition, " offset ", f.offset,
+                                    " and again at partition ", d->partition, " offset ", d->offset,
+                                    ProducedAt(f, *d)));
       }
       if (f.lsn != d->lsn && !input.failover) {
         ++v.lsn_mismatch;

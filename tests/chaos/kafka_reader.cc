@@ -120,7 +120,8 @@ void KafkaReader::Run() {
                    .id = Header(headers, "id"),
                    .aggregate = m->key ? std::string(static_cast<const char*>(m->key), m->key_len)
                                        : std::string(),
-                   .lsn = Header(headers, "lsn")};
+                   .lsn = Header(headers, "lsn"),
+                   .created_ms = rd_kafka_message_timestamp(m, nullptr)};
         got.push_back(std::move(d));
       }
       rd_kafka_message_destroy(m);

@@ -30,6 +30,7 @@ struct Delivery {
   std::string id;         // the event id (Kafka: the `id` header; AMQP: message_id)
   std::string aggregate;  // the key (AMQP: the `aggregate_id` header)
   std::string lsn;        // the `lsn` header (commit LSN "X/Y")
+  int64_t created_ms = -1;  // Kafka: when the producer made it (ms since the epoch)
 };
 
 // The driver asks Seen, Count, Skipped and Malformed while the reader's own thread

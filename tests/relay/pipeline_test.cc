@@ -984,7 +984,7 @@ TEST_F(RelayPipelineTest, AResumedWindowSkipsExactlyTheEventsTheBrokerHoldsById)
       wal_.Commit({{.id = "e2", .aggregate_id = "B"}, {.id = "e3", .aggregate_id = "C"}});
   const pg::Lsn third = wal_.Commit({{.id = "e4", .aggregate_id = "A"}});
   Start();
-  fake_->SetHeld({"e1", "e3", "e4"});
+  fake_->SetHeld({{"e1", "A"}, {"e3", "C"}, {"e4", "A"}});
   pipeline_->SetSlotMark("app/outboxd");
   pipeline_->ResumeWindow(/*start=*/0, /*server=*/second);
   wal_.Send();
@@ -996,6 +996,23 @@ TEST_F(RelayPipelineTest, AResumedWindowSkipsExactlyTheEventsTheBrokerHoldsById)
   Step(kCoalesce);
   EXPECT_EQ(stream_->last_confirmed(), third) << "a skipped event counts as acknowledged";
   EXPECT_EQ(Gauge(stats_.metrics.Render(), "outboxd_dedupe_skipped_total"), 2);
+}
+
+// Two rows with one id on two aggregates, the first's message at the broker: the
+// second is sent, never skipped for the first's (the broker is asked about the very
+// message, id and key, sink::HeldQuery).
+TEST_F(RelayPipelineTest, ASecondRowWithTheSameIdIsNeverSkippedForTheFirstsMessage) {
+  wal_.Commit({{.id = "dup", .aggregate_id = "A"}});
+  const pg::Lsn end = wal_.Commit({{.id = "dup", .aggregate_id = "B"}});
+  Start();
+  fake_->SetHeld({{"dup", "A"}});
+  pipeline_->SetSlotMark("app/outboxd");
+  pipeline_->ResumeWindow(/*start=*/0, /*server=*/end);
+  wal_.Send();
+  Step();
+  ASSERT_EQ(fake_->produced().size(), 1u);
+  EXPECT_EQ(fake_->produced()[0].key, "B");
+  EXPECT_THAT(fake_->held_asked(), ElementsAre("dup", "dup"));
 }
 
 // A topic the sink could not read back whole: said once and counted per reason, and
@@ -1020,7 +1037,7 @@ TEST_F(RelayPipelineTest, WithoutAWindowEveryEventIsSentAgain) {
   options_.dedupe = Dedupe::kOff;
   const pg::Lsn end = wal_.Commit({{.id = "e1", .aggregate_id = "A"}});
   Start();
-  fake_->SetHeld({"e1"});
+  fake_->SetHeld({{"e1", "A"}});
   pipeline_->SetSlotMark("app/outboxd");
   pipeline_->ResumeWindow(/*start=*/0, /*server=*/end);
   wal_.Send();

@@ -148,17 +148,21 @@ void FakeSink::RaiseFatalErrorForTesting(std::string_view reason) {
 
 void FakeSink::Wake() { wake_.Signal(); }
 
-void FakeSink::SetHeld(std::set<std::string> ids,
+void FakeSink::SetHeld(std::vector<HeldMessage> messages,
                        std::vector<std::pair<std::string, std::string>> fallbacks) {
-  held_ = std::move(ids);
+  held_ = std::move(messages);
   held_fallbacks_ = std::move(fallbacks);
 }
 
 absl::StatusOr<sink::HeldAnswer> FakeSink::Held(const sink::HeldQuery& query) {
   if (!held_) return sink::Sink::Held(query);
   held_asked_.emplace_back(query.id);
-  return sink::HeldAnswer{.held = held_->count(std::string(query.id)) > 0,
-                          .fallbacks = held_fallbacks_};
+  auto copy = std::find_if(held_->begin(), held_->end(), [&](const HeldMessage& m) {
+    return m.id == query.id && m.key == query.key;
+  });
+  const bool held = copy != held_->end();
+  if (held) held_->erase(copy);
+  return sink::HeldAnswer{.held = held, .fallbacks = held_fallbacks_};
 }
 
 }  // namespace outboxd::test

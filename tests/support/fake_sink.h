@@ -92,10 +92,15 @@ class FakeSink final : public sink::Sink {
   int send_nows() const { return send_nows_; }
   // How many messages DropUnsent() cancelled so far.
   int unsent_dropped() const { return unsent_dropped_; }
-  // --dedupe: from now on Held() answers as a broker holding the messages with these ids
-  // would, adding `fallbacks` to every answer ({reason, detail}), and records each id
-  // asked about. Until then it is Unimplemented, as for a broker that cannot be read back.
-  void SetHeld(std::set<std::string> ids,
+  // --dedupe: from now on Held() answers as a broker holding these messages (their id
+  // and key; any lsn) would, each copy answering one question, adding `fallbacks` to
+  // every answer ({reason, detail}), and records each id asked about. Until then it is
+  // Unimplemented, as for a broker that cannot be read back.
+  struct HeldMessage {
+    std::string id;
+    std::string key;
+  };
+  void SetHeld(std::vector<HeldMessage> messages,
                std::vector<std::pair<std::string, std::string>> fallbacks = {});
   absl::StatusOr<sink::HeldAnswer> Held(const sink::HeldQuery& query) override;
   const std::vector<std::string>& held_asked() const { return held_asked_; }
@@ -118,7 +123,7 @@ class FakeSink final : public sink::Sink {
   int waits_ = 0;
   int send_nows_ = 0;
   int unsent_dropped_ = 0;
-  std::optional<std::set<std::string>> held_;  // SetHeld
+  std::optional<std::vector<HeldMessage>> held_;  // SetHeld; each taken once
   std::vector<std::pair<std::string, std::string>> held_fallbacks_;
   std::vector<std::string> held_asked_;
 };

@@ -204,8 +204,14 @@ std::string KillNineUnderLoad(RelayHarness& h, Load& load, int kills,
 }
 
 std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic) {
-  const std::string command = absl::StrCat("timeout 30 kcat -b ", h.cluster().bootstraps(),
-                                           " -C -t ", topic, " -o beginning -e -q -f '%h\\n'");
+  return KcatLines(h, topic, "%h");
+}
+
+std::vector<std::string> KcatLines(RelayHarness& h, const std::string& topic,
+                                   const std::string& format) {
+  const std::string command =
+      absl::StrCat("timeout 30 kcat -b ", h.cluster().bootstraps(), " -C -t ", topic,
+                   " -o beginning -e -q -f '", format, "\\n'");
   std::vector<std::string> lines;
   FILE* p = popen(command.c_str(), "r");
   if (p == nullptr) return lines;

@@ -113,6 +113,10 @@ std::string KillNineUnderLoad(RelayHarness& h, Load& load, int kills,
 // Every message's headers in `topic` as kcat, the independent reader, prints them
 // ("id=...,type=...,..."), one line each.
 std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic);
+// Every message of `topic` as kcat prints it with this -f format ("%k %p": key and
+// partition), one line each.
+std::vector<std::string> KcatLines(RelayHarness& h, const std::string& topic,
+                                   const std::string& format);
 
 // ExpectEverythingDelivered with no duplicate, and kcat too finds each row of the
 // outbox exactly once in pedido.confirmado and nothing else there: no event lost,
