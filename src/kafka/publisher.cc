@@ -543,8 +543,6 @@ int Publisher::Poll(int timeout_ms) {
 
 void Publisher::SendNow() { impl_->sender->SendFor(impl_->send_now_window); }
 
-void Publisher::DropUnsent() { rd_kafka_purge(impl_->rk.get(), RD_KAFKA_PURGE_F_QUEUE); }
-
 absl::Status Publisher::Flush(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   if (impl_->sender) impl_->sender->SendFor(timeout);

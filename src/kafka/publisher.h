@@ -118,9 +118,6 @@ class Publisher final : public sink::Sink {
   // meanwhile, without waiting out linger.ms. Reports still come from Poll().
   //   pub->Produce(live_event); pub->SendNow();   // then wait on wake_fd() as usual
   void SendNow() override;
-  // rd_kafka_purge of the internal queues only: each dropped message is reported
-  // Cancelled on a later Poll(); requests in flight are left to finish.
-  void DropUnsent() override;
 
   // Non-OK once the producer hit a fatal error (e.g. idempotence sequence lost): the
   // caller must recreate the producer and resume from the confirmed position.

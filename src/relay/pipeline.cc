@@ -66,8 +66,10 @@ constexpr size_t kReadBytes = size_t{512} << 10;
 // Dead letters that follow their aggregate's first are summed up at most this often.
 constexpr absl::Duration kFollowersLogInterval = absl::Seconds(10);
 // A session that ends waits this long for reports of what it already produced, so the
-// next one resumes after them instead of sending them again.
+// next one resumes after them instead of sending them again; but no longer than
+// kReportGap without one (a broker that is down or fails every request).
 constexpr absl::Duration kEndSessionGrace = absl::Seconds(2);
+constexpr absl::Duration kReportGap = absl::Milliseconds(250);
 
 }  // namespace
 
@@ -96,15 +98,18 @@ Pipeline::~Pipeline() = default;
 
 absl::Status Pipeline::Start() {
   OUTBOXD_ASSIGN_OR_RETURN(topic_, outbox::TopicTemplate::Parse(options_.topic_template));
-  return RecreateSink();
+  return RecreateSink().status();
 }
 
-absl::Status Pipeline::RecreateSink() {
-  sink_.reset();
+absl::StatusOr<int> Pipeline::RecreateSink() {
   OUTBOXD_ASSIGN_OR_RETURN(
-      sink_, options_.make_sink(
-                 {.on_delivery = [this](const sink::DeliveryReport& r) { OnDelivery(r); }}));
-  return absl::OkStatus();
+      std::unique_ptr<sink::Sink> fresh,
+      options_.make_sink(
+          {.on_delivery = [this](const sink::DeliveryReport& r) { OnDelivery(r); }}));
+  // No flush: whatever the old one holds is dropped, as a kill -9 would drop it.
+  const int dropped = sink_ ? sink_->Close(absl::ZeroDuration()) : 0;
+  sink_ = std::move(fresh);
+  return dropped;
 }
 
 pg::Lsn Pipeline::ResumeFrom(pg::Lsn slot_confirmed) {
@@ -516,18 +521,8 @@ void Pipeline::EndSession() {
   stats_->streaming = false;
   stream_.reset();
   pending_error_ = absl::OkStatus();
-  // The slot is free now: another relay may take it and read the broker back at once,
-  // so nothing still buffered here may reach the broker after that (sink/sink.h).
-  sink_->DropUnsent();
-  // Reports for events already on the wire still count: wait a little for them so the
-  // next session resumes after them instead of sending them again.
-  const absl::Time deadline = absl::Now() + kEndSessionGrace;
-  // A producer with a fatal error acknowledges nothing more: no point waiting.
-  const bool producer_alive = sink_->Health().ok();
-  while (producer_alive && sink_->InFlight() > 0 && !tracker_.has_failed() &&
-         absl::Now() < deadline && !stop_->requested()) {
-    sink_->Poll(50);
-  }
+  AwaitLastReports();
+  DropSinkBacklog();
   LogParkedFollowers(/*now=*/true);
   intake_.LogRejections(TransactionIntake::LogNow::kNow);
   tracker_.Reset(tracker_.watermark());
@@ -535,6 +530,34 @@ void Pipeline::EndSession() {
   hold_.Clear();  // streamed again from the confirmed position
   intake_.EndSession();
   PublishStats();
+}
+
+void Pipeline::AwaitLastReports() {
+  // A producer with a fatal error acknowledges nothing more: no point waiting.
+  if (!sink_->Health().ok()) return;
+  const absl::Time deadline = absl::Now() + kEndSessionGrace;
+  absl::Time last_report = absl::Now();
+  while (sink_->InFlight() > 0 && !tracker_.has_failed() && !stop_->requested()) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline || now - last_report >= kReportGap) return;
+    if (sink_->Poll(50) > 0) last_report = absl::Now();
+  }
+}
+
+void Pipeline::DropSinkBacklog() {
+  if (sink_->InFlight() == 0) return;
+  absl::StatusOr<int> dropped = RecreateSink();
+  if (!dropped.ok()) {
+    spdlog::warn(
+        "the producer keeps {} messages of the ended session (a new one could not be "
+        "made: {}); another relay taking the slot may receive them twice",
+        sink_->InFlight(), dropped.status());
+    return;
+  }
+  spdlog::info(
+      "dropped {} messages of the ended session the broker had not acknowledged; the "
+      "next session sends them again",
+      *dropped);
 }
 
 absl::Status Pipeline::Shutdown() {

@@ -78,8 +78,10 @@ class Pipeline final : private IntakeTarget {
 
   // Parses the topic template and makes the first sink.
   absl::Status Start();
-  // After a fatal sink error (Aborted): drops the sink and makes a new one.
-  absl::Status RecreateSink();
+  // Makes a new sink, then closes the old one without a flush: what it held is
+  // dropped, unreported, as a kill -9 would drop it. Returns how many messages that
+  // was. After a fatal sink error (Aborted), and at a session's end (EndSession).
+  absl::StatusOr<int> RecreateSink();
 
   // Where a new session streams from: the slot's confirmed position, or further if
   // this process had already acknowledged more (the watermark never goes back).
@@ -106,7 +108,8 @@ class Pipeline final : private IntakeTarget {
   // by, backing off between sessions).
   void IdleFor(absl::Duration duration);
   // The session is over (lost stream, fatal sink error): waits briefly for reports
-  // of what was produced, then forgets whatever is still in flight.
+  // of what was produced (AwaitLastReports), drops from the sink what is still
+  // unreported (DropSinkBacklog), and forgets it: the next session sends it again.
   void EndSession();
   // A stop: waits up to shutdown_timeout for the in-flight acks, sends the final
   // feedback and ends the stream.
@@ -211,6 +214,16 @@ class Pipeline final : private IntakeTarget {
   // Sends what the FeedbackRule says is due.
   absl::Status SendFeedback(FeedbackRule::Urgency urgency);
   void PublishStats();
+  // EndSession: reports for what is already sent still count, so wait for them while
+  // they keep coming (kEndSessionGrace at most, kReportGap without one: a broker that
+  // is down or fails every request is not waited for).
+  void AwaitLastReports();
+  // EndSession: whatever the sink still holds must never reach the broker later, for
+  // the slot is free now and another relay may take it and read the broker back at
+  // once (relay/resume_dedupe.h). A new sink replaces it (RecreateSink). Purging only
+  // the unsent queue would not do: a request on the wire, retried, could then overtake
+  // what was purged and break an aggregate's order.
+  void DropSinkBacklog();
 
   const RelayOptions& options_;
   DeadLetterGate* gate_;

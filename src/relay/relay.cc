@@ -90,7 +90,7 @@ absl::Status Relay::Run() {
     if (status.code() == absl::StatusCode::kAborted) {
       spdlog::warn("{}; recreating the producer, resuming from {}", status,
                    pg::FormatLsn(pipeline_.watermark()));
-      OUTBOXD_RETURN_IF_ERROR(pipeline_.RecreateSink());
+      OUTBOXD_RETURN_IF_ERROR(pipeline_.RecreateSink().status());
       continue;
     }
     absl::Duration wait = backoff.Next();

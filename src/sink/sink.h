@@ -125,12 +125,6 @@ class Sink {
   // Live traffic: send what is buffered for batching at once, without waiting for
   // anything (the caller goes on reading). Sinks that buffer nothing ignore it.
   virtual void SendNow() {}
-  // The relay's session ended: whatever is buffered and not yet sent to the broker is
-  // dropped (reported Cancelled; the next session sends it again from the confirmed
-  // position). Another relay may take the slot at once and read the broker back: a
-  // message this one sent later would then be a duplicate. What is already on the wire
-  // is still reported. Sinks that buffer nothing ignore it.
-  virtual void DropUnsent() {}
   // OK while the sink can deliver; Aborted once it never will again.
   virtual absl::Status Health() const = 0;
   // Messages enqueued but not yet reported, and their key, value and header bytes

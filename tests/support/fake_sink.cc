@@ -66,15 +66,6 @@ void FakeSink::AckAll() {
   Wake();
 }
 
-void FakeSink::DropUnsent() {
-  for (size_t index : outstanding_) {
-    if (Queued(index)) continue;
-    ready_.emplace_back(index, absl::CancelledError("purged from the queue"));
-    ++unsent_dropped_;
-  }
-  Wake();
-}
-
 int FakeSink::Poll(int timeout_ms) {
   if (timeout_ms > 0) ++waits_;
   return Serve(timeout_ms);

@@ -64,9 +64,6 @@ class FakeSink final : public sink::Sink {
   int Poll(int timeout_ms) override;
   absl::Status Flush(absl::Duration timeout) override;
   void SendNow() override { ++send_nows_; }
-  // Every outstanding message without an outcome yet is reported Cancelled, as
-  // librdkafka reports a purged one.
-  void DropUnsent() override;
   absl::Status Health() const override { return health_; }
   int InFlight() const override { return static_cast<int>(outstanding_.size()); }
   uint64_t InFlightBytes() const override;
@@ -90,8 +87,6 @@ class FakeSink final : public sink::Sink {
   int waits() const { return waits_; }
   // How many times SendNow() was called: the relay's "send now" for live traffic.
   int send_nows() const { return send_nows_; }
-  // How many messages DropUnsent() cancelled so far.
-  int unsent_dropped() const { return unsent_dropped_; }
   // --dedupe: from now on Held() answers as a broker holding these messages (their id
   // and key; any lsn) would, each copy answering one question, adding `fallbacks` to
   // every answer ({reason, detail}), and records each id asked about. Until then it is
@@ -122,7 +117,6 @@ class FakeSink final : public sink::Sink {
   int flushes_ = 0;
   int waits_ = 0;
   int send_nows_ = 0;
-  int unsent_dropped_ = 0;
   std::optional<std::vector<HeldMessage>> held_;  // SetHeld; each taken once
   std::vector<std::pair<std::string, std::string>> held_fallbacks_;
   std::vector<std::string> held_asked_;
