@@ -5,6 +5,7 @@
 // bytes equal to the generated code's; decoding (PayloadOf, consumers) uses it.
 #include "outbox/message_format.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 
@@ -19,10 +20,8 @@ namespace {
 
 constexpr std::string_view kEnvelopeContentType = "application/vnd.outboxd.envelope+json";
 constexpr std::string_view kProtobufContentType = "application/x-protobuf; messageType=outbox.v1.Event";
-// The contract's own headers: a --header may not take their names.
-constexpr std::array<std::string_view, 7> kContractHeaders = {
-    "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader};
-// ... and a row's headers column none of these either (nats/sink.cc sets Nats-Msg-Id).
+// The contract's own headers, in any case: neither a --header nor a row's headers
+// column may take their names (nats/sink.cc sets Nats-Msg-Id).
 constexpr std::array<std::string_view, 8> kOwnHeaders = {
     "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader, "nats-msg-id"};
 
@@ -119,12 +118,10 @@ absl::StatusOr<HeaderPointer> ParseHeaderPointer(std::string_view flag_value) {
   }
   HeaderPointer header{.name = std::string(flag_value.substr(0, eq)),
                        .pointer = std::string(flag_value.substr(eq + 1))};
-  for (std::string_view reserved : kContractHeaders) {
-    if (header.name == reserved) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--header \"", Sv(flag_value), "\": ", Sv(reserved),
-          " is one of outboxd's own headers; choose another name"));
-    }
+  if (IsOwnHeader(header.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--header \"", Sv(flag_value), "\": ", header.name,
+                     " is one of outboxd's own headers (in any case); choose another name"));
   }
   if (absl::Status s = CheckJsonPointer(header.pointer); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--header ", header.name, ": ", s.message()));
@@ -137,7 +134,7 @@ MessageEncoder::MessageEncoder(MessageFormat format)
       decoded_(std::make_unique<::outbox::v1::Event>()) {
   if (format_.format == ValueFormat::kEnvelope) content_type_ = kEnvelopeContentType;
   if (format_.format == ValueFormat::kProtobuf) content_type_ = kProtobufContentType;
-  headers_.reserve(kContractHeaders.size() + format_.headers.size());
+  headers_.reserve(kOwnHeaders.size() + format_.headers.size());
   header_scratch_.resize(format_.headers.size());
 }
 
@@ -218,7 +215,15 @@ absl::Status MessageEncoder::EncodeRowHeaders(std::string_view json) {
 }
 
 void MessageEncoder::EncodePointerHeaders() {
+  const size_t given = headers_.size();  // outboxd's own and the row's
   for (size_t i = 0; i < format_.headers.size(); ++i) {
+    // The row named this header itself: its value stands, one header of that name.
+    const std::string& name = format_.headers[i].name;
+    if (std::any_of(headers_.begin(), headers_.begin() + given, [&](const sink::Header& h) {
+          return absl::EqualsIgnoreCase(Sv(h.name), name);
+        })) {
+      continue;
+    }
     std::string_view value;
     // A missing field leaves its header out; the event is still published.
     if (ScalarAt(format_.headers[i].pointer, value, header_scratch_[i]).ok()) {

@@ -3,9 +3,11 @@
 // non-scalar fields, the key from a payload field, and PayloadOf undoing each format.
 #include "outbox/message_format.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "outbox/v1/event.pb.h"
@@ -273,6 +275,25 @@ TEST(MessageEncoder, TheRowsHeadersBecomeHeadersInEveryFormat) {
   }
 }
 
+// A row that names a header a --header also gives (in any case): one header of that
+// name, the row's value, never two.
+TEST(MessageEncoder, ARowsHeaderStandsOverAHeaderFlagOfTheSameName) {
+  MessageEncoder encoder({.headers = {{"Tenant", "/n"}, {"other", "/n"}}});
+  OutboxEvent event = Event(R"({"n": "from-payload"})");
+  event.headers = R"({"tenant": "from-row"})";
+  ASSERT_TRUE(encoder.Encode(event, "0/1").ok());
+  std::vector<std::string> names = HeaderNames(encoder.message());
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return absl::EqualsIgnoreCase(n, "tenant"); }),
+            1);
+  auto h = Headers(encoder.message());
+  EXPECT_EQ(h["tenant"], "from-row");
+  EXPECT_EQ(h["other"], "from-payload");
+  event.headers = "";  // no row headers: the flag's value
+  ASSERT_TRUE(encoder.Encode(event, "0/2").ok());
+  EXPECT_EQ(Headers(encoder.message())["Tenant"], "from-payload");
+}
+
 // Not an object of strings, or an override of an own header in any case: the event
 // fails with the reason (a dead letter) and keeps outboxd's headers only.
 TEST(MessageEncoder, RowHeadersThatAreNotAnObjectOfStringsOrOverrideOursFailTheEvent) {
@@ -338,6 +359,11 @@ TEST(MessageFormatFlags, FormatsHeadersAndPointersAreChecked) {
               HasSubstr("expected NAME=/json/pointer"));
   EXPECT_THAT(ParseHeaderPointer("=/a").status().message(), HasSubstr("NAME=/json/pointer"));
   EXPECT_THAT(ParseHeaderPointer("id=/a").status().message(), HasSubstr("outboxd's own headers"));
+  // In any case, and the NATS sink's own one too.
+  for (const char* flag : {"Id=/a", "CONTENT-TYPE=/a", "Nats-Msg-Id=/a", "OUTBOXD_SLOT=/a"}) {
+    EXPECT_THAT(ParseHeaderPointer(flag).status().message(), HasSubstr("outboxd's own headers"))
+        << flag;
+  }
   EXPECT_THAT(ParseHeaderPointer("t=trace").status().message(), HasSubstr("must start with /"));
   EXPECT_TRUE(CheckJsonPointer("/a~0b/~1c/0").ok());
   EXPECT_FALSE(CheckJsonPointer("/a~2").ok());
