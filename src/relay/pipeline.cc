@@ -545,7 +545,8 @@ void Pipeline::AwaitLastReports() {
 }
 
 void Pipeline::DropSinkBacklog() {
-  if (sink_->InFlight() == 0) return;
+  // A sink with a fatal error delivers nothing more; the relay replaces it (Relay::Run).
+  if (sink_->InFlight() == 0 || !sink_->Health().ok()) return;
   absl::StatusOr<int> dropped = RecreateSink();
   if (!dropped.ok()) {
     spdlog::warn(
