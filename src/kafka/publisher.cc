@@ -215,7 +215,7 @@ struct Publisher::Impl {
   // --dedupe: the brokers and properties a read-back consumer needs, and what the
   // read-backs of the current window found, by topic (Held).
   ReadBackOptions read_back;
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int>> held;
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::vector<std::string>>> held;
   uint64_t held_window = 0;  // the HeldQuery::window `held` answers for
   absl::Duration read_back_budget;
   absl::Time read_back_deadline;  // the window's, read_back_budget after it began
@@ -631,9 +631,12 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
   }
   // Each copy at the broker answers one question: two rows alike in id, lsn and key
   // with one copy there means one of them is sent again.
-  auto copies = it->second.find(sink::HeldIdentity(query.id, query.lsn, query.key));
-  answer.held = copies != it->second.end() && copies->second > 0;
-  if (answer.held) --copies->second;
+  auto copies = it->second.find(sink::HeldIdentity(query.id, query.key));
+  if (copies == it->second.end()) return answer;
+  std::vector<std::string>& lsns = copies->second;
+  auto copy = query.any_lsn ? lsns.begin() : std::find(lsns.begin(), lsns.end(), query.lsn);
+  answer.held = copy != lsns.end();
+  if (answer.held) lsns.erase(copy);
   return answer;
 }
 

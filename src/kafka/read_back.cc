@@ -268,7 +268,7 @@ class Reader {
     if (mark != options_.mark_value || id.empty()) return;  // another producer's
     const std::string_view key(static_cast<const char*>(m->key),
                                m->key == nullptr ? 0 : m->key_len);
-    ++out_->messages[sink::HeldIdentity(id, lsn, key)];
+    out_->messages[sink::HeldIdentity(id, key)].emplace_back(lsn);
     if (ParseLsnHeader(lsn) < options_.since) c.boundary = true;
   }
 

@@ -5,13 +5,12 @@
 // partitions fetched at once), doubling each round, until it meets a message of this
 // relay (its mark: the outboxd_slot header, outbox/message_format.h) whose lsn header
 // lies below the window's start: everything older was confirmed and is never sent
-// again. Every message of this relay met on the way counts, by its id, lsn and key
-// (sink::HeldIdentity). Other producers' messages are read past and ignored. Presence
-// is only ever by that identity: a gap (a dead letter, a message too large for the
-// broker) is never inferred away. Every partition is read and the messages are the
-// topic's, not a partition's: after the partition count
-// changed (a key now hashed to another partition) an event is still found wherever the
-// earlier process put it, so that needs no fallback.
+// again. Every message of this relay met on the way counts, by its id and key
+// (sink::HeldIdentity) with its lsn. Other producers' messages are read past and
+// ignored. Presence is only ever by that identity: a gap (a dead letter, a message too large for
+// the broker) is never inferred away. Every partition is read and the messages are the topic's, not
+// a partition's: after the partition count changed (a key now hashed to another partition) an event
+// is still found wherever the earlier process put it, so that needs no fallback.
 //
 // Where a partition cannot be read back whole (no read permission, retention already
 // deleted part of the window, more than max_messages to read, a timeout) the answer
@@ -22,7 +21,7 @@
 //                            ReadBackTopic({.brokers = b, .mark_name = "outboxd_slot",
 //                                           .mark_value = "app/outboxd", .since = confirmed},
 //                                          "pedido.confirmado"));
-//   if (held.messages.contains(sink::HeldIdentity(id, lsn, key))) ...   // skip it
+//   auto copies = held.messages.find(sink::HeldIdentity(id, key));  // then its lsn
 #ifndef OUTBOXD_KAFKA_READ_BACK_H_
 #define OUTBOXD_KAFKA_READ_BACK_H_
 
@@ -61,8 +60,9 @@ struct ReadBackFallback {
 };
 
 struct TopicHoldings {
-  // This relay's messages found, by sink::HeldIdentity, with how many copies of each.
-  absl::flat_hash_map<std::string, int> messages;
+  // This relay's messages found, by sink::HeldIdentity (id and key): the lsn header of
+  // each copy.
+  absl::flat_hash_map<std::string, std::vector<std::string>> messages;
   std::vector<ReadBackFallback> fallbacks;
   int64_t messages_read = 0;
   int partitions = 0;

@@ -381,6 +381,12 @@ void Pipeline::LogParkedFollowers(bool now) {
 }
 
 void Pipeline::BeginBackfill(pg::Lsn consistent_point) {
+  // --dedupe: what the slot's earlier incarnation streamed may be at the broker.
+  dedupe_.Begin({.since = 0,
+                 .until = consistent_point,
+                 .mark = slot_mark_,
+                 .max_messages = ReadBackLimit(options_.max_in_flight),
+                 .any_lsn = true});
   tracker_.Reset(consistent_point);
   intake_.BeginBackfill(tracker_.Begin(consistent_point, absl::ToUnixMicros(absl::Now())),
                         consistent_point);
@@ -392,6 +398,7 @@ absl::Status Pipeline::PublishBackfilled(const outbox::OutboxEvent& event) {
 }
 
 absl::Status Pipeline::EndBackfill(pg::Lsn consistent_point) {
+  dedupe_.End();
   tracker_.Commit(consistent_point);
   return Drain(DrainUntil::kNothingInFlight);
 }
@@ -562,6 +569,7 @@ void Pipeline::DropSinkBacklog() {
 }
 
 absl::Status Pipeline::Shutdown() {
+  dedupe_.End();  // its summary, when the stop comes inside a resumed window
   spdlog::info("stopping: waiting up to {} for {} in-flight events",
                absl::FormatDuration(options_.shutdown_timeout), tracker_.events_in_flight());
   const absl::Time deadline = absl::Now() + options_.shutdown_timeout;

@@ -129,10 +129,10 @@ absl::Status Relay::Connect() {
     pipeline_.SetEmitKey(std::move(key));
   }
   OUTBOXD_ASSIGN_OR_RETURN(SlotState state, session_->InspectSlot());
-  // The slot's database (one a backfill has yet to create has none, and its rows go
-  // unmarked): every message says which relay sent it, for a later read-back.
-  if (!state.slot.database.empty()) {
-    pipeline_.SetSlotMark(outbox::SlotMark(state.slot.database, options_.slot));
+  // Every message says which relay sent it (the slot's database and name), for a
+  // later read-back; a backfill's rows too, before it creates the slot.
+  if (!state.database.empty()) {
+    pipeline_.SetSlotMark(outbox::SlotMark(state.database, options_.slot));
   }
   pg::Lsn start = 0;
   if (state.backfill) {

@@ -36,6 +36,9 @@ class Pipeline;
 // The slot as a session found it.
 struct SlotState {
   pg::SlotInfo slot;
+  // The database the slot is in, or will be once a backfill creates it (the
+  // connection's): with the slot's name, the outboxd_slot header of its messages.
+  std::string database;
   std::optional<outbox::BackfillRequest> backfill;  // left by `outboxd setup`
   absl::Duration feedback_interval;
 };

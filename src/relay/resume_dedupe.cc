@@ -28,8 +28,7 @@ void ResumeDedupe::Begin(Window window) {
   Summarize();
   reported_topics_.clear();
   ++window_number_;
-  // Unmarked messages (a slot a backfill has yet to create) cannot be told from other
-  // producers': no window, at least once as before.
+  // Unmarked messages cannot be told from other producers': no window, at least once.
   if (mode_ == Dedupe::kOff || window.mark.empty() || window.until <= window.since) {
     window_ = {};
     return;
@@ -49,6 +48,7 @@ absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn co
   message.since = window_.since;
   message.window = window_number_;
   message.max_messages = window_.max_messages;
+  message.any_lsn = window_.any_lsn;
   absl::StatusOr<sink::HeldAnswer> answer = sink.Held(message);
   if (absl::IsUnimplemented(answer.status())) {
     if (!told_unreadable_) {
@@ -76,10 +76,17 @@ void ResumeDedupe::End() {
 
 void ResumeDedupe::Summarize() {
   if (asked_ == 0) return;
-  spdlog::info(
-      "--dedupe: {} of the {} events resumed since {} were already at the broker, "
-      "not sent again",
-      skipped_, asked_, pg::FormatLsn(window_.since));
+  if (window_.any_lsn) {
+    spdlog::info(
+        "--dedupe: {} of the {} backfilled events were already at the broker, not sent "
+        "again",
+        skipped_, asked_);
+  } else {
+    spdlog::info(
+        "--dedupe: {} of the {} events resumed since {} were already at the broker, "
+        "not sent again",
+        skipped_, asked_, pg::FormatLsn(window_.since));
+  }
   asked_ = skipped_ = 0;
 }
 

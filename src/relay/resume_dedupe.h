@@ -53,6 +53,11 @@ class ResumeDedupe {
     std::string mark;   // this relay's outboxd_slot header value; empty: unmarked, no window
     // Messages read back per partition at most (ReadBackLimit); past it, at least once.
     int64_t max_messages = 0;
+    // A backfill's window (a re-created slot): its rows were streamed before with
+    // their commit LSNs, which it does not know, so a message matches by id and key
+    // with any lsn, and the read-back has no start to stop at (since 0: back to the
+    // limit or the partition's start).
+    bool any_lsn = false;
   };
 
   ResumeDedupe(Dedupe mode, observe::Metrics* metrics) : mode_(mode), metrics_(metrics) {}

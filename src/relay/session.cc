@@ -84,6 +84,7 @@ absl::Status Session::IdentifySystem() {
     return absl::InternalError("unexpected answer to IDENTIFY_SYSTEM");
   }
   history_ = absl::StrCat(std::string(r.Get(0, 0)), "/", std::string(r.Get(0, 1)));
+  database_ = r.columns() >= 4 ? std::string(r.Get(0, 3)) : std::string();
   return absl::OkStatus();
 }
 
@@ -91,6 +92,7 @@ absl::StatusOr<Session::SlotState> Session::InspectSlot() {
   SlotState state;
   OUTBOXD_ASSIGN_OR_RETURN(state.slot, pg::QuerySlot(*replication_, options_.slot));
   const pg::SlotInfo& slot = state.slot;
+  state.database = slot.exists ? slot.database : database_;
   if (!slot.active) {  // else another relay holds it: a standby retries every second, quietly
     spdlog::info(
         "connected to PostgreSQL at {} as {}; slot {} {}", replication_->endpoint(),

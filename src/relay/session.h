@@ -151,6 +151,7 @@ class Session final : public ReplicationSession {
   SlotWatch slot_watch_;
   bool slot_unreserved_ = false;  // as last seen, to warn once per change
   std::string history_;
+  std::string database_;  // IDENTIFY_SYSTEM's dbname: the connection's database
   StandbyFlushes standby_flushes_;
   absl::Time next_standby_read_ = absl::InfinitePast();
   std::string standby_problem_;  // as last logged, to warn once per change

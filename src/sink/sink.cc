@@ -9,9 +9,9 @@
 
 namespace outboxd::sink {
 
-std::string HeldIdentity(std::string_view id, std::string_view lsn, std::string_view key) {
+std::string HeldIdentity(std::string_view id, std::string_view key) {
   std::string identity;
-  for (std::string_view part : {id, lsn, key}) {
+  for (std::string_view part : {id, key}) {
     absl::StrAppend(&identity, part.size(), ":");
     identity.append(part);
   }

@@ -86,10 +86,13 @@ struct HeldQuery {
   // The message as this relay would send it now: its id and lsn headers and its key.
   // One at the broker is this very message only when all three match (two outbox rows
   // may share an id: a table without that key, two partitions of one), and each answers
-  // one question of a window (two rows may share all three): see HeldIdentity.
+  // one question of a window (two rows may share all three).
   std::string_view id;
   std::string_view lsn;
   std::string_view key;
+  // A backfilled row (a re-created slot): sent before by the stream with its commit
+  // LSN, which the backfill does not know; any lsn matches (id and key still must).
+  bool any_lsn = false;
   Header mark;          // the header every message of this relay carries (outboxd_slot)
   uint64_t since = 0;   // the window's start, on the lsn header's scale
   // Which resumed window asks (a new number each session): a reconnect may resume from
@@ -99,9 +102,9 @@ struct HeldQuery {
   // Messages to read back per partition, own and others' (0: the sink's default).
   int64_t max_messages = 0;
 };
-// What HeldQuery compares: id, lsn and key, each length-prefixed (a key may hold any
-// byte, a separator too).
-std::string HeldIdentity(std::string_view id, std::string_view lsn, std::string_view key);
+// A message's id and key, each length-prefixed (a key may hold any byte, a separator
+// too): what a broker's holdings are looked up by (the lsn is compared after).
+std::string HeldIdentity(std::string_view id, std::string_view key);
 
 struct HeldAnswer {
   bool held = false;  // that very message (by id) is at the broker: do not send it again

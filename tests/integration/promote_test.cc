@@ -210,11 +210,18 @@ TEST_F(Promote, AFailoverBeforeAnyRecordedPositionReachedTheStandbyRepublishesTh
   EXPECT_TRUE(h.relay().Running()) << h.relay().Log();
   EXPECT_TRUE(h.relay().WaitForLog("though this relay streamed from it", absl::Seconds(1)))
       << h.relay().Log();
-  // Every event of the surviving timeline: the 30 again (nothing on the new primary
-  // says they were acknowledged) and the one written after.
+  // Every event of the surviving timeline once: the backfill republishes the 30
+  // (nothing on the new primary says they were acknowledged), but reads the topic back
+  // first (--dedupe, issue 30) and finds them there; then the one written after.
   EXPECT_EQ(h.OutboxRows().size(), 31u);
-  EXPECT_TRUE(h.collector().WaitForCount(61, absl::Seconds(60))) << h.relay().Log();
+  EXPECT_TRUE(h.collector().WaitForCount(31, absl::Seconds(60))) << h.relay().Log();
   ExpectEverythingDelivered(h, absl::Seconds(60));
+  EXPECT_EQ(ExpectEachEventOnce(h), 0u) << h.relay().Log();
+  EXPECT_TRUE(
+      h.relay().WaitForLog("--dedupe: 30 of the 31 backfilled events were already at the "
+                           "broker",
+                           absl::Seconds(1)))
+      << h.relay().Log();
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
   ha().Run({"rebuild", PgHa::Other(ha().Primary())});
 }

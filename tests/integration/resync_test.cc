@@ -280,6 +280,47 @@ TEST(Resync, RecreateSlotAfterLostWalRepublishesEverythingAfterTheAcknowledgedPo
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// Issue 30: a backfill after a re-created slot republishes rows past the recorded
+// horizon, which the slot's earlier incarnation may have streamed already (a long
+// transaction holds the horizon back here, as the 15 s between running-transaction
+// records does in a failover). With --dedupe it reads the topics back and skips the
+// rows whose message (id and key, whatever its lsn) is there: each event once.
+TEST(Resync, ABackfillSkipsTheRowsTheBrokerAlreadyHolds) {
+  RelayHarness h(kTopics);
+  auto conn = h.db().Connect();
+  MustExec(conn, "CREATE TABLE hold_horizon (x int)");
+  auto holder = h.db().Connect();
+  MustExec(holder, "BEGIN; INSERT INTO hold_horizon VALUES (1)");  // an xid, kept open
+  h.StartRelay();
+  InsertRows(conn, "streamed", 30);
+  ASSERT_TRUE(h.collector().WaitForCount(30, absl::Seconds(30)));
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  ASSERT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  MustExec(holder, "COMMIT");
+
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd(
+                {"setup", "--pg", h.db().conninfo(), "--slot", h.slot(), "--recreate-slot"}, &out),
+            0)
+      << out;
+  std::string status;
+  h.RunOutboxd({"status", "--json", "--pg", h.db().conninfo(), "--slot", h.slot()}, &status);
+  ASSERT_NE(status.find("\"backfill_rows\":30,"), std::string::npos)
+      << "all 30 past the held horizon: " << status;
+  h.StartRelay();
+  InsertRows(conn, "after", 10);
+  const std::set<std::string> expected = Ids(h, "true");
+  ASSERT_EQ(expected.size(), 40u);
+  ASSERT_TRUE(h.collector().WaitForCount(40, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.WaitForConfirmed(h.CurrentWalLsn(), absl::Seconds(30))) << h.relay().Log();
+  EXPECT_EQ(ExpectEachEventOnce(h), 0u) << h.relay().Log();
+  EXPECT_NE(h.relay().Log().find("--dedupe: 30 of the 30 backfilled events were already at the "
+                                 "broker"),
+            std::string::npos)
+      << h.relay().Log();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 // Issue 27 point 5: a backfill waits for the --standby-slot standbys too (it published
 // 40,004 events while the named standby was far behind, so a failover could lose rows
 // consumers already had). Here the standby's slot stays put until the test moves it.

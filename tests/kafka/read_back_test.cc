@@ -83,6 +83,7 @@ class ReadBackTest : public ::testing::Test {
 
   // Publisher::Held's answer about the message `id` at `lsn` with `key` in `topic`, for
   // window 1 from 0/15.
+  // `lsn` 0: a backfilled row's question, any lsn.
   static sink::HeldAnswer Held(Publisher& publisher, std::string_view topic, std::string_view id,
                                uint64_t lsn, int64_t max_messages = 0,
                                std::string_view key = "77") {
@@ -91,6 +92,7 @@ class ReadBackTest : public ::testing::Test {
                                                               .id = id,
                                                               .lsn = lsn_text,
                                                               .key = key,
+                                                              .any_lsn = lsn == 0,
                                                               .mark = {"outboxd_slot", kMark},
                                                               .since = 0x15,
                                                               .window = 1,
@@ -102,10 +104,10 @@ class ReadBackTest : public ::testing::Test {
   // The ids of the messages found, once per copy.
   static std::vector<std::string> Ids(const TopicHoldings& held) {
     std::vector<std::string> ids;
-    for (const auto& [identity, copies] : held.messages) {
+    for (const auto& [identity, lsns] : held.messages) {
       const size_t colon = identity.find(':');
       const std::string id = identity.substr(colon + 1, std::stoul(identity.substr(0, colon)));
-      ids.insert(ids.end(), copies, id);
+      ids.insert(ids.end(), lsns.size(), id);
     }
     return ids;
   }
@@ -320,6 +322,17 @@ TEST_F(ReadBackTest, HeldCountsEachMessageByIdLsnAndKeyOncePerCopy) {
   EXPECT_TRUE(Held(*publisher_, kTopic, "dup", 0x20, 0, "A").held);
   EXPECT_FALSE(Held(*publisher_, kTopic, "dup", 0x20, 0, "A").held) << "two copies, three rows";
   EXPECT_TRUE(Held(*publisher_, kTopic, "dup", 0x30, 0, "B").held);
+}
+
+// A backfilled row (a re-created slot) does not know the commit LSN the stream sent it
+// with: any lsn matches, id and key still must, and each copy answers once.
+TEST_F(ReadBackTest, ABackfilledRowMatchesItsMessageWhateverItsLsn) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  Send({{.id = "e1", .lsn = 0x20, .key = "A"}, {.id = "e2", .lsn = 0x30, .key = "B"}});
+  EXPECT_FALSE(Held(*publisher_, kTopic, "e1", 0, 0, "B").held) << "another key";
+  EXPECT_TRUE(Held(*publisher_, kTopic, "e1", 0, 0, "A").held);
+  EXPECT_FALSE(Held(*publisher_, kTopic, "e1", 0, 0, "A").held) << "one copy, one answer";
+  EXPECT_TRUE(Held(*publisher_, kTopic, "e2", 0, 0, "B").held);
 }
 
 }  // namespace
