@@ -7,6 +7,8 @@
 //   bootstrap.servers=127.0.0.1:41234,127.0.0.1:40021,127.0.0.1:35791
 //   $ echo 'down all' > /tmp/broker.ctl      # outage ...
 //   $ echo 'up all' > /tmp/broker.ctl        # ... over
+//   $ echo 'leader t 0 2' > /tmp/broker.ctl  # partition 0 of t led by broker 2 alone,
+//   $ echo 'down 2' > /tmp/broker.ctl        # stalled while the others go on
 //
 // The first stdout line is always the bootstrap list. Control commands, one per line,
 // come from stdin and from the optional --control FIFO; each gets one reply line on
@@ -71,7 +73,7 @@ struct Flags {
 
 constexpr char kHelp[] =
     "commands: down ID|all, up ID|all, rtt ID|all MS, produce-errors CODE COUNT, "
-    "topic NAME PARTITIONS";
+    "topic NAME PARTITIONS, leader TOPIC PARTITION ID";
 
 int ReplicationFactor(const MockCluster& cluster) { return std::min(3, cluster.broker_count()); }
 
@@ -105,6 +107,11 @@ absl::Status RunCommand(MockCluster& cluster, const std::vector<absl::string_vie
   }
   if (verb == "topic" && w.size() == 3 && absl::SimpleAtoi(w[2], &a)) {
     return cluster.CreateTopic(std::string(w[1]), a, ReplicationFactor(cluster));
+  }
+  // Stalls one partition (scripts/bench's restart phase): its leader, then `down ID`.
+  if (verb == "leader" && w.size() == 4 && absl::SimpleAtoi(w[2], &a) &&
+      ParseBroker(w[3], &broker) && broker > 0) {
+    return cluster.SetPartitionLeader(std::string(w[1]), a, broker);
   }
   return absl::InvalidArgumentError(absl::StrCat("bad command; ", kHelp));
 }

@@ -209,6 +209,9 @@ TEST_F(MockBrokerToolTest, PrintsBootstrapAndObeysControlCommands) {
   EXPECT_EQ(broker.Command("up 2"), "ok");
   EXPECT_EQ(broker.Command("rtt all 0"), "ok");
   EXPECT_EQ(broker.Command("topic extra 2"), "ok");
+  EXPECT_EQ(broker.Command("leader extra 0 2"), "ok");  // both on broker 2, whatever the
+  EXPECT_EQ(broker.Command("leader extra 1 2"), "ok");  // mock chose at creation
+  EXPECT_THAT(broker.Command("leader extra 1 all"), StartsWith("error: "));
   EXPECT_THAT(broker.Command("topic extra 2"), StartsWith("error: "));
   EXPECT_THAT(broker.Command("down 7"), StartsWith("error: "));
   EXPECT_THAT(broker.Command("fly away"), StartsWith("error: "));
@@ -232,6 +235,10 @@ TEST_F(MockBrokerToolTest, PrintsBootstrapAndObeysControlCommands) {
   const std::string listing = RunShell(absl::StrCat("timeout 20 kcat -b ", bootstraps, " -L"));
   EXPECT_THAT(listing, HasSubstr("topic \"tool.topic\" with 3 partitions"));
   EXPECT_THAT(listing, HasSubstr("topic \"extra\" with 2 partitions"));
+  const std::string extra = listing.substr(listing.find("topic \"extra\""));
+  const std::string extra_partitions = extra.substr(0, extra.find("topic \"", 1));
+  EXPECT_THAT(extra_partitions, HasSubstr("partition 0, leader 2"));
+  EXPECT_THAT(extra_partitions, HasSubstr("partition 1, leader 2"));
   const std::string consumed = RunShell(absl::StrCat(
       "timeout 20 kcat -b ", bootstraps, " -C -t tool.topic -o beginning -e -q -f '%k|%s|%h\\n'"));
   EXPECT_EQ(consumed, "77|hello|id=abc\n");
