@@ -130,7 +130,8 @@ class Publisher final : public sink::Sink {
   // control bounds, since librdkafka holds a copy of each until it is reported.
   uint64_t InFlightBytes() const override;
 
-  // --dedupe: whether this relay's message `query.id` is already in `query.topic`. The
+  // --dedupe: whether the message `query` names (this relay's, by id and key, and by
+  // lsn unless any_lsn) is already in `query.topic`, one copy per question. The
   // first question about a topic in a window reads the topic back (kafka/read_back.h,
   // blocking, bounded); later ones are answered from what it found, until a question
   // names another window. Before a window's first read-back it waits (up to 10 s)

@@ -7,10 +7,11 @@
 // lies below the window's start: everything older was confirmed and is never sent
 // again. Every message of this relay met on the way counts, by its id and key
 // (sink::HeldIdentity) with its lsn. Other producers' messages are read past and
-// ignored. Presence is only ever by that identity: a gap (a dead letter, a message too large for
-// the broker) is never inferred away. Every partition is read and the messages are the topic's, not
-// a partition's: after the partition count changed (a key now hashed to another partition) an event
-// is still found wherever the earlier process put it, so that needs no fallback.
+// ignored. Presence is only ever by that identity: a gap (a dead letter, a message
+// too large for the broker) is never inferred away. Every partition is read and the
+// messages are the topic's, not a partition's: after the partition count changed (a
+// key now hashed to another partition) an event is still found wherever the earlier
+// process put it, so that needs no fallback.
 //
 // Where a partition cannot be read back whole (no read permission, retention already
 // deleted part of the window, more than max_messages to read, a timeout) the answer

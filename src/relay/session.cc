@@ -200,8 +200,8 @@ absl::Status Session::CheckWalStatus(const pg::SlotInfo& slot) {
 absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start) {
   // A relay catching up in bulk holds the slot's lock while its slot is not active
   // (between two peeks): held here until the walsender has the slot.
-  OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
-  OUTBOXD_ASSIGN_OR_RETURN(const bool mine, TryLockSlot(*control_, options_.slot));
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, Settled());
+  OUTBOXD_ASSIGN_OR_RETURN(const bool mine, TryLockSlot(*control, options_.slot));
   if (!mine) return SlotLockedError(options_.slot);
   pg::Connection conn = std::move(*replication_);
   replication_.reset();
@@ -210,7 +210,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
                         .publication = options_.publication,
                         .start_lsn = start,
                         .messages = options_.source != Source::kTable});
-  OUTBOXD_RETURN_IF_ERROR(UnlockSlot(*control_, options_.slot));
+  OUTBOXD_RETURN_IF_ERROR(UnlockSlot(*control, options_.slot));
   if (!stream.ok()) return stream.status();
   return std::make_unique<PgChangeStream>(std::move(*stream));
 }
@@ -253,8 +253,8 @@ absl::Status Session::Upkeep(pg::Lsn watermark) {
   // dropped); the stream itself reports whatever follows.
   if (slot && slot->exists) OUTBOXD_RETURN_IF_ERROR(CheckWalStatus(*slot));
   if (position_.Due()) {
-    OUTBOXD_RETURN_IF_ERROR(slot_watch_.Settle(*control_));
-    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control_, watermark));
+    OUTBOXD_ASSIGN_OR_RETURN(pg::Connection * control, Settled());
+    OUTBOXD_RETURN_IF_ERROR(position_.Tick(*control, watermark));
   }
   return absl::OkStatus();
 }

@@ -107,7 +107,7 @@ struct HeldQuery {
 std::string HeldIdentity(std::string_view id, std::string_view key);
 
 struct HeldAnswer {
-  bool held = false;  // that very message (by id) is at the broker: do not send it again
+  bool held = false;  // that very message (HeldQuery) is at the broker: do not send it again
   // With the first answer about a topic: why some of it could not be read back
   // ({reason, one-line detail}); a duplicate is possible there, never a loss.
   std::vector<std::pair<std::string, std::string>> fallbacks;
