@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "kafka/internal/rdkafka_util.h"
 #include "kafka/rdkafka_client.h"
@@ -217,6 +218,7 @@ struct Publisher::Impl {
   ReadBackOptions read_back;
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::vector<std::string>>> held;
   uint64_t held_window = 0;  // the HeldQuery::window `held` answers for
+  std::string identity;      // Held's lookup key, its buffer kept between questions
   absl::Duration read_back_budget;
   absl::Time read_back_deadline;  // the window's, read_back_budget after it began
   // Why this window cannot trust a read-back at all (messages of an earlier session
@@ -610,9 +612,17 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
   auto it = impl_->held.find(AsAbsl(query.topic));
   if (it == impl_->held.end()) {
     window.timeout = impl_->read_back_deadline - absl::Now();
+    window.not_before_ms = query.not_before_ms;
     TopicHoldings found;
     if (window.timeout > absl::ZeroDuration()) {
       OUTBOXD_ASSIGN_OR_RETURN(found, ReadBackTopic(window, query.topic));
+      if (found.clock_disagrees) {
+        spdlog::warn(
+            "--dedupe: topic {} holds this relay's messages stamped before their events' "
+            "commit (the relay's and PostgreSQL's clocks disagree by seconds): its read-back "
+            "ran to its limit; synchronise the clocks (NTP)",
+            EscapeForLog(query.topic));
+      }
     } else {  // the window's budget is spent: this topic is sent at least once
       found.fallbacks.push_back(
           {.reason = "timeout",
@@ -631,7 +641,9 @@ absl::StatusOr<sink::HeldAnswer> Publisher::Held(const sink::HeldQuery& query) {
   }
   // Each copy at the broker answers one question: two rows alike in id, lsn and key
   // with one copy there means one of them is sent again.
-  auto copies = it->second.find(sink::HeldIdentity(query.id, query.key));
+  if (it->second.empty()) return answer;  // the common first drain: nothing of this relay's
+  sink::HeldIdentity(query.id, query.key, &impl_->identity);
+  auto copies = it->second.find(impl_->identity);
   if (copies == it->second.end()) return answer;
   std::vector<std::string>& lsns = copies->second;
   auto copy = query.any_lsn ? lsns.begin() : std::find(lsns.begin(), lsns.end(), query.lsn);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -88,7 +89,8 @@ struct Cursor {
   int64_t end = 0;
   int64_t next = 0;  // the chunk's next offset to examine: each message counts once
   bool chunk_read = false;
-  bool boundary = false;  // met an own message below the window's start
+  int64_t chunk_newest_ms = -1;  // the newest timestamp in the chunk, -1: none read yet
+  bool boundary = false;         // met an own message below the window's start
   std::optional<ReadBackFallback> fallback;
   bool done = false;
 };
@@ -191,6 +193,7 @@ class Reader {
       c.end = c.start;
       c.start = c.next = std::max(c.low, c.end - chunk);
       c.chunk_read = false;
+      c.chunk_newest_ms = -1;
       rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), c.partition)->offset = c.start;
     }
     if (rd_kafka_resp_err_t err = rd_kafka_assign(rk_, list.get())) {
@@ -258,6 +261,10 @@ class Reader {
   }
 
   void Examine(const rd_kafka_message_t* m, Cursor& c) {
+    // No timestamp (-1): as if new, so that it never ends a read.
+    const int64_t made_ms = rd_kafka_message_timestamp(m, nullptr);
+    c.chunk_newest_ms =
+        std::max(c.chunk_newest_ms, made_ms < 0 ? std::numeric_limits<int64_t>::max() : made_ms);
     std::string_view mark, id, lsn;
     ForEachHeader(m, [&](const char* name, const void* value, size_t size) {
       const std::string_view v(static_cast<const char*>(value), value == nullptr ? 0 : size);
@@ -269,15 +276,26 @@ class Reader {
     const std::string_view key(static_cast<const char*>(m->key),
                                m->key == nullptr ? 0 : m->key_len);
     out_->messages[sink::HeldIdentity(id, key)].emplace_back(lsn);
-    if (ParseLsnHeader(lsn) < options_.since) c.boundary = true;
+    if (ParseLsnHeader(lsn) < options_.since) {
+      c.boundary = true;
+    } else if (made_ms >= 0 && made_ms < options_.not_before_ms) {
+      out_->clock_disagrees = true;
+    }
   }
 
-  // A partition is finished once the round met its boundary, reached its low
-  // watermark or read its limit.
+  // A chunk whose every message was made before the window's first event could be.
+  // Stopping there can only miss an own message (sent again), never invent one.
+  bool MadeBeforeTheWindow(const Cursor& c) const {
+    return options_.not_before_ms > 0 && !out_->clock_disagrees && c.chunk_newest_ms >= 0 &&
+           c.chunk_newest_ms < options_.not_before_ms;
+  }
+
+  // A partition is finished once the round met its boundary or a chunk made before the
+  // window, reached its low watermark or read its limit.
   void EndRound() {
     for (Cursor& c : cursors_) {
       if (c.done) continue;
-      if (c.boundary) {
+      if (c.boundary || MadeBeforeTheWindow(c)) {
         c.done = true;
       } else if (c.start <= c.low) {
         c.done = true;

@@ -5,7 +5,10 @@
 // partitions fetched at once), doubling each round, until it meets a message of this
 // relay (its mark: the outboxd_slot header, outbox/message_format.h) whose lsn header
 // lies below the window's start: everything older was confirmed and is never sent
-// again. Every message of this relay met on the way counts, by its id and key
+// again. A partition is also finished by a chunk whose messages, whoever made them,
+// were all made before the window's events could be (their Kafka timestamp below
+// not_before): a relay new to a topic that others write to has no message of its own
+// to stop at. Every message of this relay met on the way counts, by its id and key
 // (sink::HeldIdentity) with its lsn. Other producers' messages are read past and
 // ignored. Presence is only ever by that identity: a gap (a dead letter, a message
 // too large for the broker) is never inferred away. Every partition is read and the
@@ -47,6 +50,10 @@ struct ReadBackOptions {
   std::string mark_value;
   // The window's start: a message of this relay below it ends a partition's read.
   uint64_t since = 0;
+  // Milliseconds since the epoch before which no event of the window can have been
+  // produced (0: unknown). A chunk made wholly of older messages ends a partition's
+  // read; an own message of the window older than it (clocks apart) turns it off.
+  int64_t not_before_ms = 0;
   int64_t max_messages = 400000;  // per partition, own and others'
   absl::Duration timeout = absl::Seconds(30);
 };
@@ -67,6 +74,9 @@ struct TopicHoldings {
   std::vector<ReadBackFallback> fallbacks;
   int64_t messages_read = 0;
   int partitions = 0;
+  // An own message of the window was stamped before not_before_ms: the clocks disagree
+  // by more than the caller's margin, and no chunk ended a read by its age.
+  bool clock_disagrees = false;
 };
 
 // The lsn header "X/Y" as a number; 0 for text that is not one.

@@ -245,7 +245,7 @@ absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx
   OUTBOXD_ASSIGN_OR_RETURN(
       const bool held,
       dedupe_.AlreadyPublished(
-          *sink_, tx.lsn,
+          *sink_, tx.lsn, tx.commit_us,
           {.topic = topic, .id = event.id, .lsn = tx.lsn_text, .key = built.message.key}));
   if (held) {
     tracker_.Ack(tx.id);

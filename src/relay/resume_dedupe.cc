@@ -12,6 +12,15 @@
 
 namespace outboxd::relay {
 
+namespace {
+
+// A message is made after its event's commit, but the commit time is the server's
+// clock and the message's the producing relay's: this much apart is allowed. More only
+// costs duplicates (the read-back stops early), and kafka/read_back.cc notices it.
+constexpr int64_t kClockMarginMs = 5000;
+
+}  // namespace
+
 int64_t ReadBackLimit(uint64_t max_in_flight) {
   return static_cast<int64_t>(std::min<uint64_t>(max_in_flight, uint64_t{1} << 40)) * 2;
 }
@@ -37,7 +46,7 @@ void ResumeDedupe::Begin(Window window) {
 }
 
 absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn commit_lsn,
-                                                    sink::HeldQuery message) {
+                                                    int64_t commit_us, sink::HeldQuery message) {
   // Committed after the server's position at connect: never sent before. The one
   // comparison every live event pays.
   if (commit_lsn > window_.until) {
@@ -49,6 +58,8 @@ absl::StatusOr<bool> ResumeDedupe::AlreadyPublished(sink::Sink& sink, pg::Lsn co
   message.window = window_number_;
   message.max_messages = window_.max_messages;
   message.any_lsn = window_.any_lsn;
+  // A backfilled row's commit time is unknown (its row was streamed before, at any time).
+  if (!window_.any_lsn && commit_us > 0) message.not_before_ms = commit_us / 1000 - kClockMarginMs;
   absl::StatusOr<sink::HeldAnswer> answer = sink.Held(message);
   if (absl::IsUnimplemented(answer.status())) {
     if (!told_unreadable_) {

@@ -67,12 +67,12 @@ class ResumeDedupe {
   // The session ended: no window until the next Begin.
   void End();
 
-  // Whether the event (its transaction's commit position, and its message's topic, id,
-  // lsn and key in `message`; the window fills in the rest) is already at the broker,
-  // sent by this relay: then it must not be sent again. Past the window, false at once.
-  // An error only when the sink's read-back fails for good.
+  // Whether the event (its transaction's commit position and time, and its message's
+  // topic, id, lsn and key in `message`; the window fills in the rest) is already at the
+  // broker, sent by this relay: then it must not be sent again. Past the window, false
+  // at once. An error only when the sink's read-back fails for good.
   [[nodiscard]] absl::StatusOr<bool> AlreadyPublished(sink::Sink& sink, pg::Lsn commit_lsn,
-                                                      sink::HeldQuery message);
+                                                      int64_t commit_us, sink::HeldQuery message);
 
  private:
   // The sink's first answer about a topic: its fallbacks, each logged and counted once.

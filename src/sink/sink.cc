@@ -11,11 +11,16 @@ namespace outboxd::sink {
 
 std::string HeldIdentity(std::string_view id, std::string_view key) {
   std::string identity;
-  for (std::string_view part : {id, key}) {
-    absl::StrAppend(&identity, part.size(), ":");
-    identity.append(part);
-  }
+  HeldIdentity(id, key, &identity);
   return identity;
+}
+
+void HeldIdentity(std::string_view id, std::string_view key, std::string* out) {
+  out->clear();
+  for (std::string_view part : {id, key}) {
+    absl::StrAppend(out, part.size(), ":");
+    out->append(part);
+  }
 }
 
 absl::Status PollUntilConfirmed(Sink& sink, absl::Duration timeout, std::string_view broker) {

@@ -95,6 +95,10 @@ struct HeldQuery {
   bool any_lsn = false;
   Header mark;          // the header every message of this relay carries (outboxd_slot)
   uint64_t since = 0;   // the window's start, on the lsn header's scale
+  // Milliseconds since the epoch before which the message cannot have been made (its
+  // transaction's commit time less a margin for clocks; 0: unknown). A topic's first
+  // question bounds that topic's read-back with it.
+  int64_t not_before_ms = 0;
   // Which resumed window asks (a new number each session): a reconnect may resume from
   // the same position after this sink sent more, so what an earlier window read back
   // is no answer for a later one.
@@ -105,6 +109,8 @@ struct HeldQuery {
 // A message's id and key, each length-prefixed (a key may hold any byte, a separator
 // too): what a broker's holdings are looked up by (the lsn is compared after).
 std::string HeldIdentity(std::string_view id, std::string_view key);
+// The same, written over *out (a buffer kept between lookups).
+void HeldIdentity(std::string_view id, std::string_view key, std::string* out);
 
 struct HeldAnswer {
   bool held = false;  // that very message (HeldQuery) is at the broker: do not send it again

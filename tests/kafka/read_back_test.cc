@@ -74,6 +74,7 @@ class ReadBackTest : public ::testing::Test {
                                                         .mark_name = "outboxd_slot",
                                                         .mark_value = kMark,
                                                         .since = since,
+                                                        .not_before_ms = not_before_ms_,
                                                         .max_messages = max_messages,
                                                         .timeout = timeout},
                                                        topic);
@@ -116,6 +117,16 @@ class ReadBackTest : public ::testing::Test {
     return {ids.begin(), ids.end()};
   }
 
+  // The time now, in ms, with every message sent so far stamped before it.
+  static int64_t Cut() {
+    absl::SleepFor(absl::Milliseconds(2));
+    const int64_t cut = absl::ToUnixMillis(absl::Now());
+    absl::SleepFor(absl::Milliseconds(2));
+    return cut;
+  }
+
+  // Read's not_before_ms: the window's events cannot have been made earlier.
+  int64_t not_before_ms_ = 0;
   std::unique_ptr<MockCluster> cluster_;
   std::unique_ptr<Publisher> publisher_;
 };
@@ -184,6 +195,54 @@ TEST_F(ReadBackTest, ReadsEveryPartitionBackAcrossManyChunks) {
   for (int i = 100; i <= 6000; ++i) ASSERT_TRUE(ids.contains(absl::StrCat("e", i))) << i;
   EXPECT_THAT(held.fallbacks, IsEmpty());
   EXPECT_EQ(held.partitions, 4);
+}
+
+// A relay new to a topic others write to has no message of its own to stop at: a chunk
+// made wholly before the window's first commit ends the read instead of the limit.
+TEST_F(ReadBackTest, AChunkMadeBeforeTheWindowEndsTheReadOfARelayNewToTheTopic) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  std::vector<Sent> theirs;
+  for (int i = 1; i <= 3000; ++i) theirs.push_back({.id = absl::StrCat("t", i), .mark = "o/x"});
+  Send(theirs);
+  not_before_ms_ = Cut();
+  Send({{.id = "e1", .lsn = 0x20}, {.id = "e2", .lsn = 0x30}});
+  TopicHoldings held = Read(/*since=*/0x15);
+  EXPECT_THAT(Ids(held), UnorderedElementsAreArray({"e1", "e2"}));
+  EXPECT_EQ(held.messages_read, 1500) << "the newest 500, then 1,000 all older: not all 3,002";
+  EXPECT_THAT(held.fallbacks, IsEmpty());
+  EXPECT_FALSE(held.clock_disagrees);
+}
+
+// Only a chunk *wholly* older ends a read: the window's messages among older ones (a
+// chunk across the window's first commit) are all read.
+TEST_F(ReadBackTest, AChunkHoldingAnyMessageOfTheWindowDoesNotEndTheRead) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  std::vector<Sent> theirs;
+  for (int i = 1; i <= 1000; ++i) theirs.push_back({.id = absl::StrCat("t", i), .mark = "o/x"});
+  Send(theirs);
+  not_before_ms_ = Cut();
+  std::vector<Sent> ours;
+  for (int i = 1; i <= 600; ++i) ours.push_back({.id = absl::StrCat("e", i), .lsn = 0x20});
+  Send(ours);
+  TopicHoldings held = Read(/*since=*/0x15);
+  EXPECT_EQ(Ids(held).size(), 600u);
+  EXPECT_EQ(held.messages_read, 1600) << "500 ours, 1,000 with 100 ours, then the last 100";
+}
+
+// This relay's own message of the window stamped before its commit could be: the
+// clocks disagree, so age ends no read (it runs to the window's start or its limit) and
+// the answer says so.
+TEST_F(ReadBackTest, AnOwnMessageOlderThanTheWindowTurnsTheAgeBoundOff) {
+  ASSERT_TRUE(cluster_->CreateTopic(kTopic, 1, 1).ok());
+  std::vector<Sent> theirs;
+  for (int i = 1; i <= 1000; ++i) theirs.push_back({.id = absl::StrCat("t", i), .mark = "o/x"});
+  Send(theirs);
+  Send({{.id = "e1", .lsn = 0x20}});
+  not_before_ms_ = Cut();
+  TopicHoldings held = Read(/*since=*/0x15);
+  EXPECT_THAT(Ids(held), ElementsAre("e1"));
+  EXPECT_TRUE(held.clock_disagrees);
+  EXPECT_EQ(held.messages_read, 1001);
 }
 
 TEST_F(ReadBackTest, ATopicTheClusterDoesNotHaveHoldsNothingAndIsNotCreated) {

@@ -1015,6 +1015,21 @@ TEST_F(RelayPipelineTest, ASecondRowWithTheSameIdIsNeverSkippedForTheFirstsMessa
   EXPECT_THAT(fake_->held_asked(), ElementsAre("dup", "dup"));
 }
 
+// A window's event was committed at its transaction's commit time, so its message was
+// made after that: the question says so, less a margin for the relay's and the
+// server's clocks, and the read-back can stop at older messages (kafka/read_back.h).
+TEST_F(RelayPipelineTest, AResumedEventsQuestionBoundsTheReadBackByItsCommitTime) {
+  const absl::Time committed = absl::FromUnixSeconds(1800000000);
+  const pg::Lsn end = wal_.Commit({{.id = "e1", .aggregate_id = "A"}}, committed);
+  Start();
+  fake_->SetHeld({});
+  pipeline_->SetSlotMark("app/outboxd");
+  pipeline_->ResumeWindow(/*start=*/0, /*server=*/end);
+  wal_.Send();
+  Step();
+  EXPECT_THAT(fake_->held_not_before(), ElementsAre(absl::ToUnixMillis(committed) - 5000));
+}
+
 // A topic the sink could not read back whole: said once and counted per reason, and
 // its events are sent as before (at least once).
 TEST_F(RelayPipelineTest, AReadBackFallbackIsCountedOnceAndItsEventsAreSent) {

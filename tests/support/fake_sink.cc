@@ -148,6 +148,7 @@ void FakeSink::SetHeld(std::vector<HeldMessage> messages,
 absl::StatusOr<sink::HeldAnswer> FakeSink::Held(const sink::HeldQuery& query) {
   if (!held_) return sink::Sink::Held(query);
   held_asked_.emplace_back(query.id);
+  held_not_before_.push_back(query.not_before_ms);
   auto copy = std::find_if(held_->begin(), held_->end(), [&](const HeldMessage& m) {
     return m.id == query.id && m.key == query.key;
   });

@@ -99,6 +99,8 @@ class FakeSink final : public sink::Sink {
                std::vector<std::pair<std::string, std::string>> fallbacks = {});
   absl::StatusOr<sink::HeldAnswer> Held(const sink::HeldQuery& query) override;
   const std::vector<std::string>& held_asked() const { return held_asked_; }
+  // The HeldQuery::not_before_ms of each question, in order.
+  const std::vector<int64_t>& held_not_before() const { return held_not_before_; }
 
  private:
   void Wake();
@@ -120,6 +122,7 @@ class FakeSink final : public sink::Sink {
   std::optional<std::vector<HeldMessage>> held_;  // SetHeld; each taken once
   std::vector<std::pair<std::string, std::string>> held_fallbacks_;
   std::vector<std::string> held_asked_;
+  std::vector<int64_t> held_not_before_;
 };
 
 }  // namespace outboxd::test
