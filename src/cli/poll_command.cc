@@ -29,6 +29,7 @@ struct PollCommand {
   DurationFlag publish_timeout{"30s"};
   DurationFlag healthz_stall{"30s"};
   bool install_notify_trigger = false;
+  std::string dedupe = "auto";
 
   CLI::App* Register(CLI::App& app) {
     CLI::App* cmd = AddRelayCommand(app, "poll", kPollSummary, options.conninfo);
@@ -47,6 +48,10 @@ struct PollCommand {
          "/healthz answers 503 once events have been in flight or failing this long with no "
          "acknowledgement")
         ->capture_default_str();
+    AddDedupeFlag(cmd, dedupe,
+                  "Mark each message as this table's poller's, and before sending again a row "
+                  "that an interrupted batch (a crash, a lost connection) held, look for it "
+                  "at the broker");
     return cmd;
   }
 
@@ -54,6 +59,8 @@ struct PollCommand {
     if (absl::Status s = ResolveRelayFlags(flags, options.conninfo, options.format); !s.ok()) {
       return Fail(s, Phase::kStarting);
     }
+    if (absl::Status s = CheckDedupe(dedupe, flags.sink); !s.ok()) return Fail(s, Phase::kStarting);
+    options.dedupe = dedupe != "off";
     // A failed attempt leaves the row pending (poll sets message.timeout.ms itself).
     flags.sink.topic_template = options.topic_template;
     absl::StatusOr<sink::SinkFactory> make_sink =

@@ -1,5 +1,6 @@
 #include "cli/relay_flags.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace outboxd::cli {
@@ -31,6 +32,23 @@ absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo,
   OUTBOXD_RETURN_IF_ERROR(ApplyPgSecrets(flags.secrets, conninfo));
   OUTBOXD_RETURN_IF_ERROR(ResolveSinkFlags(flags.sink));
   return ResolveFormat(flags.format, format);
+}
+
+void AddDedupeFlag(CLI::App* cmd, std::string& dedupe, std::string_view what) {
+  Flag(cmd, "dedupe", dedupe,
+       absl::StrCat(std::string(what),
+                    " (Kafka: the topic read back, each event by id): auto (where the "
+                    "broker can be read back, a notice where not), on (Kafka only; a partition "
+                    "that cannot be read back is a warning) or off (at least once)"))
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+}
+
+absl::Status CheckDedupe(std::string_view dedupe, const SinkFlags& sink) {
+  if (dedupe != "on" || sink.is_kafka()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "--dedupe on needs --sink kafka: only Kafka can be read back (RabbitMQ stays at "
+      "least once; NATS deduplicates by message id on the server); use --dedupe auto");
 }
 
 }  // namespace outboxd::cli

@@ -43,6 +43,10 @@ void AddRelayFlags(CLI::App* cmd, RelayFlags& flags, outbox::ColumnMapping& colu
 // format into `format`: the first error, InvalidArgument (exit 2) with the fix.
 absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo,
                                outbox::MessageFormat& format);
+// --dedupe auto|on|off into `dedupe`, with `what` saying which events are looked for at
+// the broker; CheckDedupe refuses "on" without a sink that can be read back (Kafka).
+void AddDedupeFlag(CLI::App* cmd, std::string& dedupe, std::string_view what);
+absl::Status CheckDedupe(std::string_view dedupe, const SinkFlags& sink);
 
 }  // namespace outboxd::cli
 

@@ -102,13 +102,9 @@ struct RunCommand {
     Flag(cmd, "bulk-catch-up-chunk", options.bulk_catch_up_chunk,
          "Changes per peek of a bulk catch-up (0: the whole backlog in one peek)")
         ->capture_default_str();
-    Flag(cmd, "dedupe", dedupe,
-         "After a restart or reconnect, skip the events of the re-read window that the "
-         "broker already holds (Kafka: the topic read back, each event by id): auto (where "
-         "the broker can be read back, a notice where not), on (Kafka only; a partition "
-         "that cannot be read back is a warning) or off (at least once)")
-        ->check(CLI::IsMember({"auto", "on", "off"}))
-        ->capture_default_str();
+    AddDedupeFlag(cmd, dedupe,
+                  "After a restart or reconnect, skip the events of the re-read window that "
+                  "the broker already holds");
     Switch(cmd, "recreate-missing-slot", options.recreate_missing_slot,
            "When the slot is missing though relays recorded positions for it (a failover to "
            "a server without it), re-create it and republish the rows after the last "
@@ -136,11 +132,7 @@ struct RunCommand {
                      : source == "both"   ? relay::Source::kBoth
                                           : relay::Source::kTable;
     OUTBOXD_ASSIGN_OR_RETURN(options.dedupe, relay::ParseDedupe(dedupe));
-    if (options.dedupe == relay::Dedupe::kOn && !flags.sink.is_kafka()) {
-      return absl::InvalidArgumentError(
-          "--dedupe on needs --sink kafka: only Kafka can be read back (RabbitMQ stays at "
-          "least once; NATS deduplicates by message id on the server); use --dedupe auto");
-    }
+    OUTBOXD_RETURN_IF_ERROR(CheckDedupe(dedupe, flags.sink));
     if (feedback_interval.value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--feedback-interval must be more than 0s, e.g. 10s");
     }

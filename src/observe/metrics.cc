@@ -129,6 +129,25 @@ Metrics::Metrics(RelayMode mode)
   f.unsafe_kafka = &NewGauge(r, "outboxd_unsafe_kafka_config",
                              "1 when --allow-unsafe-kafka let a --kafka setting weaken delivery "
                              "(events may be lost or reordered).");
+  f.dedupe_fallbacks =
+      &prometheus::BuildCounter()
+           .Name("outboxd_dedupe_fallbacks_total")
+           .Help(mode == RelayMode::kCdc
+                     ? "Topics (or partitions) that --dedupe could not read back whole after a "
+                       "(re)connect, by reason: no_read_permission, retention, "
+                       "window_too_large, timeout, unavailable, in_flight. Their events may "
+                       "be sent again (at least once)."
+                     : "Topics (or partitions) that --dedupe could not read back whole for "
+                       "rows an interrupted batch held, by reason (as for run). Those rows "
+                       "may be sent again (at least once).")
+           .Register(r);
+  f.dedupe_skipped = &NewCounter(
+      r, "outboxd_dedupe_skipped_total",
+      mode == RelayMode::kCdc
+          ? "Events of a resumed window not sent again because the broker already held them "
+            "(--dedupe)."
+          : "Rows an interrupted batch held that were not sent again because the broker "
+            "already held them (--dedupe).");
   if (mode == RelayMode::kCdc) {
     f.dead_lettered = &NewCounter(r, "outboxd_events_dead_lettered_total",
                                   "Events written to the dead-letter table instead of Kafka.");
@@ -140,18 +159,6 @@ Metrics::Metrics(RelayMode mode)
                           "invalid_field, too_large, non_transactional. Never published, "
                           "never dead-lettered (docs/security.md).")
                       .Register(r);
-    f.dedupe_fallbacks =
-        &prometheus::BuildCounter()
-             .Name("outboxd_dedupe_fallbacks_total")
-             .Help(
-                 "Topics (or partitions) that --dedupe could not read back whole after a "
-                 "(re)connect, by reason: no_read_permission, retention, window_too_large, "
-                 "timeout, unavailable. Their events may be sent again (at least once).")
-             .Register(r);
-    f.dedupe_skipped = &NewCounter(
-        r, "outboxd_dedupe_skipped_total",
-        "Events of a resumed window not sent again because the broker already held them "
-        "(--dedupe).");
     f.confirmed_lsn =
         &NewGauge(r, "outboxd_confirmed_lsn",
                   "WAL position confirmed to the slot (every event before it is acknowledged).");

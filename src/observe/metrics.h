@@ -19,8 +19,8 @@
 //   outboxd_unsafe_kafka_config             gauge     both
 //   outboxd_events_dead_lettered_total      counter   run
 //   outboxd_messages_rejected_total{reason} counter   run (--source messages|both)
-//   outboxd_dedupe_fallbacks_total{reason}  counter   run (--dedupe)
-//   outboxd_dedupe_skipped_total            counter   run (--dedupe)
+//   outboxd_dedupe_fallbacks_total{reason}  counter   both (--dedupe)
+//   outboxd_dedupe_skipped_total            counter   both (--dedupe)
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +18,7 @@
 #include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "outbox/broker_message.h"
+#include "outbox/message_format.h"
 #include "outbox/names.h"
 #include "pg/identifier.h"
 #include "pg/table_name.h"
@@ -36,6 +38,13 @@ constexpr absl::Duration kReportGrace = absl::Seconds(2);
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
 // How often the oldest pending row's age is read for /metrics.
 constexpr absl::Duration kOldestSampleInterval = absl::Seconds(5);
+// --dedupe: a row's created-at is the server's clock, its message's timestamp the
+// producing relay's; this much apart is allowed (more costs a duplicate, never a loss).
+constexpr int64_t kClockMarginMs = 5000;
+// --dedupe: messages read back per partition at most, this table's and others'. An
+// interrupted batch's messages are among the newest unless the topic is busy with
+// others'; past the limit its rows are sent again (window_too_large, counted).
+constexpr int64_t kReadBackLimit = 100000;
 
 int ToPollMs(absl::Duration d) {
   return static_cast<int>(
@@ -104,6 +113,20 @@ absl::Status PollRelay::Connect() {
           options_.table, kNotifyTriggerName, options_.channel);
     }
   }
+  if (options_.dedupe) {
+    // The table as the server names it, so that pollers configured with "outbox" and
+    // "public.outbox" recognise each other's messages.
+    OUTBOXD_ASSIGN_OR_RETURN(
+        pg::Result names,
+        conn.ExecParams("SELECT current_database(), n.nspname, c.relname FROM pg_class c JOIN "
+                        "pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)",
+                        {table.quoted}));
+    if (names.rows() == 1) {
+      mark_ = outbox::SlotMark(names.Get(0, 0), absl::StrCat("poll:", std::string(names.Get(0, 1)),
+                                                             ".", std::string(names.Get(0, 2))));
+      encoder_.SetSlotMark(mark_);
+    }
+  }
   spdlog::info("connected to PostgreSQL at {} as {}", conn.endpoint(), conn.user());
   conn_ = std::move(conn);
   return absl::OkStatus();
@@ -149,6 +172,7 @@ absl::StatusOr<int> PollRelay::ReserveAndPublish() {
   next_tag_ += rows.rows();
   unreported_ = 0;
   const absl::Time deadline = absl::Now() + options_.publish_timeout + kReportGrace;
+  FindInterrupted(rows);
   for (int row = 0; row < rows.rows(); ++row) {
     OUTBOXD_RETURN_IF_ERROR(ProduceRow(rows, row, deadline));
   }
@@ -190,6 +214,14 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
     return absl::OkStatus();
   }
   const sink::OutgoingMessage& message = built.message;
+  if (!rows.IsNull(row, ReservedColumn::kInterrupted)) {
+    OUTBOXD_ASSIGN_OR_RETURN(const bool held, AlreadyPublished(message, pending.id));
+    if (held) {  // published by the interrupted batch: only its mark is missing
+      pending.outcome = absl::OkStatus();
+      stats_->metrics.DedupeSkipped();
+      return absl::OkStatus();
+    }
+  }
   absl::Status status = sink_->Produce(message);
   while (status.code() == absl::StatusCode::kResourceExhausted && absl::Now() < deadline) {
     sink_->Poll(ToPollMs(deadline - absl::Now()));  // make room in librdkafka's queue
@@ -201,6 +233,58 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
     pending.outcome = status;  // e.g. an invalid topic name: fails this event only
   }
   return absl::OkStatus();
+}
+
+void PollRelay::FindInterrupted(const pg::Result& rows) {
+  std::optional<int64_t> earliest;
+  for (int row = 0; row < rows.rows(); ++row) {
+    if (rows.IsNull(row, internal::ReservedColumn::kInterrupted)) continue;
+    int64_t created_ms = 0;
+    (void)absl::SimpleAtoi(std::string(rows.Get(row, internal::ReservedColumn::kInterrupted)),
+                           &created_ms);
+    earliest = std::min(earliest.value_or(created_ms), created_ms);
+  }
+  if (!earliest) return;
+  // What an earlier batch read back is no answer now: this poller (or another) has
+  // sent more since.
+  ++held_window_;
+  not_before_ms_ = *earliest > 0 ? *earliest - kClockMarginMs : 0;
+  reported_topics_.clear();
+}
+
+absl::StatusOr<bool> PollRelay::AlreadyPublished(const sink::OutgoingMessage& message,
+                                                 std::string_view id) {
+  if (mark_.empty() || unreadable_) return false;
+  absl::StatusOr<sink::HeldAnswer> answer =
+      sink_->Held({.topic = message.topic,
+                   .id = id,
+                   .key = message.key,
+                   .any_lsn = true,  // a polled message has no lsn header
+                   .mark = {.name = outbox::kSlotHeader, .value = mark_},
+                   .not_before_ms = not_before_ms_,
+                   .window = held_window_,
+                   .max_messages = kReadBackLimit});
+  if (absl::IsUnimplemented(answer.status())) {
+    spdlog::info("--dedupe: {}; rows an interrupted batch held are sent again (at least once)",
+                 answer.status().message());
+    unreadable_ = true;
+    return false;
+  }
+  if (!answer.ok()) return answer.status();
+  ReportFallbacks(message.topic, *answer);
+  return answer->held;
+}
+
+void PollRelay::ReportFallbacks(std::string_view topic, const sink::HeldAnswer& answer) {
+  if (answer.fallbacks.empty() || absl::c_linear_search(reported_topics_, topic)) return;
+  reported_topics_.emplace_back(topic);
+  for (const auto& [reason, detail] : answer.fallbacks) {
+    stats_->metrics.DedupeFellBack(reason);
+    spdlog::warn(
+        "--dedupe: topic {} could not be read back whole ({}: {}); rows an interrupted batch "
+        "held may be sent again",
+        EscapeForLog(topic), reason, EscapeForLog(detail));
+  }
 }
 
 void PollRelay::AwaitReports(absl::Time deadline) {

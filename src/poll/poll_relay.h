@@ -10,8 +10,12 @@
 //          proxima_tentativa_em = 2^tentativas s later (at most 300 s)
 //   COMMIT
 //
-// At least once: a crash between the broker's ack and COMMIT rolls the marks back and
-// the rows are published again; consumers drop repeats by the `id` header.
+// A crash between the broker's ack and COMMIT rolls the marks back. With --dedupe the
+// next batch to reserve such a row (kInterrupted in internal/outbox_queries.h) asks
+// the broker first (sink::Sink::Held: Kafka reads the topic back for this table's
+// messages, the outboxd_slot header naming the poller) and records it as published
+// when its message is there. Otherwise, and on brokers that cannot be read back, at
+// least once: consumers drop repeats by the `id` header.
 //
 //   PollRelay relay(PollOptions{.conninfo = "host=db dbname=app",
 //                               .make_sink = kafka::Publisher::Factory({.brokers = "kafka:9092"})},
@@ -70,6 +74,10 @@ struct PollOptions {
   // the table, see notify_trigger.h).
   bool notify = false;
   std::string channel = "outboxd_outbox";
+  // --dedupe: every message carries the outboxd_slot header "<database>/poll:<schema>.
+  // <table>", and an interrupted batch's row is looked for at the broker before it is
+  // sent again. False: unmarked, at least once.
+  bool dedupe = true;
 };
 
 // Live figures for /metrics and logs; written by the relay thread only.
@@ -120,6 +128,13 @@ class PollRelay {
   absl::Status CreateSink();
   absl::StatusOr<int> ReserveAndPublish();
   absl::Status ProduceRow(const pg::Result& rows, int row, absl::Time deadline);
+  // --dedupe: whether the broker holds this interrupted row's message already.
+  absl::StatusOr<bool> AlreadyPublished(const sink::OutgoingMessage& message, std::string_view id);
+  // A batch's rows that an interrupted batch held: a new read-back window when there
+  // are any, bounded by the earliest of their created-at.
+  void FindInterrupted(const pg::Result& rows);
+  // The first answer about a topic in a batch: its fallbacks, logged and counted.
+  void ReportFallbacks(std::string_view topic, const sink::HeldAnswer& answer);
   void AwaitReports(absl::Time deadline);
   void OnDelivery(const sink::DeliveryReport& report);
   absl::Status RecordOutcomes();
@@ -156,6 +171,14 @@ class PollRelay {
   // stall clock running between batches, when nothing is in flight.
   uint64_t failures_since_ack_ = 0;
   std::string oldest_pending_query_;
+  // --dedupe: this poller's mark, the read-back window (one per batch that asks) and
+  // the earliest time its messages can have been made, the topics whose fallbacks that
+  // window said, and whether the sink cannot be read back.
+  std::string mark_;
+  uint64_t held_window_ = 0;
+  int64_t not_before_ms_ = 0;
+  std::vector<std::string> reported_topics_;
+  bool unreadable_ = false;
   absl::Time oldest_sampled_ = absl::InfinitePast();
 
   // Reused per event.

@@ -31,15 +31,17 @@ absl::StatusOr<OutboxQueries> BuildQueries(pg::Connection& conn, const TableName
   // nobody else's). seq order is commit order within an aggregate as long as writers
   // of one aggregate serialise on it (the seed's writer updates the aggregate's row
   // before inserting the event). Text casts: values reach Kafka as PostgreSQL renders
-  // them.
+  // them. The last column tells a row an interrupted batch held (kInterrupted).
   queries.reserve = absl::StrCat(
       "SELECT o.", seq, "::text, o.", q(columns.id), "::text, o.", aggregate, "::text, o.",
       q(columns.type), "::text, o.", q(columns.payload), "::text, o.", q(columns.created_at),
-      "::text FROM ", table.quoted, " o WHERE o.", published, " IS NULL AND o.",
-      q(poll_columns.next_attempt_at), " <= now() AND NOT EXISTS (SELECT 1 FROM ", table.quoted,
-      " anterior WHERE anterior.", aggregate, " = o.", aggregate, " AND anterior.", published,
-      " IS NULL AND anterior.", seq, " < o.", seq, ") ORDER BY o.", seq,
-      " LIMIT $1 FOR UPDATE OF o SKIP LOCKED");
+      "::text, CASE WHEN o.xmax = '0'::xid OR o.xmax = o.xmin THEN NULL ELSE coalesce((extract("
+      "epoch FROM o.",
+      q(columns.created_at), ") * 1000)::bigint, 0) END FROM ", table.quoted, " o WHERE o.",
+      published, " IS NULL AND o.", q(poll_columns.next_attempt_at),
+      " <= now() AND NOT EXISTS (SELECT 1 FROM ", table.quoted, " anterior WHERE anterior.",
+      aggregate, " = o.", aggregate, " AND anterior.", published, " IS NULL AND anterior.", seq,
+      " < o.", seq, ") ORDER BY o.", seq, " LIMIT $1 FOR UPDATE OF o SKIP LOCKED");
   // clock_timestamp(), not now(): now() is the batch's start, up to publish_timeout
   // before the outcome, and a backoff counted from it would already have elapsed.
   queries.mark_published = absl::StrCat("UPDATE ", table.quoted, " SET ", published,

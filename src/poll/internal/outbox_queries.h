@@ -15,8 +15,16 @@ namespace outboxd::poll::internal {
 
 using pg::TableName;
 
-// Column order of the reserve query's result.
-enum ReservedColumn { kSeq = 0, kId, kAggregateId, kType, kPayload, kCreatedAt };
+// Column order of the reserve query's result. kInterrupted is NULL, except for a row
+// that a batch locked and never committed (a relay killed, its connection or its server
+// lost), so its message may be at the broker already: that batch left its xid in the
+// row version's xmax, which the row's reservation returns as it was before locking.
+// A batch that committed updated every row it locked, and the new version's xmax is
+// that batch's own lock, equal to its xmin. Anything else in xmax (an aborted DELETE, a
+// foreign key's share lock) only costs a question to the broker. For such a row it
+// holds the row's created-at in milliseconds since the epoch (0 when NULL): its message
+// cannot have been made before.
+enum ReservedColumn { kSeq = 0, kId, kAggregateId, kType, kPayload, kCreatedAt, kInterrupted };
 
 struct OutboxQueries {
   // $1 = batch size. Due pending rows, only the oldest pending one of each aggregate,
