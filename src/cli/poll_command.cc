@@ -44,6 +44,7 @@ struct PollCommand {
            "Create (or replace) the AFTER INSERT trigger that NOTIFYs the channel, then poll");
     AddOutboxFlags(cmd, options.table, options.topic_template);
     AddRelayFlags(cmd, flags, options.columns);
+    AddHeadersColumnFlag(cmd, options.columns);
     Flag(cmd, "healthz-stall", healthz_stall,
          "/healthz answers 503 once events have been in flight or failing this long with no "
          "acknowledgement")

@@ -199,7 +199,8 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
        .aggregate_id = rows.Get(row, ReservedColumn::kAggregateId),
        .type = type,
        .payload = rows.Get(row, ReservedColumn::kPayload),
-       .created_at = rows.Get(row, ReservedColumn::kCreatedAt)},
+       .created_at = rows.Get(row, ReservedColumn::kCreatedAt),
+       .headers = rows.Get(row, ReservedColumn::kHeaders)},
       /*lsn=*/"", topic_.Render(type, table_name_, topic_buffer_), first_tag_ + row);
   absl::Time created;
   std::string ignored;

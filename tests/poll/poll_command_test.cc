@@ -286,11 +286,45 @@ TEST(PollCommand, WithDedupeOffAKillBetweenTheAcknowledgementAndTheCommitResends
   for (const auto& [id, n] : copies) EXPECT_EQ(n, 2) << id;
 }
 
+// --headers-column on poll as on run: a row's object of strings become headers; a row
+// without one has none; a row whose headers are no object of strings is a failed
+// attempt with the reason (poll's poison rule), holding back nobody else.
+TEST(PollCommand, RowHeadersBecomeMessageHeadersAndABadOneIsAFailedAttempt) {
+  test::PollEnv env(kTopics);
+  env.db().Exec("ALTER TABLE outbox ADD COLUMN cabecalhos jsonb");
+  env.db().Exec(
+      "INSERT INTO outbox (aggregate_id, tipo, payload, cabecalhos) VALUES "
+      "('a', 'pedido.confirmado', '{}', '{\"x-tenant\": \"acme\"}'), "
+      "('b', 'pedido.confirmado', '{}', NULL), "
+      "('c', 'pedido.confirmado', '{}', '{\"x-tenant\": 7}')");
+  auto relay = StartPoll(env, {"--headers-column", "cabecalhos"});
+  ASSERT_TRUE(env.collector().WaitForCount(2, absl::Seconds(60))) << relay->Log();
+  ASSERT_TRUE(test::WaitUntil(absl::Seconds(30), [&] {
+    return env.db().Scalar("SELECT tentativas FROM outbox WHERE aggregate_id = 'c'") != "0";
+  })) << relay->Log();
+  EXPECT_EQ(Stop(*relay), 0) << relay->Log();
+  std::map<std::string, std::string> tenant_by_key;
+  for (const test::CollectedMessage& m : env.collector().Messages()) {
+    tenant_by_key[m.key] = m.Header("x-tenant").value_or("(none)");
+  }
+  EXPECT_EQ(tenant_by_key, (std::map<std::string, std::string>{{"a", "acme"}, {"b", "(none)"}}));
+  EXPECT_THAT(env.db().Scalar("SELECT ultimo_erro FROM outbox WHERE aggregate_id = 'c'"),
+              HasSubstr("headers column"));
+}
+
 TEST(PollCommand, MissingTableExitsTwoWithOneLine) {
   test::PollEnv env(kTopics);
   auto relay = ChildProcess::Start(PollArgs(env, {"--table", "nope"}));
   EXPECT_EQ(relay->Wait(absl::Seconds(30)), 2);
   EXPECT_THAT(relay->Log(), HasSubstr("outbox table nope does not exist: run outboxd setup"));
+}
+
+TEST(PollCommand, AMissingHeadersColumnExitsTwoNamingTheFix) {
+  test::PollEnv env(kTopics);
+  auto relay = ChildProcess::Start(PollArgs(env, {"--headers-column", "cabecalhos"}));
+  EXPECT_EQ(relay->Wait(absl::Seconds(30)), 2);
+  EXPECT_THAT(relay->Log(), HasSubstr("has no column cabecalhos: add it with outboxd setup "
+                                      "--headers-column"));
 }
 
 // --format, --header and --key-pointer (issue 7, point 4) in the polling relay: each

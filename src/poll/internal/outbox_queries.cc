@@ -31,14 +31,17 @@ absl::StatusOr<OutboxQueries> BuildQueries(pg::Connection& conn, const TableName
   // nobody else's). seq order is commit order within an aggregate as long as writers
   // of one aggregate serialise on it (the seed's writer updates the aggregate's row
   // before inserting the event). Text casts: values reach Kafka as PostgreSQL renders
-  // them. The last column tells a row an interrupted batch held (kInterrupted).
+  // them. kInterrupted tells a row an interrupted batch held; kHeaders is NULL without
+  // --headers-column.
+  const std::string headers =
+      columns.headers.empty() ? "NULL" : absl::StrCat("o.", q(columns.headers), "::text");
   queries.reserve = absl::StrCat(
       "SELECT o.", seq, "::text, o.", q(columns.id), "::text, o.", aggregate, "::text, o.",
       q(columns.type), "::text, o.", q(columns.payload), "::text, o.", q(columns.created_at),
       "::text, CASE WHEN o.xmax = '0'::xid OR o.xmax = o.xmin THEN NULL ELSE coalesce((extract("
       "epoch FROM o.",
-      q(columns.created_at), ") * 1000)::bigint, 0) END FROM ", table.quoted, " o WHERE o.",
-      published, " IS NULL AND o.", q(poll_columns.next_attempt_at),
+      q(columns.created_at), ") * 1000)::bigint, 0) END, ", headers, " FROM ", table.quoted,
+      " o WHERE o.", published, " IS NULL AND o.", q(poll_columns.next_attempt_at),
       " <= now() AND NOT EXISTS (SELECT 1 FROM ", table.quoted, " anterior WHERE anterior.",
       aggregate, " = o.", aggregate, " AND anterior.", published, " IS NULL AND anterior.", seq,
       " < o.", seq, ") ORDER BY o.", seq, " LIMIT $1 FOR UPDATE OF o SKIP LOCKED");
@@ -80,6 +83,7 @@ std::vector<NeededColumn> NeededColumns(const TableName& table,
       {columns.type, "name the event type column with --type-column"},
       {columns.payload, "name the payload column with --payload-column"},
       {columns.created_at, "name the creation time column with --created-at-column"},
+      {columns.headers, "add it with outboxd setup --headers-column, or fix --headers-column"},
       {poll_columns.seq, add(poll_columns.seq, "bigint GENERATED ALWAYS AS IDENTITY")},
       {poll_columns.published_at, add(poll_columns.published_at, "timestamptz")},
       {poll_columns.attempts, add(poll_columns.attempts, "int NOT NULL DEFAULT 0")},
@@ -105,7 +109,7 @@ absl::Status CheckTable(pg::Connection& conn, const TableName& table,
   absl::flat_hash_set<std::string> present;
   for (int r = 0; r < result.rows(); ++r) present.insert(std::string(result.Get(r, 0)));
   for (const NeededColumn& column : NeededColumns(table, columns, poll_columns)) {
-    if (present.contains(column.name)) continue;
+    if (column.name.empty() || present.contains(column.name)) continue;  // no --headers-column
     return absl::NotFoundError(absl::StrCat("outbox table ", table.Display(), " has no column ",
                                             pg::SqlIdentifier(column.name), ": ", column.fix));
   }

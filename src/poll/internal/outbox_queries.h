@@ -24,7 +24,16 @@ using pg::TableName;
 // foreign key's share lock) only costs a question to the broker. For such a row it
 // holds the row's created-at in milliseconds since the epoch (0 when NULL): its message
 // cannot have been made before.
-enum ReservedColumn { kSeq = 0, kId, kAggregateId, kType, kPayload, kCreatedAt, kInterrupted };
+enum ReservedColumn {
+  kSeq = 0,
+  kId,
+  kAggregateId,
+  kType,
+  kPayload,
+  kCreatedAt,
+  kInterrupted,
+  kHeaders,  // the --headers-column's jsonb text; NULL when the row has none or no flag
+};
 
 struct OutboxQueries {
   // $1 = batch size. Due pending rows, only the oldest pending one of each aggregate,
