@@ -63,6 +63,7 @@ struct Metrics::Families {
   prometheus::Counter* dead_lettered = nullptr;
   prometheus::Family<prometheus::Counter>* rejected = nullptr;
   prometheus::Family<prometheus::Counter>* dedupe_fallbacks = nullptr;
+  prometheus::Family<prometheus::Counter>* headers_dropped = nullptr;
   prometheus::Counter* dedupe_skipped = nullptr;
   prometheus::Gauge* confirmed_lsn = nullptr;
   prometheus::Gauge* received_lsn = nullptr;
@@ -140,6 +141,14 @@ Metrics::Metrics(RelayMode mode)
                           "invalid_field, too_large, non_transactional. Never published, "
                           "never dead-lettered (docs/security.md).")
                       .Register(r);
+    f.headers_dropped =
+        &prometheus::BuildCounter()
+             .Name("outboxd_headers_dropped_total")
+             .Help(
+                 "traceparent or tracestate headers left out of a published event because "
+                 "they break the W3C Trace Context format, by header and reason "
+                 "(docs/tracing.md). The event itself is published.")
+             .Register(r);
     f.dedupe_fallbacks =
         &prometheus::BuildCounter()
              .Name("outboxd_dedupe_fallbacks_total")
@@ -265,6 +274,13 @@ void Metrics::MessagesRejected(std::string_view reason_view, uint64_t count) {
 void Metrics::DedupeFellBack(std::string_view reason) {
   if (families_->dedupe_fallbacks == nullptr) return;
   families_->dedupe_fallbacks->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::HeaderDropped(std::string_view header, std::string_view reason) {
+  if (families_->headers_dropped == nullptr) return;
+  families_->headers_dropped
+      ->Add({{"header", std::string(header)}, {"reason", std::string(reason)}})
+      .Increment();
 }
 
 void Metrics::DedupeSkipped() {

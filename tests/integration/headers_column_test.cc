@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/metrics_text.h"
 #include "support/relay_harness.h"
 
 namespace outboxd::test {
@@ -174,6 +175,49 @@ TEST(HeadersColumn, SetupGivesAnExistingColumnTheCapturingDefaultOnce) {
       "BEGIN; SET LOCAL outboxd.traceparent = '", kTraceparent,
       "'; INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('a', 'b', '{}'); COMMIT"));
   EXPECT_EQ(h.db().Scalar("SELECT headers->>'traceparent' FROM outbox"), kTraceparent);
+}
+
+// A traceparent that is not W3C Trace Context, from the column or from a --header
+// pointer, is left out and counted; the event arrives, with its valid headers.
+TEST(HeadersColumn, AMalformedTraceparentIsDroppedAndCountedWhileTheEventArrives) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.StartRelay({"--headers-column", "headers", "--header", "traceparent=/tp"});
+  auto conn = h.db().Connect();
+  ASSERT_TRUE(Insert(conn, "upper-case",
+                     R"({"traceparent": "00-4BF92F3577B34DA6A3CE929D0E0E4736-)"
+                     R"(00f067aa0ba902b7-01", "k": "v"})")
+                  .ok());
+  ASSERT_TRUE(
+      conn.ExecParams("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+                      "('from-payload', 'pedido.confirmado', $1::jsonb)",
+                      {R"({"tp": "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"})"})
+          .ok());
+  ASSERT_TRUE(
+      Insert(conn, "valid", absl::StrCat(R"({"traceparent": ")", kTraceparent, R"("})")).ok());
+  ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30))) << h.relay().Log();
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    const std::string aggregate = m.Header("aggregate_id").value_or("");
+    EXPECT_EQ(m.Header("traceparent").value_or("none"),
+              aggregate == "valid" ? kTraceparent : "none")
+        << aggregate;
+    if (aggregate == "upper-case") {
+      EXPECT_EQ(m.Header("k"), "v");
+    }
+  }
+  const std::string metrics = h.Metrics(h.relay());
+  EXPECT_EQ(
+      MetricValue(metrics,
+                  R"(outboxd_headers_dropped_total{header="traceparent",reason="malformed"})"),
+      1)
+      << metrics;
+  EXPECT_EQ(
+      MetricValue(metrics,
+                  R"(outboxd_headers_dropped_total{header="traceparent",reason="zero_parent_id"})"),
+      1)
+      << metrics;
+  EXPECT_THAT(h.relay().Log(), HasSubstr("published without its traceparent header (malformed"));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
 }  // namespace
