@@ -63,6 +63,7 @@ struct Metrics::Families {
   prometheus::Counter* dead_lettered = nullptr;
   prometheus::Family<prometheus::Counter>* rejected = nullptr;
   prometheus::Family<prometheus::Counter>* dedupe_fallbacks = nullptr;
+  prometheus::Family<prometheus::Counter>* headers_dropped = nullptr;
   prometheus::Counter* dedupe_skipped = nullptr;
   prometheus::Gauge* confirmed_lsn = nullptr;
   prometheus::Gauge* received_lsn = nullptr;
@@ -129,6 +130,14 @@ Metrics::Metrics(RelayMode mode)
   f.unsafe_kafka = &NewGauge(r, "outboxd_unsafe_kafka_config",
                              "1 when --allow-unsafe-kafka let a --kafka setting weaken delivery "
                              "(events may be lost or reordered).");
+  f.headers_dropped =
+      &prometheus::BuildCounter()
+           .Name("outboxd_headers_dropped_total")
+           .Help(
+               "traceparent or tracestate headers left out of a published event because "
+               "they break the W3C Trace Context format, by header and reason "
+               "(docs/tracing.md). The event itself is published.")
+           .Register(r);
   f.dedupe_fallbacks =
       &prometheus::BuildCounter()
            .Name("outboxd_dedupe_fallbacks_total")
@@ -272,6 +281,13 @@ void Metrics::MessagesRejected(std::string_view reason_view, uint64_t count) {
 void Metrics::DedupeFellBack(std::string_view reason) {
   if (families_->dedupe_fallbacks == nullptr) return;
   families_->dedupe_fallbacks->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::HeaderDropped(std::string_view header, std::string_view reason) {
+  if (families_->headers_dropped == nullptr) return;
+  families_->headers_dropped
+      ->Add({{"header", std::string(header)}, {"reason", std::string(reason)}})
+      .Increment();
 }
 
 void Metrics::DedupeSkipped() {

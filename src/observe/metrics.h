@@ -21,6 +21,7 @@
 //   outboxd_messages_rejected_total{reason} counter   run (--source messages|both)
 //   outboxd_dedupe_fallbacks_total{reason}  counter   both (--dedupe)
 //   outboxd_dedupe_skipped_total            counter   both (--dedupe)
+//   outboxd_headers_dropped_total{header,reason} counter both
 //   outboxd_confirmed_lsn, outboxd_received_lsn, outboxd_slot_lag_bytes  gauges run
 //   outboxd_slot_wal_status{status}, outboxd_slot_safe_wal_size_bytes    gauges run
 //   outboxd_poll_batches_total              counter   poll
@@ -84,6 +85,8 @@ class Metrics {
   // --dedupe: a topic or partition read back only in part (reason: relay/resume_dedupe.h),
   // and an event of a resumed window the broker already held, not sent again. Run only.
   void DedupeFellBack(std::string_view reason);
+  // A traceparent or tracestate header left out of a published event (malformed).
+  void HeaderDropped(std::string_view header, std::string_view reason);
   void DedupeSkipped();
   void Reconnected();
   void BatchDone();  // poll only

@@ -125,6 +125,15 @@ absl::Status EnsureTables(pg::Connection& conn, const SetupOptions& options, Set
                                 .status());
     report.created.push_back(absl::StrCat("column ", options.table, ".", headers));
   }
+  if (table.set_headers_default) {  // a column an older setup (or a person) added
+    const std::string& headers = options.columns.headers;
+    OUTBOXD_RETURN_IF_ERROR(conn.Exec(absl::StrCat("ALTER TABLE ", outbox.quoted, " ALTER COLUMN ",
+                                                   pg::SqlIdentifier(headers), " SET DEFAULT ",
+                                                   internal::HeadersColumnDefault()))
+                                .status());
+    report.created.push_back(
+        absl::StrCat("default of column ", options.table, ".", headers, " (SET LOCAL outboxd.*)"));
+  }
   OUTBOXD_RETURN_IF_ERROR(EnsurePartitions(conn, options, outbox, options.partition_by,
                                            "--partition-by", "Moving to a partitioned outbox",
                                            report));

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/json_string.h"
 #include "base/status_macros.h"
+#include "outbox/trace_context.h"
 #include "outbox/v1/event.pb.h"
 
 namespace outboxd::outbox {
@@ -136,11 +137,13 @@ MessageEncoder::MessageEncoder(MessageFormat format)
   if (format_.format == ValueFormat::kProtobuf) content_type_ = kProtobufContentType;
   headers_.reserve(kOwnHeaders.size() + format_.headers.size());
   header_scratch_.resize(format_.headers.size());
+  dropped_.reserve(4);
 }
 
 MessageEncoder::~MessageEncoder() = default;
 
 absl::Status MessageEncoder::Encode(const OutboxEvent& event, std::string_view lsn) {
+  dropped_.clear();
   EncodeHeaders(event, lsn);
   message_ = {.key = event.aggregate_id, .value = event.payload, .headers = headers_};
   OUTBOXD_RETURN_IF_ERROR(checker_.Check(event.payload));
@@ -149,6 +152,7 @@ absl::Status MessageEncoder::Encode(const OutboxEvent& event, std::string_view l
   message_.headers = headers_;  // the vector may have grown
   OUTBOXD_RETURN_IF_ERROR(row_headers);
   EncodePointerHeaders();
+  DropMalformedTraceContext();
   message_.headers = headers_;
   switch (format_.format) {
     case ValueFormat::kJson:
@@ -229,6 +233,25 @@ void MessageEncoder::EncodePointerHeaders() {
     if (ScalarAt(format_.headers[i].pointer, value, header_scratch_[i]).ok()) {
       headers_.push_back({format_.headers[i].name, value});
     }
+  }
+}
+
+void MessageEncoder::DropMalformedTraceContext() {
+  bool valid_parent = false;
+  // traceparent first: a tracestate counts only beside a valid one (W3C 3.3).
+  for (std::string_view name : {kTraceparent, kTracestate}) {
+    std::erase_if(headers_, [&](const sink::Header& h) {
+      if (!absl::EqualsIgnoreCase(Sv(h.name), Sv(name))) return false;
+      std::optional<std::string_view> defect;
+      if (name == kTraceparent) {
+        defect = TraceparentDefect(h.value);
+        valid_parent = valid_parent || !defect;
+      } else {
+        defect = valid_parent ? TracestateDefect(h.value) : "without_valid_traceparent";
+      }
+      if (defect) dropped_.push_back({name, *defect});
+      return defect.has_value();
+    });
   }
 }
 

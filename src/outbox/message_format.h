@@ -15,7 +15,10 @@
 // only; then one header per key of the row's --headers-column object (its values must
 // be strings and its keys none of OwnHeaderNames: else the event is refused, a dead
 // letter with the reason); then one header per --header NAME=/json/pointer found in
-// the payload. The key
+// the payload. A traceparent or tracestate header (in any case) that breaks the W3C
+// Trace Context format (outbox/trace_context.h) is then dropped, the event published
+// without it, and dropped() says which and why; so is a tracestate without a valid
+// traceparent, which the W3C says no one may read. The key
 // is the aggregate_id column, or the payload field at --key-pointer.
 //
 // Encode also checks the payload (a JSON object or array, PayloadChecker) and reads
@@ -85,6 +88,13 @@ struct MessageFormat {
   std::string key_pointer;  // empty: the key is the aggregate_id column
 };
 
+// A header Encode left out: its canonical name (kTraceparent or kTracestate) and the
+// reason (a TraceparentDefect or TracestateDefect, or "without_valid_traceparent").
+struct DroppedHeader {
+  std::string_view name;
+  std::string_view reason;
+};
+
 struct EncodedMessage {
   std::string_view key;
   std::string_view value;
@@ -106,6 +116,8 @@ class MessageEncoder {
   // payload as value, for the dead letter.
   absl::Status Encode(const OutboxEvent& event, std::string_view lsn);
   const EncodedMessage& message() const { return message_; }
+  // The headers the last successful Encode dropped (for the metric and the log).
+  std::span<const DroppedHeader> dropped() const { return dropped_; }
   // The created_at header of the last Encode (ISO-8601 with offset).
   std::string_view created_at() const { return created_at_view_; }
 
@@ -126,6 +138,8 @@ class MessageEncoder {
   // The row's headers column (jsonb text, may be empty) as headers; on error none.
   absl::Status EncodeRowHeaders(std::string_view json);
   void EncodePointerHeaders();
+  // Drops the malformed traceparent and tracestate headers into dropped_.
+  void DropMalformedTraceContext();
   void EncodeProtobuf(const OutboxEvent& event, std::string_view lsn);
   // The scalar at `pointer` as header or key text (strings unquoted, other scalars as
   // their JSON text); NotFound when missing, InvalidArgument for null, an object or an
@@ -151,6 +165,7 @@ class MessageEncoder {
   std::string value_;
   std::string key_scratch_;
   std::vector<std::string> header_scratch_;  // one per --header
+  std::vector<DroppedHeader> dropped_;       // reserved once
   simdjson::ondemand::parser raw_parser_;  // decimals as written, on demand
   // PayloadOf's own buffers: it runs from delivery reports, while message() may still
   // be waiting for room in the producer's queue.

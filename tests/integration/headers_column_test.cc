@@ -3,16 +3,21 @@
 // row's object as a Kafka header (read by the collector and by kcat), the checks
 // refuse an override of outboxd's own headers and a non-string value at INSERT, and
 // a row that bypasses them (the constraints dropped) is a dead letter with its reason
-// while the rows after it flow.
+// while the rows after it flow. The column's default captures the transaction's
+// `SET LOCAL outboxd.traceparent` / `outboxd.tracestate` (issue 32, second slice).
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/metrics_text.h"
 #include "support/relay_harness.h"
 
 namespace outboxd::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<std::string> kTopics = {"pedido.confirmado"};
 constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -103,6 +108,115 @@ TEST(HeadersColumn, ARowBypassingTheChecksIsADeadLetterWithItsReason) {
   ASSERT_EQ(messages.size(), 1u);
   EXPECT_EQ(messages[0].Header("aggregate_id"), "fine");
   EXPECT_EQ(messages[0].Header("k"), "v");
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// Each statement string is one transaction on the same connection: what SET LOCAL
+// said in one must be gone in the next.
+TEST(HeadersColumn, SetLocalTraceContextReachesTheBrokerThroughAnInsertThatDoesNotNameTheColumn) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.StartRelay({"--headers-column", "headers"});
+  auto conn = h.db().Connect();
+  constexpr char kInsert[] =
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('%s', 'pedido.confirmado', '{}')";
+  const std::string set_local =
+      absl::StrCat("SET LOCAL outboxd.traceparent = '", kTraceparent,
+                   "'; SET LOCAL outboxd.tracestate = 'congo=t61rcWkgMzE';");
+  for (const std::string& tx :
+       {absl::StrCat("BEGIN; ", set_local, absl::StrFormat(kInsert, "traced"), "; COMMIT"),
+        absl::StrCat("BEGIN; ", absl::StrFormat(kInsert, "next"), "; COMMIT"),
+        absl::StrCat("BEGIN; SET LOCAL outboxd.traceparent = '", kTraceparent, "'; ",
+                     absl::StrFormat(kInsert, "parent-only"), "; COMMIT"),
+        absl::StrFormat(kInsert, "autocommit")}) {
+    ASSERT_TRUE(conn.Exec(tx).ok()) << tx;
+  }
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(aggregate_id || '=' || coalesce(headers::text, "
+                          "'NULL'), ' ' ORDER BY seq) FROM outbox"),
+            absl::StrCat(R"(traced={"tracestate": "congo=t61rcWkgMzE", "traceparent": ")",
+                         kTraceparent, R"("} next=NULL )", R"(parent-only={"traceparent": ")",
+                         kTraceparent, R"("} autocommit=NULL)"));
+  ASSERT_TRUE(h.collector().WaitForCount(4, absl::Seconds(30))) << h.relay().Log();
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    const std::string aggregate = m.Header("aggregate_id").value_or("");
+    const bool traced = aggregate == "traced" || aggregate == "parent-only";
+    EXPECT_EQ(m.Header("traceparent").value_or("none"), traced ? kTraceparent : "none")
+        << aggregate;
+    EXPECT_EQ(m.Header("tracestate").value_or("none"),
+              aggregate == "traced" ? "congo=t61rcWkgMzE" : "none")
+        << aggregate;
+  }
+  const std::vector<std::string> kcat = KcatHeaders(h, "pedido.confirmado");
+  ASSERT_EQ(kcat.size(), 4u);
+  for (const std::string& line : kcat) {  // in partition order
+    if (absl::StrContains(line, "aggregate_id=traced")) {
+      EXPECT_THAT(line, HasSubstr(absl::StrCat("traceparent=", kTraceparent)));
+      EXPECT_THAT(line, HasSubstr("tracestate=congo=t61rcWkgMzE"));
+    } else if (absl::StrContains(line, "aggregate_id=next")) {
+      EXPECT_THAT(line, Not(HasSubstr("trace")));
+    }
+  }
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// A column an older setup added (no default): setup adds the default, once.
+TEST(HeadersColumn, SetupGivesAnExistingColumnTheCapturingDefaultOnce) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.db().Exec("ALTER TABLE outbox ALTER COLUMN headers DROP DEFAULT");
+  const std::vector<std::string> setup = {
+      "setup", "--pg", h.db().conninfo(), "--slot", h.slot(), "--headers-column", "headers"};
+  std::string out;
+  ASSERT_EQ(h.RunOutboxd(setup, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("default of column outbox.headers"));
+  ASSERT_EQ(h.RunOutboxd(setup, &out), 0) << out;
+  EXPECT_THAT(out, Not(HasSubstr("default of column")));
+  h.db().Exec(absl::StrCat(
+      "BEGIN; SET LOCAL outboxd.traceparent = '", kTraceparent,
+      "'; INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('a', 'b', '{}'); COMMIT"));
+  EXPECT_EQ(h.db().Scalar("SELECT headers->>'traceparent' FROM outbox"), kTraceparent);
+}
+
+// A traceparent that is not W3C Trace Context, from the column or from a --header
+// pointer, is left out and counted; the event arrives, with its valid headers.
+TEST(HeadersColumn, AMalformedTraceparentIsDroppedAndCountedWhileTheEventArrives) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.StartRelay({"--headers-column", "headers", "--header", "traceparent=/tp"});
+  auto conn = h.db().Connect();
+  ASSERT_TRUE(Insert(conn, "upper-case",
+                     R"({"traceparent": "00-4BF92F3577B34DA6A3CE929D0E0E4736-)"
+                     R"(00f067aa0ba902b7-01", "k": "v"})")
+                  .ok());
+  ASSERT_TRUE(
+      conn.ExecParams("INSERT INTO outbox (aggregate_id, tipo, payload) VALUES "
+                      "('from-payload', 'pedido.confirmado', $1::jsonb)",
+                      {R"({"tp": "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"})"})
+          .ok());
+  ASSERT_TRUE(
+      Insert(conn, "valid", absl::StrCat(R"({"traceparent": ")", kTraceparent, R"("})")).ok());
+  ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30))) << h.relay().Log();
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    const std::string aggregate = m.Header("aggregate_id").value_or("");
+    EXPECT_EQ(m.Header("traceparent").value_or("none"),
+              aggregate == "valid" ? kTraceparent : "none")
+        << aggregate;
+    if (aggregate == "upper-case") {
+      EXPECT_EQ(m.Header("k"), "v");
+    }
+  }
+  const std::string metrics = h.Metrics(h.relay());
+  EXPECT_EQ(
+      MetricValue(metrics,
+                  R"(outboxd_headers_dropped_total{header="traceparent",reason="malformed"})"),
+      1)
+      << metrics;
+  EXPECT_EQ(
+      MetricValue(metrics,
+                  R"(outboxd_headers_dropped_total{header="traceparent",reason="zero_parent_id"})"),
+      1)
+      << metrics;
+  EXPECT_THAT(h.relay().Log(), HasSubstr("published without its traceparent header (malformed"));
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 

@@ -263,14 +263,15 @@ TEST(MessageEncoder, TheRowsHeadersBecomeHeadersInEveryFormat) {
   for (ValueFormat format : {ValueFormat::kJson, ValueFormat::kEnvelope, ValueFormat::kProtobuf}) {
     MessageEncoder encoder({.format = format, .headers = {{"n", "/n"}}});
     OutboxEvent event = Event();
-    event.headers = R"({"traceparent": "00-4bf9-01", "tracestate": "a=\"b\""})";
+    event.headers = R"({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",)"
+                    R"( "tracestate": "a=\"b\""})";
     ASSERT_TRUE(encoder.Encode(event, "0/1").ok()) << ValueFormatName(format);
     std::vector<std::string> names = HeaderNames(encoder.message());
     ASSERT_GE(names.size(), 3u);
     EXPECT_THAT(std::vector<std::string>(names.end() - 3, names.end()),
                 ElementsAre("traceparent", "tracestate", "n"));
     auto h = Headers(encoder.message());
-    EXPECT_EQ(h["traceparent"], "00-4bf9-01");
+    EXPECT_EQ(h["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     EXPECT_EQ(h["tracestate"], "a=\"b\"") << "unescaped";
   }
 }
@@ -292,6 +293,40 @@ TEST(MessageEncoder, ARowsHeaderStandsOverAHeaderFlagOfTheSameName) {
   event.headers = "";  // no row headers: the flag's value
   ASSERT_TRUE(encoder.Encode(event, "0/2").ok());
   EXPECT_EQ(Headers(encoder.message())["Tenant"], "from-payload");
+}
+
+// W3C Trace Context (outbox/trace_context.h): a malformed traceparent, from the row or
+// a --header, is left out and said in dropped(); the event is still encoded. A
+// tracestate beside no valid traceparent goes too.
+TEST(MessageEncoder, AMalformedTraceContextIsDroppedAndTheEventStillEncoded) {
+  constexpr char kParent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  MessageEncoder encoder({.headers = {{"traceparent", "/tp"}}});
+  const std::string payload = absl::StrCat(R"({"tp": ")", kParent, R"("})");
+  OutboxEvent event = Event(payload);
+  event.headers = R"({"tracestate": "congo=t61rcWkgMzE", "k": "v"})";
+  ASSERT_TRUE(encoder.Encode(event, "0/1").ok());
+  EXPECT_TRUE(encoder.dropped().empty());
+  EXPECT_EQ(Headers(encoder.message())["traceparent"], kParent);
+  EXPECT_EQ(Headers(encoder.message())["tracestate"], "congo=t61rcWkgMzE");
+
+  event.headers = R"({"TraceParent": "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                      "tracestate": "congo=t61rcWkgMzE", "k": "v"})";
+  ASSERT_TRUE(encoder.Encode(event, "0/2").ok());
+  ASSERT_EQ(encoder.dropped().size(), 2u);
+  EXPECT_EQ(encoder.dropped()[0].name, "traceparent");
+  EXPECT_EQ(encoder.dropped()[0].reason, "zero_trace_id");
+  EXPECT_EQ(encoder.dropped()[1].name, "tracestate");
+  EXPECT_EQ(encoder.dropped()[1].reason, "without_valid_traceparent");
+  auto h = Headers(encoder.message());
+  EXPECT_FALSE(h.contains("TraceParent") || h.contains("traceparent") || h.contains("tracestate"))
+      << "the row's value stands over the flag's, and is dropped";
+  EXPECT_EQ(h["k"], "v");
+
+  event.headers = R"({"tracestate": "Bad Key=1"})";
+  ASSERT_TRUE(encoder.Encode(event, "0/3").ok());
+  ASSERT_EQ(encoder.dropped().size(), 1u);
+  EXPECT_EQ(encoder.dropped()[0].reason, "malformed");
+  EXPECT_EQ(Headers(encoder.message())["traceparent"], kParent) << "the valid one stays";
 }
 
 // Not an object of strings, or an override of an own header in any case: the event

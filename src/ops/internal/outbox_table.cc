@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "outbox/message_format.h"
@@ -34,6 +35,15 @@ absl::StatusOr<absl::flat_hash_set<std::string>> ColumnsOf(pg::Connection& conn,
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < r.rows(); ++i) names.insert(std::string(r.Get(i, 0)));
   return names;
+}
+
+absl::StatusOr<bool> LacksDefault(pg::Connection& conn, const pg::TableName& table,
+                                  const std::string& column) {
+  OUTBOXD_ASSIGN_OR_RETURN(pg::Result r,
+                           conn.ExecParams("SELECT NOT atthasdef FROM pg_attribute WHERE attrelid "
+                                           "= to_regclass($1) AND attname = $2",
+                                           {table.quoted, column}));
+  return r.rows() == 1 && r.Get(0, 0) == "t";
 }
 
 // The id, aggregate, type and payload columns every relay reads.
@@ -132,9 +142,22 @@ absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::T
   }
   const std::string& headers = options.columns.headers;
   table.add_headers_column = !headers.empty() && !present.contains(headers);
+  if (!headers.empty() && present.contains(headers)) {
+    OUTBOXD_ASSIGN_OR_RETURN(table.set_headers_default, LacksDefault(conn, outbox, headers));
+  }
   OUTBOXD_RETURN_IF_ERROR(CheckNotNull(conn, outbox, options, table));
   OUTBOXD_RETURN_IF_ERROR(CheckPollingColumns(present, outbox, options, table));
   return table;
+}
+
+std::string HeadersColumnDefault() {
+  // current_setting(.., true) is NULL in a session that never set it and '' once a
+  // SET LOCAL of an earlier transaction ended: both mean "not set". A STABLE default,
+  // so ADD COLUMN stores NULL for the existing rows without rewriting the table.
+  constexpr char kSetting[] = "NULLIF(current_setting('outboxd.%s', true), '')";
+  return absl::StrCat("NULLIF(jsonb_strip_nulls(jsonb_build_object('traceparent', ",
+                      absl::StrFormat(kSetting, "traceparent"), ", 'tracestate', ",
+                      absl::StrFormat(kSetting, "tracestate"), ")), '{}')");
 }
 
 std::string HeadersColumnDefinition(const std::string& name) {
@@ -147,9 +170,10 @@ std::string HeadersColumnDefinition(const std::string& name) {
   // constraints' names are what an INSERT's error shows: they say what to fix. Silent
   // (the last argument): a non-object fails the first check, not with a jsonpath error.
   return absl::StrCat(
-      "jsonb CONSTRAINT ", pg::SqlIdentifier(name + "_must_be_object_of_strings"), " CHECK (",
-      column, " IS NULL OR (jsonb_typeof(", column, ") = 'object' AND NOT jsonb_path_exists(",
-      column, ", '$.* ? (@.type() != \"string\")')))\n    CONSTRAINT ",
+      "jsonb DEFAULT ", HeadersColumnDefault(), "\n    CONSTRAINT ",
+      pg::SqlIdentifier(name + "_must_be_object_of_strings"), " CHECK (", column,
+      " IS NULL OR (jsonb_typeof(", column, ") = 'object' AND NOT jsonb_path_exists(", column,
+      ", '$.* ? (@.type() != \"string\")')))\n    CONSTRAINT ",
       pg::SqlIdentifier(name + "_must_not_override_outboxd_headers"),
       " CHECK (NOT jsonb_path_exists(", column, ", '$.keyvalue() ? (@.key like_regex \"^(", own,
       ")$\" flag \"i\")', '{}', true))");

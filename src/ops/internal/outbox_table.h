@@ -29,6 +29,9 @@ struct OutboxTable {
   bool polling_columns = true;
   // An existing table without the --headers-column asked for: setup adds it.
   bool add_headers_column = false;
+  // An existing --headers-column without a default: setup gives it HeadersColumnDefault
+  // (a column with a default of its own keeps it).
+  bool set_headers_default = false;
   // What an existing table lacks and which feature goes without it, one line each.
   std::vector<std::string> notes;
 };
@@ -39,8 +42,13 @@ struct OutboxTable {
 absl::StatusOr<OutboxTable> InspectOutboxTable(pg::Connection& conn, const pg::TableName& outbox,
                                                const SetupOptions& options);
 
-// The type and checks of a --headers-column, for CREATE TABLE or ADD COLUMN: NULL or
-// a JSON object of string values whose keys are none of outbox::OwnHeaderNames
+// The default of a --headers-column: the transaction's trace context, from
+// `SET LOCAL outboxd.traceparent = '00-...'` (and outboxd.tracestate), as
+// {"traceparent": .., "tracestate": ..} without the unset ones; NULL when neither is set.
+std::string HeadersColumnDefault();
+
+// The type, default (HeadersColumnDefault) and checks of a --headers-column, for CREATE TABLE or
+// ADD COLUMN: NULL or a JSON object of string values whose keys are none of outbox::OwnHeaderNames
 // (case-insensitive). The two constraints are named <column>_must_be_object_of_strings
 // and <column>_must_not_override_outboxd_headers.
 std::string HeadersColumnDefinition(const std::string& name);
