@@ -89,8 +89,11 @@ void AddHeadersColumnFlag(CLI::App* cmd, outbox::ColumnMapping& columns) {
 void AddFormatFlags(CLI::App* cmd, FormatFlags& flags) {
   Flag(cmd, "format", flags.format,
        "Message value: json (the payload), envelope (JSON with the event's fields and the "
-       "payload) or protobuf (outbox.v1.Event)")
+       "payload), protobuf (outbox.v1.Event), cloudevents (CloudEvents binary mode: the "
+       "payload, attributes as headers) or cloudevents-json (structured mode)")
       ->capture_default_str();
+  Flag(cmd, "ce-source", flags.ce_source,
+       "CloudEvents source attribute, a URI-reference (default: /outboxd/DATABASE/TABLE)");
   Flag(cmd, "header", flags.headers,
        "Extra header NAME=/json/pointer from a payload field (repeatable; left out when "
        "the field is missing)");
@@ -117,6 +120,7 @@ absl::Status ResolveFormat(const FormatFlags& flags, outbox::MessageFormat& form
     }
   }
   format.key_pointer = flags.key_pointer;
+  if (!flags.ce_source.empty()) format.ce_source = flags.ce_source;
   return absl::OkStatus();
 }
 

@@ -76,6 +76,7 @@ struct FormatFlags {
   std::string format = "json";
   std::vector<std::string> headers;
   std::string key_pointer;
+  std::string ce_source;  // empty: pg::DefaultCloudEventSource
 };
 void AddFormatFlags(CLI::App* cmd, FormatFlags& flags);
 // InvalidArgument (exit 2) with the fix for an unknown format, a bad pointer, or a

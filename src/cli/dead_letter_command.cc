@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/logging.h"
+#include "cli/relay_flags.h"
 #include "cli/secrets.h"
 #include "cli/sink_flags.h"
 #include "ops/dead_letter_replay.h"
@@ -162,9 +163,12 @@ struct DeadLetterCommand {
   }
 
   int Replay(pg::Connection& conn, const outbox::DeadLetterStore& store) {
-    for (absl::Status s : {ResolveFormat(format, replay.format), ResolveSinkFlags(sink_flags)}) {
+    // CloudEvents as the relay made them: its default source, the sink's prefix.
+    replay.format.ce_source = pg::DefaultCloudEventSource(pg.conninfo, table);
+    for (absl::Status s : {ResolveSinkFlags(sink_flags), ResolveFormat(format, replay.format)}) {
       if (!s.ok()) return Fail(s, Phase::kStarting);
     }
+    replay.format.ce_prefix = CloudEventsPrefix(sink_flags);
     // A letter whose delivery fails stays in the table: a finite timeout loses nothing.
     absl::StatusOr<sink::SinkFactory> make_sink =
         MakeSinkFactory(sink_flags, kafka::MessageTimeout::kMayBeFinite);

@@ -57,7 +57,8 @@ struct PollCommand {
   }
 
   int Run() {
-    if (absl::Status s = ResolveRelayFlags(flags, options.conninfo, options.format); !s.ok()) {
+    if (absl::Status s = ResolveRelayFlags(flags, options.conninfo, options.table, options.format);
+        !s.ok()) {
       return Fail(s, Phase::kStarting);
     }
     if (absl::Status s = CheckDedupe(dedupe, flags.sink); !s.ok()) return Fail(s, Phase::kStarting);

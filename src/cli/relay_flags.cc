@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "pg/connection.h"
 
 namespace outboxd::cli {
 
@@ -27,11 +28,19 @@ void AddRelayFlags(CLI::App* cmd, RelayFlags& flags, outbox::ColumnMapping& colu
   AddColumnFlags(cmd, columns);
 }
 
-absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo,
+absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo, std::string_view table,
                                outbox::MessageFormat& format) {
+  format.ce_source = pg::DefaultCloudEventSource(conninfo, table);  // before the password
   OUTBOXD_RETURN_IF_ERROR(ApplyPgSecrets(flags.secrets, conninfo));
   OUTBOXD_RETURN_IF_ERROR(ResolveSinkFlags(flags.sink));
+  format.ce_prefix = CloudEventsPrefix(flags.sink);
   return ResolveFormat(flags.format, format);
+}
+
+std::string CloudEventsPrefix(const SinkFlags& sink) {
+  if (sink.sink == "rabbitmq") return "cloudEvents_";  // the AMQP binding's
+  if (sink.sink == "nats") return "ce-";               // the NATS binding's
+  return "ce_";                                        // the Kafka binding's
 }
 
 void AddDedupeFlag(CLI::App* cmd, std::string& dedupe, std::string_view what) {

@@ -8,7 +8,8 @@
 //   ... the command's own flags ...
 //   AddOutboxFlags(cmd, options.table, options.topic_template);
 //   AddRelayFlags(cmd, flags, options.columns);
-//   OUTBOXD_RETURN_IF_ERROR(ResolveRelayFlags(flags, options.conninfo, options.format));
+//   OUTBOXD_RETURN_IF_ERROR(
+//       ResolveRelayFlags(flags, options.conninfo, options.table, options.format));
 #ifndef OUTBOXD_CLI_RELAY_FLAGS_H_
 #define OUTBOXD_CLI_RELAY_FLAGS_H_
 
@@ -41,8 +42,12 @@ void AddRelayFlags(CLI::App* cmd, RelayFlags& flags, outbox::ColumnMapping& colu
 
 // --pg-password-file into `conninfo`, the sink's own checks (ResolveSinkFlags) and the
 // format into `format`: the first error, InvalidArgument (exit 2) with the fix.
-absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo,
+// CloudEvents (--format cloudevents[-json]): the default source names the conninfo's
+// database and `table`; the binary mode's header prefix is the sink's binding's
+// (CloudEventsPrefix).
+absl::Status ResolveRelayFlags(RelayFlags& flags, std::string& conninfo, std::string_view table,
                                outbox::MessageFormat& format);
+std::string CloudEventsPrefix(const SinkFlags& sink);
 // --dedupe auto|on|off into `dedupe`, with `what` saying which events are looked for at
 // the broker; CheckDedupe refuses "on" without a sink that can be read back (Kafka).
 void AddDedupeFlag(CLI::App* cmd, std::string& dedupe, std::string_view what);

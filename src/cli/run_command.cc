@@ -126,7 +126,8 @@ struct RunCommand {
 
   // Flag values that parsed but cannot work; checked before anything connects.
   absl::Status CheckFlags() {
-    OUTBOXD_RETURN_IF_ERROR(ResolveRelayFlags(flags, options.conninfo, options.format));
+    OUTBOXD_RETURN_IF_ERROR(
+        ResolveRelayFlags(flags, options.conninfo, options.table, options.format));
     OUTBOXD_RETURN_IF_ERROR(outbox::TopicTemplate::Parse(options.topic_template).status());
     options.source = source == "messages" ? relay::Source::kMessages
                      : source == "both"   ? relay::Source::kBoth

@@ -21,6 +21,17 @@ namespace {
 
 constexpr std::string_view kEnvelopeContentType = "application/vnd.outboxd.envelope+json";
 constexpr std::string_view kProtobufContentType = "application/x-protobuf; messageType=outbox.v1.Event";
+// CloudEvents: the payload's media type (the binary mode's content-type, the structured
+// event's datacontenttype), and the structured mode's.
+constexpr std::string_view kJsonContentType = "application/json";
+constexpr std::string_view kCloudEventsJsonContentType = "application/cloudevents+json";
+// The attributes the binary mode sets, in this order (ce_names_): the required ones,
+// then subject (the aggregate), time (created-at), the partitioning extension's
+// partitionkey (the message key) and the distributed tracing extension's two.
+constexpr std::array<std::string_view, 9> kCloudEventAttributes = {
+    "specversion", "id",           "source",      "type",      "subject",
+    "time",        "partitionkey", "traceparent", "tracestate"};
+constexpr std::string_view kDataField = ",\"data\":";
 // The contract's own headers, in any case: neither a --header nor a row's headers
 // column may take their names (nats/sink.cc sets Nats-Msg-Id).
 constexpr std::array<std::string_view, 8> kOwnHeaders = {
@@ -77,8 +88,12 @@ absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name) {
   if (name == "json") return ValueFormat::kJson;
   if (name == "envelope") return ValueFormat::kEnvelope;
   if (name == "protobuf") return ValueFormat::kProtobuf;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--format \"", Sv(name), "\": expected json (the payload), envelope or protobuf"));
+  if (name == "cloudevents") return ValueFormat::kCloudEvents;
+  if (name == "cloudevents-json") return ValueFormat::kCloudEventsJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format \"", Sv(name),
+                   "\": expected json (the payload), envelope, protobuf, cloudevents or "
+                   "cloudevents-json"));
 }
 
 std::string_view ValueFormatName(ValueFormat format) {
@@ -86,6 +101,10 @@ std::string_view ValueFormatName(ValueFormat format) {
     case ValueFormat::kJson: return "json";
     case ValueFormat::kEnvelope: return "envelope";
     case ValueFormat::kProtobuf: return "protobuf";
+    case ValueFormat::kCloudEvents:
+      return "cloudevents";
+    case ValueFormat::kCloudEventsJson:
+      return "cloudevents-json";
   }
   return "?";
 }
@@ -135,7 +154,12 @@ MessageEncoder::MessageEncoder(MessageFormat format)
       decoded_(std::make_unique<::outbox::v1::Event>()) {
   if (format_.format == ValueFormat::kEnvelope) content_type_ = kEnvelopeContentType;
   if (format_.format == ValueFormat::kProtobuf) content_type_ = kProtobufContentType;
-  headers_.reserve(kOwnHeaders.size() + format_.headers.size());
+  if (format_.format == ValueFormat::kCloudEvents) content_type_ = kJsonContentType;
+  if (format_.format == ValueFormat::kCloudEventsJson) content_type_ = kCloudEventsJsonContentType;
+  for (std::string_view attribute : kCloudEventAttributes) {
+    ce_names_.push_back(absl::StrCat(format_.ce_prefix, Sv(attribute)));
+  }
+  headers_.reserve(kOwnHeaders.size() + kCloudEventAttributes.size() + format_.headers.size());
   header_scratch_.resize(format_.headers.size());
   dropped_.reserve(4);
 }
@@ -167,8 +191,61 @@ absl::Status MessageEncoder::Encode(const OutboxEvent& event, std::string_view l
       EncodeProtobuf(event, lsn);
       message_.value = value_;
       break;
+    case ValueFormat::kCloudEvents:
+      EncodeCloudEventHeaders(event);
+      message_.headers = headers_;
+      break;
+    case ValueFormat::kCloudEventsJson:
+      value_.clear();
+      AppendStructuredEvent(event);
+      message_.value = value_;
+      break;
   }
   return absl::OkStatus();
+}
+
+std::string_view MessageEncoder::HeaderOf(std::string_view name) const {
+  for (const sink::Header& h : headers_) {
+    if (absl::EqualsIgnoreCase(Sv(h.name), Sv(name))) return h.value;
+  }
+  return {};
+}
+
+void MessageEncoder::EncodeCloudEventHeaders(const OutboxEvent& event) {
+  // After DropMalformedTraceContext: only a valid trace context is copied.
+  const std::string_view traceparent = HeaderOf(kTraceparent);
+  const std::string_view tracestate = HeaderOf(kTracestate);
+  const std::string_view values[] = {"1.0",        event.id,           format_.ce_source,
+                                     event.type,   event.aggregate_id, created_at_view_,
+                                     message_.key, traceparent,        tracestate};
+  for (size_t i = 0; i < ce_names_.size(); ++i) {
+    if (!values[i].empty()) headers_.push_back({ce_names_[i], values[i]});
+  }
+}
+
+void MessageEncoder::AppendStructuredEvent(const OutboxEvent& event) {
+  const std::string_view values[] = {"1.0",
+                                     event.id,
+                                     format_.ce_source,
+                                     event.type,
+                                     event.aggregate_id,
+                                     created_at_view_,
+                                     message_.key,
+                                     HeaderOf(kTraceparent),
+                                     HeaderOf(kTracestate)};
+  value_.push_back('{');
+  for (size_t i = 0; i < kCloudEventAttributes.size(); ++i) {
+    if (values[i].empty()) continue;
+    if (value_.size() > 1) value_.push_back(',');
+    AppendJsonString(value_, kCloudEventAttributes[i]);
+    value_.push_back(':');
+    AppendJsonString(value_, values[i]);
+  }
+  absl::StrAppend(&value_, R"(,"datacontenttype":)");
+  AppendJsonString(value_, kJsonContentType);
+  value_.append(kDataField);
+  value_.append(event.payload);
+  value_.push_back('}');
 }
 
 void MessageEncoder::EncodeHeaders(const OutboxEvent& event, std::string_view lsn) {
@@ -347,7 +424,18 @@ absl::StatusOr<std::string_view> MessageEncoder::PayloadOf(
     std::string_view value, std::span<const sink::Header> headers) {
   switch (format_.format) {
     case ValueFormat::kJson:
+    case ValueFormat::kCloudEvents:
       return value;
+    case ValueFormat::kCloudEventsJson: {
+      // The first `,"data":` is the field: inside the strings before it a quote is
+      // escaped; and "data" is last, so the payload runs to the closing brace.
+      const size_t at = value.find(kDataField);
+      if (at == std::string_view::npos || value.back() != '}') {
+        return absl::InvalidArgumentError("not a structured CloudEvent of this encoder");
+      }
+      const size_t start = at + kDataField.size();
+      return value.substr(start, value.size() - start - 1);
+    }
     case ValueFormat::kEnvelope: {
       // Rebuilt from the headers, the envelope up to the payload must match exactly.
       decode_scratch_.clear();

@@ -52,7 +52,10 @@ class Event;
 
 namespace outboxd::outbox {
 
-enum class ValueFormat { kJson, kEnvelope, kProtobuf };
+// kCloudEvents: CloudEvents 1.0 in binary content mode (the payload as the value, the
+// attributes as headers under MessageFormat::ce_prefix); kCloudEventsJson: structured
+// mode (application/cloudevents+json, the payload as "data"). docs/tracing.md.
+enum class ValueFormat { kJson, kEnvelope, kProtobuf, kCloudEvents, kCloudEventsJson };
 
 // The header naming the relay that published a message: "<database>/<slot>" (a slot
 // name is unique in its cluster and has no '/'). Every CDC relay message carries it.
@@ -66,7 +69,8 @@ std::string SlotMark(std::string_view database, std::string_view slot);
 std::span<const std::string_view> OwnHeaderNames();
 bool IsOwnHeader(std::string_view name);
 
-// "json" | "envelope" | "protobuf"; InvalidArgument naming the choices otherwise.
+// "json" | "envelope" | "protobuf" | "cloudevents" | "cloudevents-json"; InvalidArgument
+// naming the choices otherwise.
 absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name);
 std::string_view ValueFormatName(ValueFormat format);
 
@@ -86,6 +90,10 @@ struct MessageFormat {
   ValueFormat format = ValueFormat::kJson;
   std::vector<HeaderPointer> headers;
   std::string key_pointer;  // empty: the key is the aggregate_id column
+  // CloudEvents: the `source` attribute (--ce-source), and the binary mode's header
+  // prefix, the sink's binding's: "ce_" (Kafka), "cloudEvents_" (AMQP), "ce-" (NATS).
+  std::string ce_source = "/outboxd";
+  std::string ce_prefix = "ce_";
 };
 
 // A header Encode left out: its canonical name (kTraceparent or kTracestate) and the
@@ -149,6 +157,12 @@ class MessageEncoder {
   std::string_view RawNumber(const std::string& pointer, double value, std::string& scratch);
   // The envelope, field order fixed and the payload last (PayloadOf relies on it); a
   // null lsn when `lsn` is empty.
+  // The CloudEvents attributes: as headers (binary mode), or as the structured event,
+  // "data" last (PayloadOf relies on it).
+  void EncodeCloudEventHeaders(const OutboxEvent& event);
+  void AppendStructuredEvent(const OutboxEvent& event);
+  // The value of an already encoded header (traceparent, tracestate), or empty.
+  std::string_view HeaderOf(std::string_view name) const;
   static void AppendEnvelope(std::string_view id, std::string_view type,
                              std::string_view aggregate_id, std::string_view created_at,
                              std::string_view lsn, std::string_view payload, std::string& out);
@@ -160,6 +174,7 @@ class MessageEncoder {
   EncodedMessage message_;
   std::vector<sink::Header> headers_;  // reserved once: contract + pointer headers
   std::string slot_mark_;              // SetSlotMark
+  std::vector<std::string> ce_names_;  // the binary mode's header names, prefixed
   std::string created_at_;
   std::string_view created_at_view_;
   std::string value_;

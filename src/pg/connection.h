@@ -119,6 +119,11 @@ std::string SqlIdentifier(std::string_view name);
 //   RedactConninfo("postgresql://app:secret@db/app") == "postgresql://app@db/app"
 std::string RedactConninfo(std::string_view conninfo);
 
+// The CloudEvents `source` outboxd gives an event of `table` when --ce-source is not
+// set: "/outboxd/<database>/<table>" with the conninfo's database (or "/outboxd/<table>"
+// when it names none), each percent-encoded (a URI-reference, as the attribute wants).
+std::string DefaultCloudEventSource(std::string_view conninfo, std::string_view table);
+
 // The conninfo (key=value string, URI or bare database name) as a key=value string
 // with `password` set, for a password read from a file (--pg-password-file): it goes
 // to libpq in memory, never through argv or the environment. Replaces any password

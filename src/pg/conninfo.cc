@@ -121,4 +121,22 @@ std::string RedactConninfo(std::string_view conninfo) {
   return absl::StrJoin(pairs, " ");
 }
 
+std::string DefaultCloudEventSource(std::string_view conninfo, std::string_view table) {
+  std::string database;
+  if (!IsUri(conninfo) && conninfo.find('=') == std::string_view::npos) {
+    database = std::string(conninfo);
+  } else {
+    const std::string text(conninfo);
+    char* error = nullptr;
+    std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
+        PQconninfoParse(text.c_str(), &error), &PQconninfoFree);
+    PQfreemem(error);
+    for (const PQconninfoOption* o = options.get(); o != nullptr && o->keyword != nullptr; ++o) {
+      if (std::string_view(o->keyword) == "dbname" && o->val != nullptr) database = o->val;
+    }
+  }
+  if (database.empty()) return absl::StrCat("/outboxd/", PercentEncode(table));
+  return absl::StrCat("/outboxd/", PercentEncode(database), "/", PercentEncode(table));
+}
+
 }  // namespace outboxd::pg
