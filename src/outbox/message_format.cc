@@ -20,11 +20,8 @@ namespace outboxd::outbox {
 namespace {
 
 constexpr std::string_view kEnvelopeContentType = "application/vnd.outboxd.envelope+json";
-constexpr std::string_view kProtobufContentType = "application/x-protobuf; messageType=outbox.v1.Event";
-// The contract's own headers, in any case: neither a --header nor a row's headers
-// column may take their names (nats/sink.cc sets Nats-Msg-Id).
-constexpr std::array<std::string_view, 8> kOwnHeaders = {
-    "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader, "nats-msg-id"};
+constexpr std::string_view kProtobufContentType =
+    "application/x-protobuf; messageType=outbox.v1.Event";
 
 // StrCat takes abseil's own string_view here (Debian's abseil is not C++17-aliased).
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -63,15 +60,6 @@ std::string_view HeaderValue(std::span<const sink::Header> headers, std::string_
 }
 
 }  // namespace
-
-std::span<const std::string_view> OwnHeaderNames() { return kOwnHeaders; }
-
-bool IsOwnHeader(std::string_view name) {
-  for (std::string_view own : kOwnHeaders) {
-    if (absl::EqualsIgnoreCase(Sv(name), Sv(own))) return true;
-  }
-  return false;
-}
 
 absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name) {
   if (name == "json") return ValueFormat::kJson;
@@ -135,7 +123,7 @@ MessageEncoder::MessageEncoder(MessageFormat format)
       decoded_(std::make_unique<::outbox::v1::Event>()) {
   if (format_.format == ValueFormat::kEnvelope) content_type_ = kEnvelopeContentType;
   if (format_.format == ValueFormat::kProtobuf) content_type_ = kProtobufContentType;
-  headers_.reserve(kOwnHeaders.size() + format_.headers.size());
+  headers_.reserve(OwnHeaderNames().size() + format_.headers.size());
   header_scratch_.resize(format_.headers.size());
   dropped_.reserve(4);
 }
