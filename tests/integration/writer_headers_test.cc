@@ -38,6 +38,18 @@ CollectedMessage MessageOf(RelayHarness& h, size_t count, const std::string& agg
   return {};
 }
 
+// "traced" (event `id`) arrived with Traced's headers, "plain" without; kcat agrees.
+void ExpectTracedAndPlain(RelayHarness& h, const std::string& id) {
+  const CollectedMessage m = MessageOf(h, 2, "traced");
+  EXPECT_EQ(m.Header("id"), id);
+  EXPECT_EQ(m.Header("traceparent"), kTraceparent);
+  EXPECT_EQ(m.Header("tenant"), "acme \"eu\"");
+  EXPECT_EQ(MessageOf(h, 2, "plain").Header("traceparent"), std::nullopt);
+  EXPECT_THAT(KcatHeaders(h, "pedido.confirmado"),
+              Contains(HasSubstr(absl::StrCat("traceparent=", kTraceparent))));
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 TEST(WriterHeaders, EnqueueWritesTheHeadersColumnAndTheHeadersReachTheBroker) {
   RelayHarness h(kTopics);
   ASSERT_EQ(h.RunOutboxd({"setup", "--pg", h.db().conninfo(), "--slot", h.slot(),
@@ -64,14 +76,7 @@ TEST(WriterHeaders, EnqueueWritesTheHeadersColumnAndTheHeadersReachTheBroker) {
           .ok());
   ASSERT_TRUE(conn.Exec("COMMIT").ok());
 
-  const CollectedMessage m = MessageOf(h, 2, "traced");
-  EXPECT_EQ(m.Header("id"), *id);
-  EXPECT_EQ(m.Header("traceparent"), kTraceparent);
-  EXPECT_EQ(m.Header("tenant"), "acme \"eu\"");
-  EXPECT_EQ(MessageOf(h, 2, "plain").Header("traceparent"), std::nullopt);
-  EXPECT_THAT(KcatHeaders(h, "pedido.confirmado"),
-              Contains(HasSubstr(absl::StrCat("traceparent=", kTraceparent))));
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ExpectTracedAndPlain(h, *id);
 }
 
 TEST(WriterHeaders, EmitEventCarriesHeadersThroughTheWalOnlySource) {
@@ -92,14 +97,7 @@ TEST(WriterHeaders, EmitEventCarriesHeadersThroughTheWalOnlySource) {
     EXPECT_THAT(std::string(refused.status().message()), HasSubstr("outboxd_emit: ")) << bad;
   }
 
-  const CollectedMessage m = MessageOf(h, 2, "traced");
-  EXPECT_EQ(m.Header("id"), *id);
-  EXPECT_EQ(m.Header("traceparent"), kTraceparent);
-  EXPECT_EQ(m.Header("tenant"), "acme \"eu\"");
-  EXPECT_EQ(MessageOf(h, 2, "plain").Header("traceparent"), std::nullopt);
-  EXPECT_THAT(KcatHeaders(h, "pedido.confirmado"),
-              Contains(HasSubstr(absl::StrCat("traceparent=", kTraceparent))));
-  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  ExpectTracedAndPlain(h, *id);
 }
 
 // An install from before the overload: only the three-argument function, granted to
