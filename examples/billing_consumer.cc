@@ -24,6 +24,7 @@
 #include "examples/billing.h"
 #include "examples/password_file.h"
 #include "inbox/consumer.h"
+#include "outbox/trace_context.h"
 
 namespace {
 
@@ -113,10 +114,23 @@ absl::Status ChooseSink(Flags& flags) {
   return absl::OkStatus();
 }
 
+// The trace id of the event's W3C traceparent header, or "" when it has none (the
+// relay publishes only a valid one: docs/tracing.md). What a service would hand its
+// tracer to continue the writer's trace; here it is logged beside the event.
+std::string_view TraceId(const outboxd::inbox::Message& m) {
+  for (const auto& [name, value] : m.headers) {
+    if (name == outboxd::outbox::kTraceparent && !outboxd::outbox::TraceparentDefect(value)) {
+      return std::string_view(value).substr(3, 32);
+    }
+  }
+  return {};
+}
+
 void Print(const Delivery& d, int64_t invoice) {
   const outboxd::inbox::Message& m = d.message;
-  std::cout << outboxd::inbox::ResultName(d.result) << " " << m.key << " message " << m.id
-            << " -> ";
+  std::cout << outboxd::inbox::ResultName(d.result) << " " << m.key << " message " << m.id;
+  if (const std::string_view trace = TraceId(m); !trace.empty()) std::cout << " trace " << trace;
+  std::cout << " -> ";
   if (d.result == Delivery::Result::kProcessed) std::cout << "fatura " << invoice;
   if (d.result == Delivery::Result::kDuplicate) std::cout << "skipped, no second invoice";
   if (d.result == Delivery::Result::kFailed) {

@@ -256,6 +256,27 @@ absl::StatusOr<TableName> ResolveSchema(pg::Connection& conn, TableName outbox) 
   return outbox.Sibling(outbox.name);
 }
 
+// The overload with headers is new in an upgrade: the roles that may call the
+// three-argument outboxd_emit may call it too (the same power, headers checked), so
+// "; GRANT EXECUTE ..." to each of them when it does not exist yet, else nothing.
+absl::StatusOr<std::string> HeadersOverloadGrants(pg::Connection& conn, const TableName& function) {
+  OUTBOXD_ASSIGN_OR_RETURN(
+      pg::Result r,
+      conn.ExecParams(
+          "SELECT a.grantee::pg_catalog.regrole::text FROM pg_catalog.pg_proc p, "
+          "pg_catalog.aclexplode(p.proacl) a WHERE p.oid = pg_catalog.to_regprocedure($1 || $2) "
+          "AND pg_catalog.to_regprocedure($1 || $3) IS NULL AND a.privilege_type = 'EXECUTE' "
+          "AND a.grantee <> 0 AND a.grantee <> p.proowner",
+          {function.quoted, std::string(outbox::kEmitArgs),
+           std::string(outbox::kEmitArgsWithHeaders)}));
+  std::string grants;
+  for (int i = 0; i < r.rows(); ++i) {
+    absl::StrAppend(&grants, "; GRANT EXECUTE ON FUNCTION ", function.quoted,
+                    outbox::kEmitArgsWithHeaders, " TO ", std::string(r.Get(i, 0)));
+  }
+  return grants;
+}
+
 // The WAL-only outbox's writer function (outbox/emitted_event.h) and its signing key
 // (outbox/emit_key.h), beside the outbox table. The function is replaced on every run,
 // so an upgrade brings its new definition, and EXECUTE is taken from PUBLIC each time
@@ -275,9 +296,11 @@ absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& option
                       {function.quoted, keys.table().quoted}));
   OUTBOXD_ASSIGN_OR_RETURN(const bool first_key, keys.Ensure(conn, found.Get(0, 0) == "f"));
   if (first_key) upgraded = resolved;
+  OUTBOXD_ASSIGN_OR_RETURN(const std::string grants, HeadersOverloadGrants(conn, function));
   absl::StatusOr<pg::Result> created = conn.Exec(
       absl::StrCat(outbox::EmitFunctionSql(function, keys.table()), "; REVOKE ALL ON FUNCTION ",
-                   function.quoted, "(text, text, jsonb) FROM PUBLIC"));
+                   function.quoted, outbox::kEmitArgs, " FROM PUBLIC; REVOKE ALL ON FUNCTION ",
+                   function.quoted, outbox::kEmitArgsWithHeaders, " FROM PUBLIC", grants));
   if (!created.ok()) {
     return Annotate(created.status(), absl::StrCat("cannot create function ", function.Display(), ": "));
   }
@@ -293,9 +316,10 @@ absl::Status EnsureEmitFunction(pg::Connection& conn, const SetupOptions& option
     report.notes.push_back(
         absl::StrCat(function.Display(),
                      " now signs its events and only roles granted EXECUTE may call it: "
-                     "GRANT EXECUTE ON FUNCTION ", function.Display(),
-                     "(text, text, jsonb) TO the application's role, and SELECT ON ",
-                     keys.table().Display(), " to the relay's role"));
+                     "GRANT EXECUTE ON FUNCTION ",
+                     function.Display(), outbox::kEmitArgs, " (and ", outbox::kEmitArgsWithHeaders,
+                     ") TO the application's role, and SELECT ON ", keys.table().Display(),
+                     " to the relay's role"));
   }
   return absl::OkStatus();
 }

@@ -114,15 +114,24 @@ EmittedRead Refuse(Rejection reason, std::string why) {
   return read;
 }
 
+enum class Layout { kUnsigned, kSigned, kSignedWithHeaders };
+
 // The fields after the version (and the mac), each checked.
-EmittedRead ReadFields(std::string_view rest, bool signed_content) {
+EmittedRead ReadFields(std::string_view rest, Layout layout) {
   EmittedRead read;
   OutboxEvent& e = read.event;
+  const bool signed_content = layout != Layout::kUnsigned;
   for (std::string_view* field : {&e.id, &e.aggregate_id, &e.type, &e.created_at}) {
     if (!NextField(rest, *field)) {
       return Refuse(Rejection::kInvalidField,
                     "is truncated: id, aggregate_id, type, created_at and payload expected");
     }
+  }
+  // Version 3 only: the headers object's jsonb text, never empty (outboxd_emit writes
+  // version 2 without headers). The relay checks it as it checks a headers column.
+  if (layout == Layout::kSignedWithHeaders &&
+      (!NextField(rest, e.headers) || e.headers.empty() || !IsUtf8(e.headers))) {
+    return Refuse(Rejection::kInvalidField, "has no headers field, or one that is not UTF-8");
   }
   e.payload = rest;
   if (!IsUuid(e.id)) return Refuse(Rejection::kInvalidField, "has an id that is not a UUID");
@@ -175,8 +184,8 @@ EmittedRead ReadEmittedEvent(std::string_view content, const EmitKey& key, pg::L
                      " bytes outboxd_emit writes (left out by the bulk catch-up's query)"));
   }
   std::string_view version;
-  if (!NextField(content, version) ||
-      (version != kEmitVersion && version != kEmitVersionUnsigned)) {
+  if (!NextField(content, version) || (version != kEmitVersion && version != kEmitVersionHeaders &&
+                                       version != kEmitVersionUnsigned)) {
     return Refuse(Rejection::kUnsigned, "was not written by outboxd_emit (no outboxd-v2 version)");
   }
   if (version == kEmitVersionUnsigned) {
@@ -184,7 +193,7 @@ EmittedRead ReadEmittedEvent(std::string_view content, const EmitKey& key, pg::L
       return Refuse(Rejection::kUnsigned,
                     "is unsigned (outboxd-v1), written after outboxd setup made outboxd_emit sign");
     }
-    return ReadFields(content, /*signed_content=*/false);
+    return ReadFields(content, Layout::kUnsigned);
   }
   std::string_view mac;
   if (!NextField(content, mac) || mac.size() != kMacHex || key.inner_pad.size() != kBlock ||
@@ -192,7 +201,8 @@ EmittedRead ReadEmittedEvent(std::string_view content, const EmitKey& key, pg::L
     return Refuse(Rejection::kBadSignature,
                   "has no valid signature: not written by outboxd_emit with this database's key");
   }
-  return ReadFields(content, /*signed_content=*/true);
+  return ReadFields(content,
+                    version == kEmitVersionHeaders ? Layout::kSignedWithHeaders : Layout::kSigned);
 }
 
 std::string SignedContent(const OutboxEvent& event, const EmitKey& key) {
@@ -201,10 +211,15 @@ std::string SignedContent(const OutboxEvent& event, const EmitKey& key) {
     rest.append(field);
     rest.push_back(kSeparator);
   }
+  if (!event.headers.empty()) {
+    rest.append(event.headers);
+    rest.push_back(kSeparator);
+  }
   rest.append(event.payload);
-  std::string out(kEmitVersion);
+  const std::string_view version = event.headers.empty() ? kEmitVersion : kEmitVersionHeaders;
+  std::string out(version);
   out.push_back(kSeparator);
-  out.append(Mac(key, kEmitVersion, rest));
+  out.append(Mac(key, version, rest));
   out.push_back(kSeparator);
   out.append(rest);
   return out;
@@ -230,22 +245,43 @@ EmitKey KeyFromSecret(std::string_view secret) {
   return key;
 }
 
-std::string EmitFunctionSql(const pg::TableName& function, const pg::TableName& key_table) {
-  // SECURITY DEFINER: the function reads the key as its owner, which the caller may
-  // not. Its search_path is fixed with pg_catalog first, so no caller's schema can
-  // put an operator or function of its own in the signing path (PostgreSQL's
-  // "Writing SECURITY DEFINER Functions Safely"); that costs each call a configuration
-  // save and restore. created_at is rendered as the walsender renders a timestamptz
-  // column in UTC, so the relay handles it as it handles a row's.
+namespace {
+
+// One overload of outboxd_emit: without headers (three arguments, version 2, as
+// before version 3 existed) or with them (a fourth, version 3 when it is not NULL).
+// Generated from one text so the two cannot drift apart.
+enum class Overload { kWithoutHeaders, kWithHeaders };
+
+std::string EmitOverloadSql(const pg::TableName& function, const pg::TableName& key_table,
+                            Overload overload) {
+  const bool with_headers = overload == Overload::kWithHeaders;
+  const std::string headers_check = with_headers
+                                        ? absl::StrCat(R"sql(
+  IF $4 IS NOT NULL AND (pg_catalog.jsonb_typeof($4) <> 'object' OR
+      pg_catalog.jsonb_path_exists($4, '$.* ? (@.type() != "string")')) THEN
+    RAISE EXCEPTION 'outboxd_emit: headers must be NULL or a JSON object of string values'
+      USING ERRCODE = '22023';
+  END IF;
+  IF $4 IS NOT NULL AND pg_catalog.jsonb_path_exists($4, '$.keyvalue() ? (@.key like_regex ")sql",
+                                                       OwnHeaderRegex(), R"sql(" flag "i")') THEN
+    RAISE EXCEPTION 'outboxd_emit: a header key is one of outboxd''s own headers (id, type, ...); rename it'
+      USING ERRCODE = '22023';
+  END IF;)sql")
+                                        : "";
   return absl::StrCat("CREATE OR REPLACE FUNCTION ", function.quoted,
-                      R"sql((aggregate_id text, type text, payload jsonb)
+                      with_headers ? "(aggregate_id text, type text, payload jsonb, headers jsonb)"
+                                   : "(aggregate_id text, type text, payload jsonb)",
+                      R"sql(
 RETURNS uuid LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $outboxd$
 DECLARE
   event_id uuid := pg_catalog.gen_random_uuid();
   sep CONSTANT bytea := '\x00'::bytea;
-  version CONSTANT bytea := pg_catalog.convert_to(')sql",
-                      kEmitVersion, R"sql(', 'UTF8');
+  version CONSTANT bytea := pg_catalog.convert_to()sql",
+                      with_headers ? absl::StrCat("CASE WHEN $4 IS NULL THEN '", kEmitVersion,
+                                                  "' ELSE '", kEmitVersionHeaders, "' END")
+                                   : absl::StrCat("'", kEmitVersion, "'"),
+                      R"sql(, 'UTF8');
   pads record;
   rest bytea;
 BEGIN
@@ -262,7 +298,8 @@ BEGIN
   END IF;
   IF pg_catalog.jsonb_typeof($3) IS NULL OR pg_catalog.jsonb_typeof($3) NOT IN ('object', 'array') THEN
     RAISE EXCEPTION 'outboxd_emit: payload must be a JSON object or array' USING ERRCODE = '22023';
-  END IF;
+  END IF;)sql",
+                      headers_check, R"sql(
   SELECT k.inner_pad, k.outer_pad INTO pads FROM )sql",
                       key_table.quoted, R"sql( k WHERE k.id = 1;
   IF NOT FOUND THEN
@@ -273,7 +310,11 @@ BEGIN
     pg_catalog.convert_to($1, 'UTF8') || sep ||
     pg_catalog.convert_to($2, 'UTF8') || sep ||
     pg_catalog.convert_to(pg_catalog.to_char(pg_catalog.now() AT TIME ZONE 'UTC',
-                                             'YYYY-MM-DD HH24:MI:SS.US') || '+00', 'UTF8') || sep ||
+                                             'YYYY-MM-DD HH24:MI:SS.US') || '+00', 'UTF8') || sep ||)sql",
+                      with_headers ? R"sql(
+    CASE WHEN $4 IS NULL THEN ''::bytea ELSE pg_catalog.convert_to($4::text, 'UTF8') || sep END ||)sql"
+                                   : "",
+                      R"sql(
     pg_catalog.convert_to($3::text, 'UTF8');
   IF pg_catalog.octet_length(rest) + )sql",
                       sizeof(kEmitVersion) + kMacHex + 1, R"sql( > )sql", kMaxEmittedContent,
@@ -290,6 +331,22 @@ BEGIN
   RETURN event_id;
 END
 $outboxd$)sql");
+}
+
+}  // namespace
+
+std::string EmitFunctionSql(const pg::TableName& function, const pg::TableName& key_table) {
+  // SECURITY DEFINER: the function reads the key as its owner, which the caller may
+  // not. Its search_path is fixed with pg_catalog first, so no caller's schema can
+  // put an operator or function of its own in the signing path (PostgreSQL's
+  // "Writing SECURITY DEFINER Functions Safely"); that costs each call a configuration
+  // save and restore. created_at is rendered as the walsender renders a timestamptz
+  // column in UTC, so the relay handles it as it handles a row's. Two overloads, not
+  // one with a defaulted fourth argument: CREATE OR REPLACE cannot change an existing
+  // function's arguments, and the three-argument one keeps its grants and its version
+  // 2 content, which a relay from before version 3 reads.
+  return absl::StrCat(EmitOverloadSql(function, key_table, Overload::kWithoutHeaders), ";\n",
+                      EmitOverloadSql(function, key_table, Overload::kWithHeaders));
 }
 
 }  // namespace outboxd::outbox

@@ -21,6 +21,11 @@
 //                 is how a row's created-at column reaches the relay
 //   payload       the JSON text, running to the end of the content
 //
+// Version 3, "outboxd-v3", is version 2 with the event's headers (outbox::NewEvent's,
+// or outboxd_emit's fourth argument) as a jsonb object's text between created_at and
+// payload; outboxd_emit writes it only for an event with headers, so a relay from
+// before version 3 still reads every event written without them.
+//
 // The whole content is at most kMaxEmittedContent bytes, and every text is UTF-8.
 // Version 1 was the same without the mac; the relay takes it only from before the
 // upgrade that brought version 2 (EmitKey::unsigned_before). A PostgreSQL text value
@@ -48,10 +53,15 @@ namespace outboxd::outbox {
 inline constexpr char kEmitPrefix[] = "outboxd";
 // The first field of the content: a later format gets a new one.
 inline constexpr char kEmitVersion[] = "outboxd-v2";
+// Version 2 with the headers field: an event written with headers.
+inline constexpr char kEmitVersionHeaders[] = "outboxd-v3";
 // The unsigned format of outboxd 1.x, read only from before the upgrade.
 inline constexpr char kEmitVersionUnsigned[] = "outboxd-v1";
 // The SQL function `outboxd setup` installs beside the outbox table.
 inline constexpr char kEmitFunction[] = "outboxd_emit";
+// Its two overloads' argument types, as GRANT and REVOKE name them.
+inline constexpr char kEmitArgs[] = "(text, text, jsonb)";
+inline constexpr char kEmitArgsWithHeaders[] = "(text, text, jsonb, jsonb)";
 // The table beside it that holds the signing key (one row; no rights for PUBLIC).
 inline constexpr char kEmitKeyTable[] = "outboxd_emit_key";
 // The largest content the relay reads, and outboxd_emit writes: librdkafka's default
@@ -109,8 +119,8 @@ struct EmittedRead {
 //   if (!read.ok()) count(read.rejected), log(read.why); else publish(read.event);
 EmittedRead ReadEmittedEvent(std::string_view content, const EmitKey& key, pg::Lsn lsn);
 
-// The version-2 content of an event signed with `key` (tests, fuzzing, and anything
-// that emits without the SQL function but holds the key).
+// The version-2 content of an event signed with `key`, version 3 when it has headers
+// (tests, fuzzing, and anything that emits without the SQL function but holds the key).
 std::string SignedContent(const OutboxEvent& event, const EmitKey& key);
 // The version-1 (unsigned) content of an event, as outboxd 1.x wrote it (tests).
 std::string EmittedContent(const OutboxEvent& event);
@@ -118,11 +128,12 @@ std::string EmittedContent(const OutboxEvent& event);
 EmitKey KeyFromSecret(std::string_view secret);
 
 // CREATE OR REPLACE FUNCTION <schema of the outbox table>.outboxd_emit(aggregate_id
-// text, type text, payload jsonb) RETURNS uuid, SECURITY DEFINER with a fixed
-// search_path: checks the fields like outbox::Enqueue, signs the content with the key
-// in `key_table` (which only the function's owner can read), emits the message inside
-// the caller's transaction and returns the new event's id. `function` and `key_table`
-// are the outbox table's Sibling(kEmitFunction) and Sibling(kEmitKeyTable).
+// text, type text, payload jsonb) and its overload with `headers jsonb` (NULL or an
+// object of string values, none of OwnHeaderNames), each RETURNS uuid, SECURITY DEFINER with a
+// fixed search_path: checks the fields like outbox::Enqueue, signs the content with the key in
+// `key_table` (which only the function's owner can read), emits the message inside the caller's
+// transaction and returns the new event's id. `function` and `key_table` are the outbox table's
+// Sibling(kEmitFunction) and Sibling(kEmitKeyTable).
 std::string EmitFunctionSql(const pg::TableName& function, const pg::TableName& key_table);
 
 }  // namespace outboxd::outbox

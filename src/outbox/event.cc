@@ -1,10 +1,18 @@
 // Row -> OutboxEvent with the configured column names.
 #include "outbox/event.h"
 
+#include <array>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace outboxd::outbox {
 namespace {
+
+// The contract's own headers, in any case: neither a --header nor a row's headers
+// column may take their names (nats/sink.cc sets Nats-Msg-Id).
+constexpr std::array<std::string_view, 8> kOwnHeaders = {
+    "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader, "nats-msg-id"};
 
 int FindColumn(const pgoutput::Relation& relation, const std::string& name) {
   for (size_t i = 0; i < relation.columns.size(); ++i) {
@@ -14,6 +22,26 @@ int FindColumn(const pgoutput::Relation& relation, const std::string& name) {
 }
 
 }  // namespace
+
+std::span<const std::string_view> OwnHeaderNames() { return kOwnHeaders; }
+
+std::string OwnHeaderRegex() {
+  std::string names;
+  for (std::string_view own : kOwnHeaders) {
+    absl::StrAppend(&names, names.empty() ? "" : "|", absl::string_view(own.data(), own.size()));
+  }
+  return absl::StrCat("^(", names, ")$");
+}
+
+bool IsOwnHeader(std::string_view name) {
+  for (std::string_view own : kOwnHeaders) {
+    if (absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
+                               absl::string_view(own.data(), own.size()))) {
+      return true;
+    }
+  }
+  return false;
+}
 
 absl::Status EventMapper::SetRelation(const pgoutput::Relation& relation) {
   ready_ = false;

@@ -9,6 +9,7 @@
 #ifndef OUTBOXD_OUTBOX_EVENT_H_
 #define OUTBOXD_OUTBOX_EVENT_H_
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,19 @@
 #include "pgoutput/messages.h"
 
 namespace outboxd::outbox {
+
+// The header naming the relay that published a message: "<database>/<slot>" (a slot
+// name is unique in its cluster and has no '/'). Every CDC relay message carries it.
+inline constexpr char kSlotHeader[] = "outboxd_slot";
+
+// The headers outboxd sets itself, which a row's headers column may not override
+// (compared case-insensitively): the contract's, the slot mark, and the sinks' id
+// headers (Nats-Msg-Id). Lower case.
+std::span<const std::string_view> OwnHeaderNames();
+bool IsOwnHeader(std::string_view name);
+// The jsonpath like_regex matching them, "^(id|type|...)$" (names of [a-z_-] only,
+// nothing to escape), for the SQL checks of the headers column and outboxd_emit.
+std::string OwnHeaderRegex();
 
 struct ColumnMapping {
   std::string id = "id";

@@ -20,7 +20,8 @@ namespace outboxd::outbox {
 namespace {
 
 constexpr std::string_view kEnvelopeContentType = "application/vnd.outboxd.envelope+json";
-constexpr std::string_view kProtobufContentType = "application/x-protobuf; messageType=outbox.v1.Event";
+constexpr std::string_view kProtobufContentType =
+    "application/x-protobuf; messageType=outbox.v1.Event";
 // CloudEvents: the payload's media type (the binary mode's content-type, the structured
 // event's datacontenttype), and the structured mode's.
 constexpr std::string_view kJsonContentType = "application/json";
@@ -32,10 +33,6 @@ constexpr std::array<std::string_view, 9> kCloudEventAttributes = {
     "specversion", "id",           "source",      "type",      "subject",
     "time",        "partitionkey", "traceparent", "tracestate"};
 constexpr std::string_view kDataField = ",\"data\":";
-// The contract's own headers, in any case: neither a --header nor a row's headers
-// column may take their names (nats/sink.cc sets Nats-Msg-Id).
-constexpr std::array<std::string_view, 8> kOwnHeaders = {
-    "id", "type", "aggregate_id", "created_at", "lsn", "content-type", kSlotHeader, "nats-msg-id"};
 
 // StrCat takes abseil's own string_view here (Debian's abseil is not C++17-aliased).
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -74,15 +71,6 @@ std::string_view HeaderValue(std::span<const sink::Header> headers, std::string_
 }
 
 }  // namespace
-
-std::span<const std::string_view> OwnHeaderNames() { return kOwnHeaders; }
-
-bool IsOwnHeader(std::string_view name) {
-  for (std::string_view own : kOwnHeaders) {
-    if (absl::EqualsIgnoreCase(Sv(name), Sv(own))) return true;
-  }
-  return false;
-}
 
 absl::StatusOr<ValueFormat> ParseValueFormat(std::string_view name) {
   if (name == "json") return ValueFormat::kJson;
@@ -159,7 +147,7 @@ MessageEncoder::MessageEncoder(MessageFormat format)
   for (std::string_view attribute : kCloudEventAttributes) {
     ce_names_.push_back(absl::StrCat(format_.ce_prefix, Sv(attribute)));
   }
-  headers_.reserve(kOwnHeaders.size() + kCloudEventAttributes.size() + format_.headers.size());
+  headers_.reserve(OwnHeaderNames().size() + kCloudEventAttributes.size() + format_.headers.size());
   header_scratch_.resize(format_.headers.size());
   dropped_.reserve(4);
 }
@@ -212,6 +200,13 @@ std::string_view MessageEncoder::HeaderOf(std::string_view name) const {
 }
 
 void MessageEncoder::EncodeCloudEventHeaders(const OutboxEvent& event) {
+  // The attributes are outboxd's: a row's or --header's header under the binding's
+  // prefix would stand beside them (a second ce_id, a forged ce_source), so it goes.
+  std::erase_if(headers_, [&](const sink::Header& h) {
+    if (!absl::StartsWithIgnoreCase(Sv(h.name), Sv(format_.ce_prefix))) return false;
+    dropped_.push_back({h.name, "cloudevents_attribute"});
+    return true;
+  });
   // After DropMalformedTraceContext: only a valid trace context is copied.
   const std::string_view traceparent = HeaderOf(kTraceparent);
   const std::string_view tracestate = HeaderOf(kTracestate);

@@ -57,17 +57,8 @@ namespace outboxd::outbox {
 // mode (application/cloudevents+json, the payload as "data"). docs/tracing.md.
 enum class ValueFormat { kJson, kEnvelope, kProtobuf, kCloudEvents, kCloudEventsJson };
 
-// The header naming the relay that published a message: "<database>/<slot>" (a slot
-// name is unique in its cluster and has no '/'). Every CDC relay message carries it.
-inline constexpr char kSlotHeader[] = "outboxd_slot";
-// Its value for a relay of `slot` on `database`.
+// The value of kSlotHeader (outbox/event.h) for a relay of `slot` on `database`.
 std::string SlotMark(std::string_view database, std::string_view slot);
-
-// The headers outboxd sets itself, which a row's headers column may not override
-// (compared case-insensitively): the contract's, the slot mark, and the sinks' id
-// headers (Nats-Msg-Id). Lower case.
-std::span<const std::string_view> OwnHeaderNames();
-bool IsOwnHeader(std::string_view name);
 
 // "json" | "envelope" | "protobuf" | "cloudevents" | "cloudevents-json"; InvalidArgument
 // naming the choices otherwise.

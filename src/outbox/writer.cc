@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/annotate.h"
+#include "base/json_string.h"
 #include "base/status_macros.h"
 #include "outbox/emitted_event.h"
 #include "outbox/payload_check.h"
@@ -38,6 +39,8 @@ absl::Status CheckInTransaction(pg::Connection& conn, const char* api) {
   }
 }
 
+absl::Status CheckHeaders(const NewEvent& event, const char* api);
+
 absl::Status CheckEvent(const NewEvent& event, const char* api) {
   if (event.aggregate_id.empty() || event.type.empty()) {
     return absl::InvalidArgumentError(
@@ -52,19 +55,67 @@ absl::Status CheckEvent(const NewEvent& event, const char* api) {
   if (!payload.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(api, ": ", payload.message()));
   }
+  return CheckHeaders(event, api);
+}
+
+// What the headers column's checks and outboxd_emit would refuse, refused before the
+// statement (which would abort the caller's transaction).
+absl::Status CheckHeaders(const NewEvent& event, const char* api) {
+  for (size_t i = 0; i < event.headers.size(); ++i) {
+    const std::string& name = event.headers[i].first;
+    absl::string_view why;
+    if (name.empty()) {
+      why = "has an empty name";
+    } else if (IsOwnHeader(name)) {
+      why = "is one of outboxd's own headers (in any case); rename it";
+    } else {
+      for (size_t j = 0; j < i; ++j) {
+        if (event.headers[j].first == name) why = "is given twice";
+      }
+    }
+    if (!why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(api, ": header \"", name, "\" ", why));
+    }
+  }
   return absl::OkStatus();
 }
 
+// The headers as a JSON object's text, or nullopt (SQL NULL) when there are none.
+std::optional<std::string> HeadersJson(const NewEvent& event) {
+  if (event.headers.empty()) return std::nullopt;
+  std::string json = "{";
+  for (const auto& [name, value] : event.headers) {
+    if (json.size() > 1) json.push_back(',');
+    AppendJsonString(json, name);
+    json.push_back(':');
+    AppendJsonString(json, value);
+  }
+  json.push_back('}');
+  return json;
+}
+
 // Built on the client, so a bad name fails before the caller's transaction is touched.
-absl::StatusOr<std::string> InsertSql(pg::Connection& conn, const WriterOptions& options) {
+absl::StatusOr<std::string> InsertSql(pg::Connection& conn, const WriterOptions& options,
+                                      const NewEvent& event) {
   const ColumnMapping& c = options.columns;
+  std::string headers;  // ", <column>" when the event has headers
+  if (!event.headers.empty()) {
+    if (c.headers.empty()) {
+      return absl::InvalidArgumentError(
+          "outbox::Enqueue: the event has headers but WriterOptions::columns.headers names no "
+          "column; set it to the relay's --headers-column");
+    }
+    OUTBOXD_ASSIGN_OR_RETURN(std::string column, conn.QuoteIdentifier(c.headers));
+    headers = absl::StrCat(", ", column);
+  }
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
   OUTBOXD_ASSIGN_OR_RETURN(std::string aggregate_id, conn.QuoteIdentifier(c.aggregate_id));
   OUTBOXD_ASSIGN_OR_RETURN(std::string type, conn.QuoteIdentifier(c.type));
   OUTBOXD_ASSIGN_OR_RETURN(std::string payload, conn.QuoteIdentifier(c.payload));
   OUTBOXD_ASSIGN_OR_RETURN(std::string id, conn.QuoteIdentifier(c.id));
   return absl::StrCat("INSERT INTO ", table.quoted, " (", aggregate_id, ", ", type, ", ", payload,
-                      ") VALUES ($1, $2, $3) RETURNING ", id, "::text");
+                      headers, ") VALUES ($1, $2, $3", headers.empty() ? "" : ", $4::jsonb",
+                      ") RETURNING ", id, "::text");
 }
 
 // Keeps the code and the SQLSTATE payload; says how to fix a missing table/column.
@@ -76,12 +127,14 @@ absl::Status InsertError(const absl::Status& status, const WriterOptions& option
 }
 
 // How to fix what keeps a role from calling outboxd_emit.
-std::string EmitHint(const absl::Status& status, const pg::TableName& function) {
+std::string EmitHint(const absl::Status& status, const pg::TableName& function,
+                     std::string_view args) {
   if (status.code() == absl::StatusCode::kNotFound)
     return " (run `outboxd setup`, which installs it)";
   if (status.code() != absl::StatusCode::kPermissionDenied) return "";
   return absl::StrCat(" (the outbox's owner grants it: GRANT EXECUTE ON FUNCTION ",
-                      function.Display(), "(text, text, jsonb) TO this role)");
+                      function.Display(), absl::string_view(args.data(), args.size()),
+                      " TO this role)");
 }
 
 }  // namespace
@@ -90,9 +143,9 @@ absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
                                     const WriterOptions& options) {
   if (absl::Status s = CheckInTransaction(conn, "outbox::Enqueue"); !s.ok()) return s;
   if (absl::Status s = CheckEvent(event, "outbox::Enqueue"); !s.ok()) return s;
-  const std::vector<std::optional<std::string>> params = {event.aggregate_id, event.type,
-                                                          event.payload};
-  absl::StatusOr<std::string> sql = InsertSql(conn, options);
+  std::vector<std::optional<std::string>> params = {event.aggregate_id, event.type, event.payload};
+  if (!event.headers.empty()) params.push_back(HeadersJson(event));
+  absl::StatusOr<std::string> sql = InsertSql(conn, options, event);
   if (!sql.ok()) return sql.status();
   absl::StatusOr<pg::Result> inserted = conn.ExecParams(*sql, params);
   if (!inserted.ok()) return InsertError(inserted.status(), options);
@@ -109,13 +162,20 @@ absl::StatusOr<std::string> EmitEvent(pg::Connection& conn, const NewEvent& even
   if (absl::Status s = CheckEvent(event, "outbox::EmitEvent"); !s.ok()) return s;
   OUTBOXD_ASSIGN_OR_RETURN(const pg::TableName table, pg::TableName::Parse(options.table));
   const pg::TableName function = table.Sibling(std::string(kEmitFunction));
+  // Without headers the three-argument overload, as before version 3 (a role granted
+  // only that one keeps working).
   absl::StatusOr<pg::Result> emitted =
-      conn.ExecParams(absl::StrCat("SELECT ", function.quoted, "($1, $2, $3::jsonb)::text"),
-                      {event.aggregate_id, event.type, event.payload});
+      event.headers.empty()
+          ? conn.ExecParams(absl::StrCat("SELECT ", function.quoted, "($1, $2, $3::jsonb)::text"),
+                            {event.aggregate_id, event.type, event.payload})
+          : conn.ExecParams(
+                absl::StrCat("SELECT ", function.quoted, "($1, $2, $3::jsonb, $4::jsonb)::text"),
+                {event.aggregate_id, event.type, event.payload, HeadersJson(event)});
   if (!emitted.ok()) {
     return Annotate(emitted.status(),
                     absl::StrCat("cannot emit the event through ", function.Display(), ": "),
-                    EmitHint(emitted.status(), function));
+                    EmitHint(emitted.status(), function,
+                             event.headers.empty() ? kEmitArgs : kEmitArgsWithHeaders));
   }
   if (emitted->rows() != 1) {
     return absl::InternalError(

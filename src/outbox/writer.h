@@ -14,6 +14,8 @@
 #define OUTBOXD_OUTBOX_WRITER_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "outbox/event.h"
@@ -25,13 +27,19 @@ struct NewEvent {
   std::string aggregate_id;  // the Kafka key: events of one aggregate stay in order
   std::string type;          // the default topic, e.g. "pedido.confirmado"
   std::string payload;       // JSON text: an object or an array
+  // Message headers, e.g. {{"traceparent", "00-4bf9...-01"}}: names unique, none of
+  // OwnHeaderNames (outbox/event.h), in any case. Enqueue writes them to the headers
+  // column (WriterOptions::columns.headers), EmitEvent into the emitted message.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // Where the event goes. The defaults are the default schema (src/ops/setup.cc); rename them to match
 // the relay's --table and --*-column flags.
 struct WriterOptions {
   std::string table = "outbox";  // [schema.]name
-  ColumnMapping columns;         // id, aggregate_id and type/payload columns are used
+  // id, aggregate_id, type and payload columns are used; headers (the relay's
+  // --headers-column; empty: none) when an event has headers.
+  ColumnMapping columns;
 };
 
 // Inserts one outbox row with a parameterised INSERT and returns the new event's id
@@ -39,7 +47,9 @@ struct WriterOptions {
 //   FailedPrecondition  the connection is not inside a transaction block (BEGIN first:
 //                       an event committed on its own defeats the pattern), or the
 //                       transaction has already failed;
-//   InvalidArgument     empty aggregate_id or type, payload not a JSON object/array
+//   InvalidArgument     empty aggregate_id or type, payload not a JSON object/array,
+//                       headers with an empty, repeated or outboxd's own name, or
+//                       headers when options.columns.headers names no column
 //                       (checked before the INSERT, so the transaction stays usable);
 //   NotFound            the table or a column is missing (run `outboxd setup`);
 //   others              as pg::Connection::ExecParams maps them.
@@ -57,7 +67,8 @@ absl::StatusOr<std::string> Enqueue(pg::Connection& conn, const NewEvent& event,
 // docs/security.md). Only options.table's schema is used.
 //
 //   absl::StatusOr<std::string> id = outbox::EmitEvent(
-//       conn, {.aggregate_id = "pedido-77", .type = "pedido.confirmado", .payload = "{}"});
+//       conn, {.aggregate_id = "pedido-77", .type = "pedido.confirmado", .payload = "{}",
+//              .headers = {{"traceparent", traceparent}}});
 absl::StatusOr<std::string> EmitEvent(pg::Connection& conn, const NewEvent& event,
                                       const WriterOptions& options = {});
 

@@ -5,7 +5,8 @@
 // killed one had fetched and not acked comes again after the ack wait and is billed
 // once (or skipped, when its COMMIT had landed before the kill). The server is the
 // test's own and requires a password, which both binaries read from a secret file
-// and never print.
+// and never print. The service logs the trace id of each event that carries a W3C
+// traceparent (issue 32): the writer's trace, set with SET LOCAL, reaches it.
 #include <unistd.h>
 
 #include <csignal>
@@ -112,6 +113,36 @@ TEST_F(BillingNatsTest, EveryConfirmedOrderIsBilledOnceAcrossKills) {
   }
   EXPECT_EQ(Invoices(), confirmed) << "an order billed twice";
   EXPECT_NE(billing_->Log().find("processed pedido-"), std::string::npos) << billing_->Log();
+}
+
+// The writer sets its trace context for the transaction; the headers column's default
+// captures it, the relay publishes it as a NATS header, the inbox hands it to the
+// service, which logs the trace id; an order without one is logged without.
+TEST_F(BillingNatsTest, TheServiceLogsTheTraceIdTheWriterSet) {
+  auto setup = ChildProcess::Start({BinPath("outboxd"), "setup", "--pg", db_->conninfo(), "--slot",
+                                    db_->name(), "--headers-column", "headers"});
+  ASSERT_EQ(setup->Wait(absl::Seconds(60)), 0) << setup->Log();
+  StartBilling();  // it waits for the stream the relay creates
+  ASSERT_TRUE(billing_->WaitForLog("does not exist", absl::Seconds(60))) << billing_->Log();
+  relay_ = ChildProcess::Start({BinPath("outboxd"), "run", "--pg", db_->conninfo(), "--slot",
+                                db_->name(), "--sink", "nats", "--nats-url-file", url_file_,
+                                "--stream", "BILLING", "--topic", "loja.{type}", "--metrics",
+                                "127.0.0.1:0", "--headers-column", "headers"});
+  db_->Exec(
+      "BEGIN; SET LOCAL outboxd.traceparent = "
+      "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'; "
+      "INSERT INTO outbox (aggregate_id, tipo, payload) VALUES ('pedido-traced', "
+      "'pedido.confirmado', '{\"pedidoId\": \"pedido-traced\", \"clienteId\": \"c-1\", "
+      "\"totalCentavos\": 1990}'); COMMIT");
+  Confirm(0, 1);
+  ASSERT_TRUE(WaitUntil(absl::Seconds(60), [&] { return Invoices() >= 2; })) << billing_->Log();
+  ASSERT_TRUE(billing_->WaitForLog("trace 4bf92f3577b34da6a3ce929d0e0e4736", absl::Seconds(10)))
+      << billing_->Log();
+  const std::string log = billing_->Log();
+  const size_t plain = log.find("processed pedido-0 message");
+  ASSERT_NE(plain, std::string::npos) << log;
+  EXPECT_EQ(log.substr(plain, log.find('\n', plain) - plain).find("trace"), std::string::npos)
+      << log;
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ constexpr char kUndoSetup[] = R"sql(
 SELECT pg_drop_replication_slot('$SLOT');
 DROP PUBLICATION outboxd;
 DROP TABLE outbox, outbox_dead_letter, outbox_relay_state, inbox, outboxd_emit_key;
-DROP FUNCTION outboxd_emit(text, text, jsonb);
+DROP FUNCTION outboxd_emit(text, text, jsonb), outboxd_emit(text, text, jsonb, jsonb);
 GRANT CREATE ON DATABASE "$DB" TO $OWNER;
 GRANT CREATE ON SCHEMA public TO $OWNER;
 )sql";
@@ -178,6 +178,8 @@ class HostileRoles : public ::testing::Test {
     ExpectRefused(attacker,
                   "ALTER DATABASE \"" + h_->db().name() + "\" SET search_path TO evil, public");
     ExpectRefused(attacker, "ALTER FUNCTION outboxd_emit(text, text, jsonb) SECURITY INVOKER");
+    ExpectRefused(attacker,
+                  "ALTER FUNCTION outboxd_emit(text, text, jsonb, jsonb) SECURITY INVOKER");
     ExpectRefused(attacker,
                   "CREATE OR REPLACE FUNCTION public.outboxd_emit(text, text, jsonb) RETURNS "
                   "uuid LANGUAGE sql AS 'SELECT gen_random_uuid()'");

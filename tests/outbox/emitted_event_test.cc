@@ -40,6 +40,25 @@ TEST(EmittedEvent, SignedContentReadsBackAsTheEventItCarries) {
   EXPECT_EQ(read.event.payload, kEvent.payload);
 }
 
+// An event with headers is version 3, the headers between created_at and payload;
+// without them version 2, as before. The version is signed: v3 relabelled v2 fails.
+TEST(EmittedEvent, HeadersMakeVersionThreeAndReadBack) {
+  OutboxEvent event = kEvent;
+  event.headers = R"({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})";
+  const std::string content = SignedContent(event, kKey);
+  EXPECT_EQ(content.substr(0, 11), std::string("outboxd-v3\0", 11));
+  EmittedRead read = ReadEmittedEvent(content, kKey, kLsn);
+  ASSERT_TRUE(read.ok()) << read.why;
+  EXPECT_EQ(read.event.headers, event.headers);
+  EXPECT_EQ(read.event.payload, kEvent.payload);
+  EXPECT_EQ(read.event.created_at, kEvent.created_at);
+  EXPECT_TRUE(ReadEmittedEvent(SignedContent(kEvent, kKey), kKey, kLsn).event.headers.empty());
+
+  std::string relabelled = content;
+  relabelled[9] = '2';
+  EXPECT_EQ(ReasonOf(relabelled), Rejection::kBadSignature);
+}
+
 // The mac is RFC 2104's HMAC-SHA256 of the content without "mac NUL": what OpenSSL's
 // HMAC computes from the secret itself, so SQL's sha256() over the pads agrees.
 TEST(EmittedEvent, TheMacIsHmacSha256OfTheSignedBytes) {

@@ -162,10 +162,6 @@ std::string HeadersColumnDefault() {
 
 std::string HeadersColumnDefinition(const std::string& name) {
   const std::string column = pg::SqlIdentifier(name);
-  std::string own;  // id|type|...: names of [a-z_-] only, nothing to escape
-  for (std::string_view header : outbox::OwnHeaderNames()) {
-    absl::StrAppend(&own, own.empty() ? "" : "|", absl::string_view(header.data(), header.size()));
-  }
   // Both checks in jsonpath: a CHECK may not hold a subquery over jsonb_each. The
   // constraints' names are what an INSERT's error shows: they say what to fix. Silent
   // (the last argument): a non-object fails the first check, not with a jsonpath error.
@@ -175,8 +171,8 @@ std::string HeadersColumnDefinition(const std::string& name) {
       " IS NULL OR (jsonb_typeof(", column, ") = 'object' AND NOT jsonb_path_exists(", column,
       ", '$.* ? (@.type() != \"string\")')))\n    CONSTRAINT ",
       pg::SqlIdentifier(name + "_must_not_override_outboxd_headers"),
-      " CHECK (NOT jsonb_path_exists(", column, ", '$.keyvalue() ? (@.key like_regex \"^(", own,
-      ")$\" flag \"i\")', '{}', true))");
+      " CHECK (NOT jsonb_path_exists(", column, ", '$.keyvalue() ? (@.key like_regex \"",
+      outbox::OwnHeaderRegex(), "\" flag \"i\")', '{}', true))");
 }
 
 absl::StatusOr<std::string> CreateOutboxSql(pg::Connection& conn, const pg::TableName& outbox,
