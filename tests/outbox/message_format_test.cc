@@ -363,8 +363,66 @@ TEST(MessageEncoder, ReusedBuffersHoldOnlyTheLastEvent) {
   EXPECT_EQ(Headers(encoder.message())["t"], "x");
 }
 
+// CloudEvents binary mode (docs/tracing.md): the payload is the value, outboxd's own
+// headers stay (the inbox and --dedupe read them), and the attributes follow under the
+// binding's prefix; a valid trace context is copied, a row's header under the prefix is
+// dropped (it would stand beside outboxd's own attribute).
+TEST(MessageEncoder, CloudEventsBinaryModePutsTheAttributesInPrefixedHeaders) {
+  MessageEncoder encoder({.format = ValueFormat::kCloudEvents,
+                          .ce_source = "/outboxd/app/outbox",
+                          .ce_prefix = "ce_"});
+  OutboxEvent event = Event();
+  const std::string row =
+      R"({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", )"
+      R"("ce_source": "/forged"})";
+  event.headers = row;
+  ASSERT_TRUE(encoder.Encode(event, "0/16B3748").ok());
+  const EncodedMessage& m = encoder.message();
+  EXPECT_EQ(m.value, kPayload);
+  auto h = Headers(m);
+  EXPECT_EQ(h["content-type"], "application/json");
+  EXPECT_EQ(h["id"], event.id);
+  EXPECT_EQ(h["ce_specversion"], "1.0");
+  EXPECT_EQ(h["ce_id"], event.id);
+  EXPECT_EQ(h["ce_source"], "/outboxd/app/outbox");
+  EXPECT_EQ(h["ce_type"], "pedido.confirmado");
+  EXPECT_EQ(h["ce_subject"], kAggregate);
+  EXPECT_EQ(h["ce_time"], "2026-12-02T12:22:45.123+00:00");
+  EXPECT_EQ(h["ce_partitionkey"], kAggregate);
+  EXPECT_EQ(h["ce_traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_FALSE(h.contains("ce_tracestate")) << "none given: none sent";
+  ASSERT_EQ(encoder.dropped().size(), 1u);
+  EXPECT_EQ(encoder.dropped()[0].reason, "cloudevents_attribute");
+  MessageEncoder amqp({.format = ValueFormat::kCloudEvents, .ce_prefix = "cloudEvents_"});
+  ASSERT_TRUE(amqp.Encode(Event(), "").ok());
+  EXPECT_EQ(Headers(amqp.message())["cloudEvents_specversion"], "1.0");
+}
+
+// Structured mode: one JSON object, the attributes escaped, the payload as "data" as
+// written (numbers as they were), content-type application/cloudevents+json.
+TEST(MessageEncoder, CloudEventsStructuredModeIsOneJsonEventWithTheData) {
+  MessageEncoder encoder({.format = ValueFormat::kCloudEventsJson, .ce_source = "/s"});
+  ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());
+  EXPECT_EQ(Headers(encoder.message())["content-type"], "application/cloudevents+json");
+  simdjson::dom::parser parser;
+  simdjson::dom::element e;
+  ASSERT_FALSE(parser.parse(std::string(encoder.message().value)).get(e))
+      << encoder.message().value;
+  std::string_view v;
+  EXPECT_FALSE(e["subject"].get_string().get(v));
+  EXPECT_EQ(v, kAggregate);
+  EXPECT_FALSE(e["specversion"].get_string().get(v));
+  EXPECT_EQ(v, "1.0");
+  EXPECT_FALSE(e["source"].get_string().get(v));
+  EXPECT_EQ(v, "/s");
+  EXPECT_FALSE(e["datacontenttype"].get_string().get(v));
+  EXPECT_EQ(v, "application/json");
+  EXPECT_THAT(std::string(encoder.message().value), HasSubstr(R"("price": 10.50)"));
+}
+
 TEST(MessageEncoder, PayloadOfUndoesEveryFormat) {
-  for (ValueFormat format : {ValueFormat::kJson, ValueFormat::kEnvelope, ValueFormat::kProtobuf}) {
+  for (ValueFormat format : {ValueFormat::kJson, ValueFormat::kEnvelope, ValueFormat::kProtobuf,
+                             ValueFormat::kCloudEvents, ValueFormat::kCloudEventsJson}) {
     for (std::string_view lsn : {"0/16B3748", ""}) {
       MessageEncoder encoder({.format = format});
       ASSERT_TRUE(encoder.Encode(Event(), lsn).ok());
@@ -385,7 +443,8 @@ TEST(MessageEncoder, PayloadOfUndoesEveryFormat) {
 TEST(MessageFormatFlags, FormatsHeadersAndPointersAreChecked) {
   EXPECT_EQ(*ParseValueFormat("protobuf"), ValueFormat::kProtobuf);
   EXPECT_THAT(ParseValueFormat("xml").status().message(),
-              HasSubstr("expected json (the payload), envelope or protobuf"));
+              HasSubstr("expected json (the payload), envelope, protobuf, cloudevents or "
+                        "cloudevents-json"));
   absl::StatusOr<HeaderPointer> h = ParseHeaderPointer("traceparent=/trace/traceparent");
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->name, "traceparent");
