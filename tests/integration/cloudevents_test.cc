@@ -5,7 +5,6 @@
 // message with its own Kafka binding and validates it against the spec. What it reads
 // is compared with the outbox row: id, type, subject (the aggregate), source, time,
 // the partition key, the trace context from the headers column, and the data.
-#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -27,20 +26,10 @@ constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba
 std::vector<std::string> SdkRead(RelayHarness& h, const std::string& topic, int* rc) {
   const std::string node_dir = absl::StrCat(OUTBOXD_SOURCE_DIR, "/tests/tracing/node");
   EXPECT_EQ(system(absl::StrCat(OUTBOXD_SOURCE_DIR, "/scripts/npm-deps ", node_dir).c_str()), 0);
-  const std::string command =
+  return CommandLines(
       absl::StrCat("timeout 30 kcat -b ", h.cluster().bootstraps(), " -C -t ", topic,
-                   " -o beginning -e -q -J | node ", node_dir, "/check_cloudevents.mjs");
-  std::vector<std::string> lines;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return lines;
-  char buf[65536];
-  while (fgets(buf, sizeof(buf), p) != nullptr) {
-    std::string line(buf);
-    while (!line.empty() && line.back() == '\n') line.pop_back();
-    if (!line.empty()) lines.push_back(line);
-  }
-  *rc = WEXITSTATUS(pclose(p));
-  return lines;
+                   " -o beginning -e -q -J | node ", node_dir, "/check_cloudevents.mjs"),
+      rc);
 }
 
 std::string Field(simdjson::dom::element event, const char* name) {

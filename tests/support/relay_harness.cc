@@ -1,5 +1,7 @@
 #include "support/relay_harness.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -209,19 +212,25 @@ std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic) 
 
 std::vector<std::string> KcatLines(RelayHarness& h, const std::string& topic,
                                    const std::string& format) {
-  const std::string command =
-      absl::StrCat("timeout 30 kcat -b ", h.cluster().bootstraps(), " -C -t ", topic,
-                   " -o beginning -e -q -f '", format, "\\n'");
+  return CommandLines(absl::StrCat("timeout 30 kcat -b ", h.cluster().bootstraps(), " -C -t ",
+                                   topic, " -o beginning -e -q -f '", format, "\\n'"));
+}
+
+std::vector<std::string> CommandLines(const std::string& command, int* exit_status) {
   std::vector<std::string> lines;
   FILE* p = popen(command.c_str(), "r");
   if (p == nullptr) return lines;
-  char buf[4096];
-  while (fgets(buf, sizeof(buf), p) != nullptr) {
-    std::string line(buf);
-    while (!line.empty() && line.back() == '\n') line.pop_back();
-    if (!line.empty()) lines.push_back(line);
+  std::string line;
+  for (int c = fgetc(p); c != EOF; c = fgetc(p)) {
+    if (c != '\n') {
+      line.push_back(static_cast<char>(c));
+    } else if (!line.empty()) {
+      lines.push_back(std::exchange(line, std::string()));
+    }
   }
-  pclose(p);
+  if (!line.empty()) lines.push_back(line);
+  const int status = pclose(p);
+  if (exit_status != nullptr) *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return lines;
 }
 
