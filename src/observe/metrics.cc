@@ -134,9 +134,10 @@ Metrics::Metrics(RelayMode mode)
       &prometheus::BuildCounter()
            .Name("outboxd_headers_dropped_total")
            .Help(
-               "traceparent or tracestate headers left out of a published event because "
-               "they break the W3C Trace Context format, by header and reason "
-               "(docs/tracing.md). The event itself is published.")
+               "Headers left out of a published event, by header and reason: a "
+               "traceparent or tracestate that breaks the W3C Trace Context format, or "
+               "(--format cloudevents) a row's header under the binding's prefix "
+               "(cloudevents_attribute); docs/tracing.md. The event itself is published.")
            .Register(r);
   f.dedupe_fallbacks =
       &prometheus::BuildCounter()

@@ -12,6 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_string.h"
+#include "base/log.h"
+#include "base/log_escape.h"
 #include "base/status_macros.h"
 #include "outbox/trace_context.h"
 #include "outbox/v1/event.pb.h"
@@ -95,6 +97,24 @@ std::string_view ValueFormatName(ValueFormat format) {
       return "cloudevents-json";
   }
   return "?";
+}
+
+void DroppedHeadersLog::Report(std::string_view event_id, std::span<const DroppedHeader> dropped,
+                               absl::Time now) {
+  if (dropped.empty()) return;
+  for (const DroppedHeader& d : dropped) count_(d.name, d.reason);
+  if (now - logged_at_ < interval_) {
+    unlogged_ += dropped.size();
+    return;
+  }
+  spdlog::warn("event {} published without its {} header ({}; docs/tracing.md){}",
+               LogSafe(event_id), LogSafe(dropped.front().name), dropped.front().reason,
+               unlogged_ == 0 ? std::string()
+                              : absl::StrCat("; ", unlogged_,
+                                             " more header(s) dropped since the last such line "
+                                             "(outboxd_headers_dropped_total counts them)"));
+  unlogged_ = dropped.size() - 1;
+  logged_at_ = now;
 }
 
 std::string SlotMark(std::string_view database, std::string_view slot) {

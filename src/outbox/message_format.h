@@ -34,6 +34,7 @@
 #ifndef OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_
 #define OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,9 +43,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sink/sink.h"
+#include "absl/time/time.h"
 #include "outbox/event.h"
 #include "outbox/payload_check.h"
+#include "sink/sink.h"
 
 namespace outbox::v1 {
 class Event;
@@ -92,6 +94,26 @@ struct MessageFormat {
 struct DroppedHeader {
   std::string_view name;
   std::string_view reason;
+};
+
+// What a relay does with the headers Encode dropped: each one through `count` (the
+// relay's outboxd_headers_dropped_total), and a warning naming the event and the first
+// header at most once per `interval` (a writer whose every event has a malformed
+// traceparent must not flood the log), saying how many more went unlogged meanwhile.
+//   DroppedHeadersLog log([&](auto h, auto r) { metrics.HeaderDropped(h, r); });
+//   log.Report(event.id, encoder.dropped(), absl::Now());
+class DroppedHeadersLog {
+ public:
+  using Count = std::function<void(std::string_view header, std::string_view reason)>;
+  explicit DroppedHeadersLog(Count count, absl::Duration interval = absl::Seconds(10))
+      : count_(std::move(count)), interval_(interval) {}
+  void Report(std::string_view event_id, std::span<const DroppedHeader> dropped, absl::Time now);
+
+ private:
+  Count count_;
+  absl::Duration interval_;
+  uint64_t unlogged_ = 0;
+  absl::Time logged_at_ = absl::InfinitePast();
 };
 
 struct EncodedMessage {

@@ -159,6 +159,11 @@ class PollRelay {
   std::optional<pg::Connection> conn_;
   std::unique_ptr<sink::Sink> sink_;
   outbox::MessageEncoder encoder_;  // checks the payload too
+  // The headers the encoder dropped (a malformed trace context), counted and logged.
+  outbox::DroppedHeadersLog dropped_headers_{
+      [this](std::string_view header, std::string_view reason) {
+        stats_->metrics.HeaderDropped(header, reason);
+      }};
 
   // The batch in progress. Tags are unique over the relay's life, so a report for a
   // message of an earlier batch (acknowledged after that batch gave up on it) is

@@ -65,8 +65,6 @@ constexpr int kCatchUpReadBatch = 20000;
 constexpr size_t kReadBytes = size_t{512} << 10;
 // Dead letters that follow their aggregate's first are summed up at most this often.
 constexpr absl::Duration kFollowersLogInterval = absl::Seconds(10);
-// A writer whose every event has a malformed traceparent must not flood the log.
-constexpr absl::Duration kDroppedHeadersLogInterval = absl::Seconds(10);
 // A session that ends waits this long for reports of what it already produced, so the
 // next one resumes after them instead of sending them again; but no longer than
 // kReportGap without one (a broker that is down or fails every request).
@@ -242,7 +240,7 @@ absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx
       outbox::BuildBrokerMessage(encoder_, event, tx.lsn_text, topic, tx.id);
   // A payload that is not a JSON object or array, or has no --key-pointer field.
   if (!built.encoded.ok()) return DeadLetter(built.message, event.payload, built.encoded);
-  if (!encoder_.dropped().empty()) ReportDroppedHeaders(event);
+  dropped_headers_.Report(event.id, encoder_.dropped(), clock_());
   // Before the gate: an event the broker holds was delivered, even if its aggregate
   // was parked after it (a failed delivery reported later); it is no dead letter.
   OUTBOXD_ASSIGN_OR_RETURN(
@@ -381,29 +379,6 @@ void Pipeline::LogParkedFollowers(bool now) {
       followers_unlogged_, gate_->table_name());
   followers_unlogged_ = 0;
   followers_logged_at_ = clock_();
-}
-
-void Pipeline::ReportDroppedHeaders(const outbox::OutboxEvent& event) {
-  for (const outbox::DroppedHeader& d : encoder_.dropped()) {
-    stats_->metrics.HeaderDropped(d.name, d.reason);
-  }
-  const absl::Time now = clock_();
-  if (now - dropped_headers_logged_at_ < kDroppedHeadersLogInterval) {
-    dropped_headers_unlogged_ += encoder_.dropped().size();
-    return;
-  }
-  const outbox::DroppedHeader& first = encoder_.dropped().front();
-  spdlog::warn(
-      "event {} published without its {} header ({}: not W3C Trace Context; fix the "
-      "writer, docs/tracing.md){}",
-      LogSafe(event.id), first.name, first.reason,
-      dropped_headers_unlogged_ == 0
-          ? std::string()
-          : absl::StrCat("; ", dropped_headers_unlogged_,
-                         " more header(s) dropped since the last such line "
-                         "(outboxd_headers_dropped_total counts them)"));
-  dropped_headers_unlogged_ = encoder_.dropped().size() - 1;
-  dropped_headers_logged_at_ = now;
 }
 
 void Pipeline::BeginBackfill(pg::Lsn consistent_point) {

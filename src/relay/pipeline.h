@@ -201,9 +201,6 @@ class Pipeline final : private IntakeTarget {
   // One line for the dead letters that followed an already parked aggregate since the
   // last one: every kFollowersLogInterval, or `now`.
   void LogParkedFollowers(bool now);
-  // The trace headers the encoder dropped from `event` (outbox/message_format.h):
-  // counted by name and reason, logged at most once per kDroppedHeadersLogInterval.
-  void ReportDroppedHeaders(const outbox::OutboxEvent& event);
   // Flow-control peaks, and the test-only fatal error.
   void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
@@ -250,8 +247,11 @@ class Pipeline final : private IntakeTarget {
 
   uint64_t followers_unlogged_ = 0;  // LogParkedFollowers
   absl::Time followers_logged_at_ = absl::InfinitePast();
-  uint64_t dropped_headers_unlogged_ = 0;  // ReportDroppedHeaders
-  absl::Time dropped_headers_logged_at_ = absl::InfinitePast();
+  // The headers the encoder dropped (a malformed trace context), counted and logged.
+  outbox::DroppedHeadersLog dropped_headers_{
+      [this](std::string_view header, std::string_view reason) {
+        stats_->metrics.HeaderDropped(header, reason);
+      }};
 
   pg::Lsn received_ = 0;
   pg::Lsn catch_up_to_ = 0;  // CatchUpTo

@@ -287,8 +287,9 @@ TEST(PollCommand, WithDedupeOffAKillBetweenTheAcknowledgementAndTheCommitResends
 }
 
 // --headers-column on poll as on run: a row's object of strings become headers; a row
-// without one has none; a row whose headers are no object of strings is a failed
-// attempt with the reason (poll's poison rule), holding back nobody else.
+// without one has none; a malformed traceparent is left out, counted and logged, the
+// event published; a row whose headers are no object of strings is a failed attempt
+// with the reason (poll's poison rule), holding back nobody else.
 TEST(PollCommand, RowHeadersBecomeMessageHeadersAndABadOneIsAFailedAttempt) {
   test::PollEnv env(kTopics);
   env.db().Exec("ALTER TABLE outbox ADD COLUMN cabecalhos jsonb");
@@ -296,18 +297,26 @@ TEST(PollCommand, RowHeadersBecomeMessageHeadersAndABadOneIsAFailedAttempt) {
       "INSERT INTO outbox (aggregate_id, tipo, payload, cabecalhos) VALUES "
       "('a', 'pedido.confirmado', '{}', '{\"x-tenant\": \"acme\"}'), "
       "('b', 'pedido.confirmado', '{}', NULL), "
-      "('c', 'pedido.confirmado', '{}', '{\"x-tenant\": 7}')");
+      "('c', 'pedido.confirmado', '{}', '{\"x-tenant\": 7}'), "
+      "('d', 'pedido.confirmado', '{}', '{\"x-tenant\": \"d\", \"traceparent\": \"nope\"}')");
   auto relay = StartPoll(env, {"--headers-column", "cabecalhos"});
-  ASSERT_TRUE(env.collector().WaitForCount(2, absl::Seconds(60))) << relay->Log();
+  ASSERT_TRUE(env.collector().WaitForCount(3, absl::Seconds(60))) << relay->Log();
   ASSERT_TRUE(test::WaitUntil(absl::Seconds(30), [&] {
     return env.db().Scalar("SELECT tentativas FROM outbox WHERE aggregate_id = 'c'") != "0";
   })) << relay->Log();
+  EXPECT_EQ(
+      test::ScrapeMetric(
+          *relay, R"(outboxd_headers_dropped_total{header="traceparent",reason="malformed"})"),
+      1);
   EXPECT_EQ(Stop(*relay), 0) << relay->Log();
+  EXPECT_THAT(relay->Log(), HasSubstr("published without its traceparent header (malformed"));
   std::map<std::string, std::string> tenant_by_key;
   for (const test::CollectedMessage& m : env.collector().Messages()) {
     tenant_by_key[m.key] = m.Header("x-tenant").value_or("(none)");
+    EXPECT_FALSE(m.Header("traceparent").has_value()) << m.key;
   }
-  EXPECT_EQ(tenant_by_key, (std::map<std::string, std::string>{{"a", "acme"}, {"b", "(none)"}}));
+  EXPECT_EQ(tenant_by_key,
+            (std::map<std::string, std::string>{{"a", "acme"}, {"b", "(none)"}, {"d", "d"}}));
   EXPECT_THAT(env.db().Scalar("SELECT ultimo_erro FROM outbox WHERE aggregate_id = 'c'"),
               HasSubstr("headers column"));
 }
