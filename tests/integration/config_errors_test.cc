@@ -178,8 +178,9 @@ TEST_F(ConfigErrorsTest, UnknownFlagOrCommandIsNamed) {
 // --format, --header and --key-pointer are checked before anything connects, with
 // the same wording in run, poll and dead-letter replay (cli/common.h ResolveFormat).
 TEST_F(ConfigErrorsTest, BadMessageFormatFlagsAreNamedWithTheFix) {
-  EXPECT_TRUE(FailsCleanly(Run({"--format", "xml"}),
-                           {"--format \"xml\"", "json (the payload), envelope or protobuf"}));
+  EXPECT_TRUE(FailsCleanly(Run({"--format", "xml"}), {"--format \"xml\"",
+                                                      "json (the payload), envelope, protobuf, "
+                                                      "cloudevents or cloudevents-json"}));
   EXPECT_TRUE(FailsCleanly(Run({"--header", "traceparent"}),
                            {"--header \"traceparent\"", "NAME=/json/pointer"}));
   EXPECT_TRUE(FailsCleanly(Run({"--header", "t=trace/id"}), {"--header t", "must start with /"}));
