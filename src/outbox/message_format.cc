@@ -99,9 +99,8 @@ std::string_view ValueFormatName(ValueFormat format) {
   return "?";
 }
 
-void DroppedHeadersLog::Report(std::string_view event_id, std::span<const DroppedHeader> dropped,
-                               absl::Time now) {
-  if (dropped.empty()) return;
+void DroppedHeadersLog::Log(std::string_view event_id, std::span<const DroppedHeader> dropped,
+                            absl::Time now) {
   for (const DroppedHeader& d : dropped) count_(d.name, d.reason);
   if (now - logged_at_ < interval_) {
     unlogged_ += dropped.size();
@@ -219,6 +218,21 @@ std::string_view MessageEncoder::HeaderOf(std::string_view name) const {
   return {};
 }
 
+MessageEncoder::CloudEventValues MessageEncoder::CloudEventAttributes(
+    const OutboxEvent& event) const {
+  static_assert(kCloudEventAttributes.size() == std::tuple_size_v<CloudEventValues>);
+  // After DropMalformedTraceContext: only a valid trace context is copied.
+  return {"1.0",
+          event.id,
+          format_.ce_source,
+          event.type,
+          event.aggregate_id,
+          created_at_view_,
+          message_.key,
+          HeaderOf(kTraceparent),
+          HeaderOf(kTracestate)};
+}
+
 void MessageEncoder::EncodeCloudEventHeaders(const OutboxEvent& event) {
   // The attributes are outboxd's: a row's or --header's header under the binding's
   // prefix would stand beside them (a second ce_id, a forged ce_source), so it goes.
@@ -227,27 +241,14 @@ void MessageEncoder::EncodeCloudEventHeaders(const OutboxEvent& event) {
     dropped_.push_back({h.name, "cloudevents_attribute"});
     return true;
   });
-  // After DropMalformedTraceContext: only a valid trace context is copied.
-  const std::string_view traceparent = HeaderOf(kTraceparent);
-  const std::string_view tracestate = HeaderOf(kTracestate);
-  const std::string_view values[] = {"1.0",        event.id,           format_.ce_source,
-                                     event.type,   event.aggregate_id, created_at_view_,
-                                     message_.key, traceparent,        tracestate};
+  const CloudEventValues values = CloudEventAttributes(event);
   for (size_t i = 0; i < ce_names_.size(); ++i) {
     if (!values[i].empty()) headers_.push_back({ce_names_[i], values[i]});
   }
 }
 
 void MessageEncoder::AppendStructuredEvent(const OutboxEvent& event) {
-  const std::string_view values[] = {"1.0",
-                                     event.id,
-                                     format_.ce_source,
-                                     event.type,
-                                     event.aggregate_id,
-                                     created_at_view_,
-                                     message_.key,
-                                     HeaderOf(kTraceparent),
-                                     HeaderOf(kTracestate)};
+  const CloudEventValues values = CloudEventAttributes(event);
   value_.push_back('{');
   for (size_t i = 0; i < kCloudEventAttributes.size(); ++i) {
     if (values[i].empty()) continue;

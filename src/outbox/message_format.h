@@ -34,6 +34,7 @@
 #ifndef OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_
 #define OUTBOXD_OUTBOX_MESSAGE_FORMAT_H_
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <span>
@@ -41,6 +42,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -101,15 +103,21 @@ struct DroppedHeader {
 // header at most once per `interval` (a writer whose every event has a malformed
 // traceparent must not flood the log), saying how many more went unlogged meanwhile.
 //   DroppedHeadersLog log([&](auto h, auto r) { metrics.HeaderDropped(h, r); });
-//   log.Report(event.id, encoder.dropped(), absl::Now());
+//   log.Report(event.id, encoder.dropped(), absl::Now);
 class DroppedHeadersLog {
  public:
   using Count = std::function<void(std::string_view header, std::string_view reason)>;
   explicit DroppedHeadersLog(Count count, absl::Duration interval = absl::Seconds(10))
       : count_(std::move(count)), interval_(interval) {}
-  void Report(std::string_view event_id, std::span<const DroppedHeader> dropped, absl::Time now);
+  // Called for every event: nothing dropped costs one comparison, no clock read.
+  void Report(std::string_view event_id, std::span<const DroppedHeader> dropped,
+              absl::FunctionRef<absl::Time()> now) {
+    if (!dropped.empty()) Log(event_id, dropped, now());
+  }
 
  private:
+  void Log(std::string_view event_id, std::span<const DroppedHeader> dropped, absl::Time now);
+
   Count count_;
   absl::Duration interval_;
   uint64_t unlogged_ = 0;
@@ -170,8 +178,11 @@ class MessageEncoder {
   std::string_view RawNumber(const std::string& pointer, double value, std::string& scratch);
   // The envelope, field order fixed and the payload last (PayloadOf relies on it); a
   // null lsn when `lsn` is empty.
-  // The CloudEvents attributes: as headers (binary mode), or as the structured event,
+  // The CloudEvents attributes' values, in kCloudEventAttributes' order (message_format.cc);
+  // an empty one is left out. As headers (binary mode), or as the structured event,
   // "data" last (PayloadOf relies on it).
+  using CloudEventValues = std::array<std::string_view, 9>;
+  CloudEventValues CloudEventAttributes(const OutboxEvent& event) const;
   void EncodeCloudEventHeaders(const OutboxEvent& event);
   void AppendStructuredEvent(const OutboxEvent& event);
   // The value of an already encoded header (traceparent, tracestate), or empty.

@@ -214,7 +214,7 @@ absl::Status PollRelay::ProduceRow(const pg::Result& rows, int row, absl::Time d
     pending.outcome = built.encoded;
     return absl::OkStatus();
   }
-  dropped_headers_.Report(pending.id, encoder_.dropped(), absl::Now());
+  dropped_headers_.Report(pending.id, encoder_.dropped(), absl::Now);
   const sink::OutgoingMessage& message = built.message;
   if (!rows.IsNull(row, ReservedColumn::kInterrupted)) {
     OUTBOXD_ASSIGN_OR_RETURN(const bool held, AlreadyPublished(message, pending.id));

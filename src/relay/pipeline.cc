@@ -240,7 +240,7 @@ absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx
       outbox::BuildBrokerMessage(encoder_, event, tx.lsn_text, topic, tx.id);
   // A payload that is not a JSON object or array, or has no --key-pointer field.
   if (!built.encoded.ok()) return DeadLetter(built.message, event.payload, built.encoded);
-  dropped_headers_.Report(event.id, encoder_.dropped(), clock_());
+  dropped_headers_.Report(event.id, encoder_.dropped(), clock_);
   // Before the gate: an event the broker holds was delivered, even if its aggregate
   // was parked after it (a failed delivery reported later); it is no dead letter.
   OUTBOXD_ASSIGN_OR_RETURN(
