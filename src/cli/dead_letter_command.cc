@@ -49,7 +49,8 @@ std::string LetterJson(const outbox::DeadLetter& l) {
                                                                {"lsn", &l.lsn},
                                                                {"dead_at", &l.dead_at},
                                                                {"error", &l.error},
-                                                               {"payload", &l.payload}};
+                                                               {"payload", &l.payload},
+                                                               {"headers", &l.headers}};
   for (const auto& [key, value] : fields) {
     absl::StrAppend(&out, ",\"", key, "\":");
     AppendJsonForTerminal(out, *value);

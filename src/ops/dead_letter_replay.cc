@@ -88,7 +88,8 @@ void ProduceRound(std::vector<Attempt>& round, outbox::MessageEncoder& encoder,
                                                                     .aggregate_id = l.aggregate_id,
                                                                     .type = l.type,
                                                                     .payload = l.payload,
-                                                                    .created_at = l.created_at},
+                                                                    .created_at = l.created_at,
+                                                                    .headers = l.headers},
                                                                    l.lsn, a.topic, i);
     absl::Status status = built.encoded;
     if (status.ok()) status = publisher.Produce(built.message);

@@ -55,7 +55,8 @@ std::string DeadLetterStore::CreateSql(pg::Connection& conn) const {
   error        text        NOT NULL,
   dead_at      timestamptz NOT NULL DEFAULT now(),
   original     bytea,
-  slot         text
+  slot         text,
+  headers      text
 ); CREATE INDEX IF NOT EXISTS )sql",
                       pg::QuoteCheckedIdentifier(name_.name + "_aggregate"), " ON ", Quoted(conn),
                       " (aggregate_id, seq); CREATE UNIQUE INDEX IF NOT EXISTS ",
@@ -82,12 +83,13 @@ absl::StatusOr<std::string> DeadLetterStore::Migrate(pg::Connection& conn) const
   shape_.reset();
   OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
   shape_.reset();
-  if (shape.original && shape.slot && old.rows() == 0 && old_index.rows() == 0) {
+  if (shape.original && shape.slot && shape.headers && old.rows() == 0 && old_index.rows() == 0) {
     return std::string();
   }
   std::string sql = absl::StrCat("ALTER TABLE ", name_.quoted,
                                  " ADD COLUMN IF NOT EXISTS original bytea, "
-                                 "ADD COLUMN IF NOT EXISTS slot text");
+                                 "ADD COLUMN IF NOT EXISTS slot text, "
+                                 "ADD COLUMN IF NOT EXISTS headers text");
   for (int i = 0; i < old_index.rows(); ++i) {
     // As regclass prints it: quoted, and schema-qualified where the path needs it.
     absl::StrAppend(&sql, "; DROP INDEX ", std::string(old_index.Get(i, 0)));
@@ -103,20 +105,21 @@ absl::StatusOr<std::string> DeadLetterStore::Migrate(pg::Connection& conn) const
   OUTBOXD_RETURN_IF_ERROR(conn.Exec(sql).status());
   return absl::StrCat("table ", name_.name,
                       " migrated: columns original (the bytes of a letter's fields that text "
-                      "cannot hold) and slot (the relay that filed it), ids unique per "
-                      "aggregate and slot");
+                      "cannot hold), slot (the relay that filed it) and headers (the "
+                      "event's headers), ids unique per aggregate and slot");
 }
 
 absl::StatusOr<DeadLetterStore::Shape> DeadLetterStore::ReadShape(pg::Connection& conn) const {
   if (shape_) return *shape_;
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::Result r, conn.ExecParams("SELECT attname FROM pg_attribute WHERE attrelid = "
-                                    "$1::regclass AND attname IN ('original', 'slot') AND NOT "
-                                    "attisdropped",
+                                    "$1::regclass AND attname IN ('original', 'slot', 'headers') "
+                                    "AND NOT attisdropped",
                                     {name_.quoted}));
   Shape shape;
   for (int i = 0; i < r.rows(); ++i) {
-    (r.Get(i, 0) == "original" ? shape.original : shape.slot) = true;
+    const std::string_view column = r.Get(i, 0);
+    (column == "original" ? shape.original : column == "slot" ? shape.slot : shape.headers) = true;
   }
   shape_ = shape;
   return shape;
@@ -131,17 +134,32 @@ std::string DeadLetterStore::SlotFilter(const Shape& shape,
 
 absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& letter) const {
   OUTBOXD_ASSIGN_OR_RETURN(const Shape shape, ReadShape(conn));
+  if (!letter.headers.empty() && !shape.headers)
+    return NotMigrated(letter, "has no headers column");
   const StoredLetter row = ToStored(letter);
   const DeadLetter& l = row.text;
   std::vector<std::optional<std::string>> params = {
       l.id, l.aggregate_id, l.type, l.payload, l.created_at, l.lsn, l.topic, l.error};
-  if (shape.original) {
-    params.emplace_back(
-        row.original ? std::optional(absl::StrCat("\\x", absl::BytesToHexString(*row.original)))
-                     : std::nullopt);
-  }
+  std::string columns, values;
+  // The later columns a table may lack, each with its value (NULL: none).
+  const auto add = [&](bool present, const char* column, const char* type,
+                       std::optional<std::string> value) {
+    if (!present) return;
+    params.push_back(std::move(value));
+    absl::StrAppend(&columns, ", ", column);
+    absl::StrAppend(&values, ", $", params.size(), "::", type);
+  };
+  add(shape.original, "original", "bytea",
+      row.original ? std::optional(absl::StrCat("\\x", absl::BytesToHexString(*row.original)))
+                   : std::nullopt);
+  add(shape.headers, "headers", "text",
+      l.headers.empty() ? std::nullopt : std::optional(l.headers));
   // Stored before under this slot (or before slots were recorded): the same letter.
   const std::string mine = SlotFilter(shape, params);
+  if (!mine.empty()) {
+    columns += ", slot";
+    absl::StrAppend(&values, ", $", params.size(), "::text");
+  }
   // No conflict target: the table may still have an older setup's unique id, and the
   // check below tells such a refusal from a letter stored before.
   const std::string table = Quoted(conn);
@@ -149,24 +167,24 @@ absl::Status DeadLetterStore::Insert(pg::Connection& conn, const DeadLetter& let
       pg::Result r,
       conn.ExecParams(
           absl::StrCat("WITH stored AS (INSERT INTO ", table,
-                       " (id, aggregate_id, type, payload, created_at, lsn, topic, error",
-                       shape.original ? ", original" : "", mine.empty() ? "" : ", slot",
+                       " (id, aggregate_id, type, payload, created_at, lsn, topic, error", columns,
                        ") SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, "
                        "$7::text, left($8::text, 2000)",
-                       shape.original ? ", $9::bytea" : "",
-                       mine.empty() ? "" : absl::StrCat(", $", params.size(), "::text"),
-                       " WHERE NOT EXISTS (SELECT 1 FROM ", table,
+                       values, " WHERE NOT EXISTS (SELECT 1 FROM ", table,
                        " WHERE id = $1 AND aggregate_id = $2", mine,
                        ") ON CONFLICT DO NOTHING RETURNING 1) "
                        "SELECT (SELECT count(*) FROM stored), EXISTS (SELECT 1 FROM ",
                        table, " WHERE id = $1 AND aggregate_id = $2", mine, ")"),
           params));
   if (r.Get(0, 0) != "0" || r.Get(0, 1) == "t") return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
-      "dead letter for event ", ExcerptForLog(letter.id), " of aggregate ",
-      ExcerptForLog(letter.aggregate_id), " not stored: table ", name_.name,
-      " keeps event ids unique across aggregates or slots (made by an older outboxd setup); "
-      "run outboxd setup to migrate it"));
+  return NotMigrated(letter, "keeps event ids unique across aggregates or slots");
+}
+
+absl::Status DeadLetterStore::NotMigrated(const DeadLetter& letter, const char* why) const {
+  return absl::UnavailableError(
+      absl::StrCat("dead letter for event ", ExcerptForLog(letter.id), " of aggregate ",
+                   ExcerptForLog(letter.aggregate_id), " not stored: table ", name_.name, " ", why,
+                   " (made by an older outboxd setup); run outboxd setup to migrate it"));
 }
 
 absl::StatusOr<absl::flat_hash_map<std::string, FirstDeadLetter>> DeadLetterStore::Aggregates(
@@ -196,9 +214,9 @@ absl::StatusOr<std::vector<DeadLetter>> DeadLetterStore::List(
   std::string sql = absl::StrCat(
       "SELECT seq, id, aggregate_id, type, payload, created_at, lsn, topic, error, "
       "to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ",
-      shape.original ? "original" : "NULL::bytea", ", ", shape.slot ? "slot" : "NULL::text",
-      " FROM ", Quoted(conn), " WHERE ", aggregate ? "aggregate_id = $1" : "true", mine,
-      " ORDER BY seq");
+      shape.original ? "original" : "NULL::bytea", ", ", shape.slot ? "slot" : "NULL::text", ", ",
+      shape.headers ? "headers" : "NULL::text", " FROM ", Quoted(conn), " WHERE ",
+      aggregate ? "aggregate_id = $1" : "true", mine, " ORDER BY seq");
   OUTBOXD_ASSIGN_OR_RETURN(pg::Result r, conn.ExecParams(sql, params));
   std::vector<DeadLetter> letters(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
@@ -212,6 +230,7 @@ absl::StatusOr<std::vector<DeadLetter>> DeadLetterStore::List(
     for (int f = 0; f < 9; ++f) *fields[f] = r.Get(i, f + 1);
     if (!r.IsNull(i, 10)) row.original = BytesFromHex(r.Get(i, 10));
     if (!r.IsNull(i, 11)) l.slot = std::string(r.Get(i, 11));
+    if (!r.IsNull(i, 12)) l.headers = r.Get(i, 12);
     letters[i] = FromStored(row);
   }
   return letters;

@@ -37,6 +37,10 @@ struct DeadLetter {
   std::string created_at;  // as in the created_at header
   std::string lsn;         // commit LSN "X/Y"
   std::string topic;
+  // The row's headers (--headers-column) as the JSON text it held, or for a failed
+  // delivery the message's headers other than outboxd's own; empty: none. Replay
+  // publishes them again.
+  std::string headers;
   std::string error;
   std::string dead_at;  // when it was written (read back only)
   // Read back only: a field still holds its stand-in (outbox/stored_letter.h) and the
@@ -81,10 +85,10 @@ class DeadLetterStore {
 
   // CREATE TABLE IF NOT EXISTS ... (for outboxd setup).
   std::string CreateSql(pg::Connection& conn) const;
-  // For outboxd setup on a table an older setup made: adds the `original` and `slot`
-  // columns and the unique index on (id, aggregate_id, slot), and drops the old unique
-  // index on (id, aggregate_id) and constraint on id alone. Returns what it changed
-  // ("" when nothing).
+  // For outboxd setup on a table an older setup made: adds the `original`, `slot` and
+  // `headers` columns and the unique index on (id, aggregate_id, slot), and drops the
+  // old unique index on (id, aggregate_id) and constraint on id alone. Returns what it
+  // changed ("" when nothing).
   absl::StatusOr<std::string> Migrate(pg::Connection& conn) const;
   const std::string& table() const { return name_.name; }
 
@@ -93,7 +97,9 @@ class DeadLetterStore {
   // after a restart is stored once, two events that share an id but not an aggregate
   // are both stored, and so is one event two slots' relays both refused.
   // Unavailable naming `outboxd setup` when the table (made by an older setup, not
-  // migrated) keeps ids unique across aggregates and refused the second: not an error
+  // migrated) keeps ids unique across aggregates and refused the second, or has no
+  // `headers` column for a letter that has headers (dropping them would publish the
+  // event without its trace context on replay): not an error
   // that ends the relay (base/status_macros.h, IsConfigurationError), since setup fixes
   // it while the relay retries, shown stuck on /healthz (relay/repeated_failure.h).
   absl::Status Insert(pg::Connection& conn, const DeadLetter& letter) const;
@@ -130,8 +136,11 @@ class DeadLetterStore {
   struct Shape {
     bool original = false;
     bool slot = false;
+    bool headers = false;
   };
   absl::StatusOr<Shape> ReadShape(pg::Connection& conn) const;
+  // Unavailable: the table, made by an older setup, cannot take `letter` (`why`).
+  absl::Status NotMigrated(const DeadLetter& letter, const char* why) const;
   // " AND (slot = $n OR slot IS NULL)" when this store reads one slot's letters and the
   // table has the column (then `params` gets the slot), else "".
   std::string SlotFilter(const Shape& shape, std::vector<std::optional<std::string>>& params) const;

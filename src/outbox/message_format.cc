@@ -474,4 +474,21 @@ absl::StatusOr<std::string_view> MessageEncoder::PayloadOf(
   return absl::InternalError("unknown value format");
 }
 
+std::string MessageEncoder::RowHeadersOf(std::span<const sink::Header> headers) const {
+  std::string json;
+  for (const sink::Header& h : headers) {
+    if (IsOwnHeader(h.name)) continue;
+    if (format_.format == ValueFormat::kCloudEvents &&
+        absl::StartsWithIgnoreCase(Sv(h.name), Sv(format_.ce_prefix))) {
+      continue;
+    }
+    json.push_back(json.empty() ? '{' : ',');
+    AppendJsonString(json, h.name);
+    json.push_back(':');
+    AppendJsonString(json, h.value);
+  }
+  if (!json.empty()) json.push_back('}');
+  return json;
+}
+
 }  // namespace outboxd::outbox

@@ -155,6 +155,12 @@ class MessageEncoder {
   // encoder, valid until the next call.
   absl::StatusOr<std::string_view> PayloadOf(std::string_view value,
                                              std::span<const sink::Header> headers);
+  // The headers of a message this encoder produced that are not outboxd's own (nor,
+  // in binary CloudEvents, its attributes), as a JSON object of strings: what a dead
+  // letter keeps of a failed delivery's headers, for replay to send again; "" when
+  // there are none. A --header copied from the payload is among them, and replay
+  // keeps its value, as a row's header of that name would be kept.
+  std::string RowHeadersOf(std::span<const sink::Header> headers) const;
 
   const MessageFormat& format() const { return format_; }
   // The outboxd_slot header's value on every message from now on (SlotMark); empty: none

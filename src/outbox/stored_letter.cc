@@ -107,17 +107,26 @@ struct Field {
   Kind kind;
 };
 // EncodeOriginal's order.
-constexpr std::array<Field, 6> kFields = {{{&DeadLetter::id, Kind::kKey},
+constexpr std::array<Field, 7> kFields = {{{&DeadLetter::id, Kind::kKey},
                                            {&DeadLetter::aggregate_id, Kind::kKey},
                                            {&DeadLetter::type, Kind::kText},
                                            {&DeadLetter::payload, Kind::kText},
                                            {&DeadLetter::created_at, Kind::kText},
-                                           {&DeadLetter::topic, Kind::kText}}};
+                                           {&DeadLetter::topic, Kind::kText},
+                                           {&DeadLetter::headers, Kind::kText}}};
+// The fields an `original` written before the headers field holds.
+constexpr size_t kFieldsBeforeHeaders = 6;
 
-// The six fields of an `original` value; nullopt when it is not one.
-std::optional<std::array<std::string_view, 6>> DecodeOriginal(std::string_view bytes) {
-  std::array<std::string_view, 6> fields;
-  for (std::string_view& field : fields) {
+// The fields of an `original` value, and how many it holds (all, or those before the
+// headers field); nullopt when it is not one.
+struct Original {
+  std::array<std::string_view, kFields.size()> fields;
+  size_t count = 0;
+};
+std::optional<Original> DecodeOriginal(std::string_view bytes) {
+  Original original;
+  for (std::string_view& field : original.fields) {
+    if (bytes.empty() && original.count == kFieldsBeforeHeaders) return original;
     if (bytes.size() < 4) return std::nullopt;
     uint32_t n = 0;
     for (int k = 0; k < 4; ++k) n = (n << 8) | static_cast<unsigned char>(bytes[k]);
@@ -125,9 +134,10 @@ std::optional<std::array<std::string_view, 6>> DecodeOriginal(std::string_view b
     if (n > bytes.size()) return std::nullopt;
     field = bytes.substr(0, n);
     bytes.remove_prefix(n);
+    ++original.count;
   }
   if (!bytes.empty()) return std::nullopt;
-  return fields;
+  return original;
 }
 
 }  // namespace
@@ -181,12 +191,13 @@ StoredLetter ToStored(const DeadLetter& letter) {
 DeadLetter FromStored(const StoredLetter& row) {
   DeadLetter letter = row.text;
   letter.original_lost = false;
-  std::optional<std::array<std::string_view, 6>> original;
+  std::optional<Original> original;
   if (row.original) original = DecodeOriginal(*row.original);
   for (size_t i = 0; i < kFields.size(); ++i) {
     std::string& text = letter.*kFields[i].member;
-    if (original && StoredField((*original)[i], kFields[i].kind) == text) {
-      text = std::string((*original)[i]);
+    if (original && i < original->count &&
+        StoredField(original->fields[i], kFields[i].kind) == text) {
+      text = std::string(original->fields[i]);
     } else if (LooksLikeStandIn(text)) {
       letter.original_lost = true;
     }

@@ -68,8 +68,9 @@ StoredLetter ToStored(const DeadLetter& letter);
 // unreadable) sets DeadLetter::original_lost: a replay must not publish the stand-in.
 DeadLetter FromStored(const StoredLetter& row);
 
-// `original`'s layout: for id, aggregate_id, type, payload, created_at and topic in
-// that order, the length as 4 bytes big-endian, then the bytes.
+// `original`'s layout: for id, aggregate_id, type, payload, created_at, topic and
+// headers in that order, the length as 4 bytes big-endian, then the bytes. A value
+// written before the headers field (six fields) still reads.
 std::string EncodeOriginal(const DeadLetter& letter);
 
 }  // namespace outboxd::outbox

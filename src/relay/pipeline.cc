@@ -239,7 +239,9 @@ absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx
   const outbox::BrokerMessage built =
       outbox::BuildBrokerMessage(encoder_, event, tx.lsn_text, topic, tx.id);
   // A payload that is not a JSON object or array, or has no --key-pointer field.
-  if (!built.encoded.ok()) return DeadLetter(built.message, event.payload, built.encoded);
+  if (!built.encoded.ok()) {
+    return DeadLetter(built.message, event.payload, event.headers, built.encoded);
+  }
   dropped_headers_.Report(event.id, encoder_.dropped(), clock_);
   // Before the gate: an event the broker holds was delivered, even if its aggregate
   // was parked after it (a failed delivery reported later); it is no dead letter.
@@ -259,10 +261,10 @@ absl::Status Pipeline::Publish(const outbox::OutboxEvent& event, Transaction& tx
           {.commit_lsn = tx.lsn, .commit_time = absl::FromUnixMicros(tx.commit_us), .tx = tx.id}));
   if (follows) {
     return DeadLetter(
-        built.message, event.payload,
+        built.message, event.payload, event.headers,
         absl::FailedPreconditionError("follows an earlier dead-lettered event of its aggregate"));
   }
-  return Produce(built.message, event.payload, tx);
+  return Produce(built.message, event, tx);
 }
 
 absl::Status Pipeline::DeadLetterRow(const outbox::OutboxEvent& event, const Transaction& tx,
@@ -276,11 +278,11 @@ absl::Status Pipeline::DeadLetterRow(const outbox::OutboxEvent& event, const Tra
   const sink::OutgoingMessage letter{.topic = topic_.Render(event.type, table_name_, topic_buffer_),
                                      .headers = headers,
                                      .tag = tx.id};
-  return DeadLetter(letter, event.payload, error);
+  return DeadLetter(letter, event.payload, event.headers, error);
 }
 
-absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string_view payload,
-                               Transaction& tx) {
+absl::Status Pipeline::Produce(const sink::OutgoingMessage& message,
+                               const outbox::OutboxEvent& event, Transaction& tx) {
   while (true) {
     absl::Status status = sink_->Produce(message);
     if (status.ok()) {
@@ -293,7 +295,7 @@ absl::Status Pipeline::Produce(const sink::OutgoingMessage& message, std::string
     if (status.code() == absl::StatusCode::kAborted) return SinkHealth();
     if (status.code() != absl::StatusCode::kResourceExhausted) {
       stats_->metrics.PublishFailed();
-      return DeadLetter(message, payload, status);
+      return DeadLetter(message, event.payload, event.headers, status);
     }
     // The sink's queue is full (librdkafka) or the broker blocked it (RabbitMQ's
     // memory or disk alarm, for as long as it lasts): serve reports until there is
@@ -337,8 +339,9 @@ void Pipeline::AfterProduce() {
 }
 
 absl::Status Pipeline::DeadLetter(const sink::OutgoingMessage& message, std::string_view payload,
-                                  const absl::Status& error) {
+                                  std::string_view headers, const absl::Status& error) {
   outbox::DeadLetter letter{.topic = std::string(message.topic),
+                            .headers = std::string(headers),
                             .error = std::string(error.message())};
   letter.payload = payload;
   for (const sink::Header& h : message.headers) {
@@ -451,7 +454,8 @@ void Pipeline::OnDelivery(const sink::DeliveryReport& report) {
                                 .tag = report.tag};
   // The value may be an envelope or protobuf: the letter keeps the payload inside it.
   absl::StatusOr<std::string_view> payload = encoder_.PayloadOf(report.value, report.headers);
-  absl::Status stored = DeadLetter(message, payload.value_or(report.value), report.status);
+  absl::Status stored = DeadLetter(message, payload.value_or(report.value),
+                                   encoder_.RowHeadersOf(report.headers), report.status);
   if (!stored.ok()) {
     tracker_.MarkFailed(report.tag);  // holds the watermark; the session ends below
     if (pending_error_.ok()) pending_error_ = stored;

@@ -193,8 +193,8 @@ class Pipeline final : private IntakeTarget {
   absl::Status Publish(const outbox::OutboxEvent& event, Transaction& tx) override;
   absl::Status DeadLetterRow(const outbox::OutboxEvent& event, const Transaction& tx,
                              const absl::Status& error) override;
-  // `payload`: the event's own, for a dead letter (the value may be encoded).
-  absl::Status Produce(const sink::OutgoingMessage& message, std::string_view payload,
+  // `event`: its payload and headers, for a dead letter (the value may be encoded).
+  absl::Status Produce(const sink::OutgoingMessage& message, const outbox::OutboxEvent& event,
                        Transaction& tx);
   void ObservePickup(Transaction& tx);  // its first event: outboxd_pickup_seconds
   void LogSent(const sink::OutgoingMessage& message, const Transaction& tx);  // --log-level debug
@@ -205,9 +205,10 @@ class Pipeline final : private IntakeTarget {
   void AfterProduce();
   // Stores an event that can never be published in the dead-letter table, then
   // counts it as handled (acknowledged) so the watermark moves past it. The letter
-  // keeps `payload`, not the encoded value, so a replay encodes it again.
+  // keeps `payload`, not the encoded value, so a replay encodes it again, and the
+  // row's `headers` (their JSON text).
   absl::Status DeadLetter(const sink::OutgoingMessage& message, std::string_view payload,
-                          const absl::Status& error);
+                          std::string_view headers, const absl::Status& error);
   absl::Status SinkHealth() const;
   void OnDelivery(const sink::DeliveryReport& report);
   void RecordAck(const sink::DeliveryReport& report);

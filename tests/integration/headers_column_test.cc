@@ -5,6 +5,8 @@
 // a row that bypasses them (the constraints dropped) is a dead letter with its reason
 // while the rows after it flow. The column's default captures the transaction's
 // `SET LOCAL outboxd.traceparent` / `outboxd.tracestate` (issue 32, second slice).
+#include <map>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -109,6 +111,79 @@ TEST(HeadersColumn, ARowBypassingTheChecksIsADeadLetterWithItsReason) {
   EXPECT_EQ(messages[0].Header("aggregate_id"), "fine");
   EXPECT_EQ(messages[0].Header("k"), "v");
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+
+  // The letters keep the headers as the row held them: a person fixes them there, and
+  // replay publishes the fixed ones.
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(headers, ' ' ORDER BY seq) FROM outbox_dead_letter"),
+            R"({"attempt": 2} {"id": "not-the-id"})");
+  h.db().Exec(
+      "UPDATE outbox_dead_letter SET headers = CASE aggregate_id WHEN 'number' THEN "
+      "'{\"attempt\": \"2\"}' ELSE '{\"forged-id\": \"not-the-id\"}' END");
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd(h.ReplayArgs(), &out), 0) << out;
+  ASSERT_TRUE(h.collector().WaitForCount(3, absl::Seconds(30))) << out;
+  std::map<std::string, std::string> replayed;
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    replayed[m.Header("aggregate_id").value_or("")] =
+        absl::StrCat(m.Header("attempt").value_or("-"), " ", m.Header("forged-id").value_or("-"),
+                     " ", m.Header("id").value_or("-") == "not-the-id" ? "forged" : "own id");
+  }
+  EXPECT_EQ(replayed, (std::map<std::string, std::string>{{"fine", "- - own id"},
+                                                          {"number", "2 - own id"},
+                                                          {"forged", "- not-the-id own id"}}));
+}
+
+// Issue 32: whichever way an event becomes a dead letter (refused by the encoder,
+// following its parked aggregate, or refused by the broker after the produce, where
+// only the message is left to read them from), the letter keeps the row's headers,
+// and replay publishes them again, in the relay's format: here CloudEvents binary
+// mode, whose attributes are not taken for the row's headers.
+TEST(HeadersColumn, EveryKindOfDeadLetterKeepsTheRowsHeadersThroughReplay) {
+  RelayHarness h(kTopics);
+  AddHeadersColumn(h);
+  h.StartRelay({"--headers-column", "headers", "--format", "cloudevents"});
+  auto conn = h.db().Connect();
+  const std::string traced = absl::StrCat(R"({"traceparent": ")", kTraceparent, R"("})");
+  ASSERT_TRUE(conn.Exec("INSERT INTO outbox (aggregate_id, tipo, payload, headers) VALUES "
+                        "('poison', 'pedido.confirmado', '42', '{\"tenant\": \"a\"}'), "
+                        "('poison', 'pedido.confirmado', '{}', '{\"tenant\": \"b\"}')")
+                  .ok());
+  ASSERT_TRUE(Insert(conn, "warmup", std::nullopt).ok());
+  ASSERT_TRUE(h.collector().WaitForCount(1, absl::Seconds(30))) << h.relay().Log();
+  ASSERT_TRUE(h.db().WaitForScalar("SELECT count(*) FROM outbox_dead_letter", "2"));
+  // MSG_SIZE_TOO_LARGE for every produce request for a while: a permanent refusal.
+  h.cluster().PushProduceErrors(10, 50);
+  ASSERT_TRUE(Insert(conn, "refused", traced).ok());
+  ASSERT_TRUE(h.db().WaitForScalar("SELECT count(*) FROM outbox_dead_letter", "3"))
+      << h.relay().Log();
+  h.cluster().ClearProduceErrors();
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT string_agg(aggregate_id || ' ' || headers, ' | ' ORDER BY seq) "
+                          "FROM outbox_dead_letter"),
+            absl::StrCat(R"(poison {"tenant": "a"} | poison {"tenant": "b"} | refused )",
+                         R"({"traceparent":")", kTraceparent, R"("})"));
+
+  h.db().Exec("UPDATE outbox_dead_letter SET payload = '{\"n\": 1}' WHERE payload = '42'");
+  // No --headers-column: each letter holds its headers.
+  std::string out;
+  EXPECT_EQ(h.RunOutboxd(h.ReplayArgs({"--format", "cloudevents"}), &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("replayed 3 dead letter(s)"));
+  ASSERT_TRUE(h.collector().WaitForCount(4, absl::Seconds(30))) << out;
+  std::vector<std::string> seen;
+  for (const CollectedMessage& m : h.collector().Messages()) {
+    seen.push_back(absl::StrCat(m.Header("aggregate_id").value_or("-"),
+                                " tenant=", m.Header("tenant").value_or("-"),
+                                " traceparent=", m.Header("traceparent").value_or("-"),
+                                " ce_traceparent=", m.Header("ce_traceparent").value_or("-"),
+                                " ce_id=", m.Header("ce_id").has_value() ? "set" : "-"));
+  }
+  const std::string t = kTraceparent;
+  EXPECT_THAT(seen, ::testing::UnorderedElementsAre(
+                        "warmup tenant=- traceparent=- ce_traceparent=- ce_id=set",
+                        "poison tenant=a traceparent=- ce_traceparent=- ce_id=set",
+                        "poison tenant=b traceparent=- ce_traceparent=- ce_id=set",
+                        absl::StrCat("refused tenant=- traceparent=", t, " ce_traceparent=", t,
+                                     " ce_id=set")));
 }
 
 // Each statement string is one transaction on the same connection: what SET LOCAL

@@ -195,6 +195,35 @@ TEST(DeadLetterStore, EachSlotReadsTheLettersItFiledAndThoseFromBeforeSlots) {
   EXPECT_EQ(*DeadLetterStore("outbox").Count(conn), 4);
 }
 
+// Issue 32: a letter keeps the row's headers; a table from before the headers column
+// stores letters without headers, refuses one with headers (retried, naming setup)
+// rather than drop its trace context, and takes it once setup has added the column.
+TEST(DeadLetterStore, HeadersAreKeptAndATableWithoutTheColumnRefusesThemUntilSetup) {
+  auto db = test::TestDatabase::Create();
+  pg::Connection conn = db->Connect();
+  db->Exec(kTableWithoutSlot);
+  DeadLetterStore store("outbox", "kafka");
+  ASSERT_TRUE(store.Insert(conn, Letter("e1", "a")).ok());
+  DeadLetter traced = Letter("e2", "b");
+  traced.headers = R"({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})";
+  absl::Status refused = store.Insert(conn, traced);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_NE(refused.message().find("no headers column"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("run outboxd setup"), std::string::npos) << refused;
+
+  ops::SetupOptions options{.slot = db->name()};
+  ops::SetupReport report;
+  ASSERT_TRUE(ops::Setup(conn, options, &report).ok());
+  store.ForgetShape();
+  ASSERT_TRUE(store.Insert(conn, traced).ok());
+  auto listed = store.List(conn, std::nullopt);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].headers, "");
+  EXPECT_EQ((*listed)[1].headers, traced.headers);
+  EXPECT_EQ(db->Scalar("SELECT count(*) FROM outbox_dead_letter WHERE headers IS NULL"), "1");
+}
+
 // A table from before slots: setup adds the column and makes ids unique per slot, once.
 TEST(DeadLetterStore, SetupAddsTheSlotColumnToATableFromBeforeSlotsOnce) {
   auto db = test::TestDatabase::Create();

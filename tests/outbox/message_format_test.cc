@@ -440,6 +440,27 @@ TEST(MessageEncoder, PayloadOfUndoesEveryFormat) {
   EXPECT_FALSE(protobuf.PayloadOf("\xff\xff\xff", {}).ok());
 }
 
+// What a failed delivery's dead letter keeps of its headers (issue 32): the row's (and
+// --header's), not outboxd's own nor the CloudEvents attributes, which replay makes
+// again; none: "".
+TEST(MessageEncoder, RowHeadersOfIsWhatTheRowAddedInEveryFormat) {
+  for (ValueFormat format : {ValueFormat::kJson, ValueFormat::kEnvelope, ValueFormat::kCloudEvents,
+                             ValueFormat::kCloudEventsJson}) {
+    MessageEncoder encoder({.format = format, .ce_prefix = "ce_"});
+    encoder.SetSlotMark("app/slot");
+    OutboxEvent event = Event();
+    event.headers = R"({"tenant": "a\"b", "traceparent": )"
+                    R"("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})";
+    ASSERT_TRUE(encoder.Encode(event, "0/16B3748").ok());
+    EXPECT_EQ(encoder.RowHeadersOf(encoder.message().headers),
+              R"({"tenant":"a\"b","traceparent":)"
+              R"("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})")
+        << ValueFormatName(format);
+    ASSERT_TRUE(encoder.Encode(Event(), "0/16B3748").ok());
+    EXPECT_EQ(encoder.RowHeadersOf(encoder.message().headers), "") << ValueFormatName(format);
+  }
+}
+
 TEST(MessageFormatFlags, FormatsHeadersAndPointersAreChecked) {
   EXPECT_EQ(*ParseValueFormat("protobuf"), ValueFormat::kProtobuf);
   EXPECT_THAT(ParseValueFormat("xml").status().message(),
