@@ -5,9 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/time/clock.h"
 #include "support/wait_until.h"
@@ -90,6 +92,24 @@ bool ChildProcess::WaitForAnyLog(const std::vector<std::string>& texts,
                                  absl::Duration timeout) const {
   return WaitUntil(
       timeout, [&] { return ContainsAny(Log(), texts); }, absl::Milliseconds(50));
+}
+
+std::vector<std::string> CommandLines(const std::string& command, int* exit_status) {
+  std::vector<std::string> lines;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return lines;
+  std::string line;
+  for (int c = fgetc(p); c != EOF; c = fgetc(p)) {
+    if (c != '\n') {
+      line.push_back(static_cast<char>(c));
+    } else if (!line.empty()) {
+      lines.push_back(std::exchange(line, std::string()));
+    }
+  }
+  if (!line.empty()) lines.push_back(line);
+  const int status = pclose(p);
+  if (exit_status != nullptr) *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return lines;
 }
 
 }  // namespace outboxd::test

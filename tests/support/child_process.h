@@ -21,6 +21,10 @@ namespace outboxd::test {
 // build/bin/<name>
 std::string BinPath(const std::string& name);
 
+// The non-empty lines a shell command prints (its stdout), and (when asked) its exit
+// status.
+std::vector<std::string> CommandLines(const std::string& command, int* exit_status = nullptr);
+
 // The lines with which an `outboxd run` session begins reading its slot: streaming, or
 // through SQL when the backlog is over --bulk-catch-up. On the shared test cluster a
 // fresh slot's backlog holds the WAL other tests wrote meanwhile, so either can come.

@@ -216,24 +216,6 @@ std::vector<std::string> KcatLines(RelayHarness& h, const std::string& topic,
                                    topic, " -o beginning -e -q -f '", format, "\\n'"));
 }
 
-std::vector<std::string> CommandLines(const std::string& command, int* exit_status) {
-  std::vector<std::string> lines;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return lines;
-  std::string line;
-  for (int c = fgetc(p); c != EOF; c = fgetc(p)) {
-    if (c != '\n') {
-      line.push_back(static_cast<char>(c));
-    } else if (!line.empty()) {
-      lines.push_back(std::exchange(line, std::string()));
-    }
-  }
-  if (!line.empty()) lines.push_back(line);
-  const int status = pclose(p);
-  if (exit_status != nullptr) *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return lines;
-}
-
 size_t ExpectEachEventOnce(RelayHarness& h) {
   const size_t duplicates = ExpectEverythingDelivered(h, absl::Seconds(60));
   EXPECT_EQ(duplicates, 0u) << h.relay().Log();

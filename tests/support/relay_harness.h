@@ -117,8 +117,6 @@ std::vector<std::string> KcatHeaders(RelayHarness& h, const std::string& topic);
 // partition), one line each.
 std::vector<std::string> KcatLines(RelayHarness& h, const std::string& topic,
                                    const std::string& format);
-// The non-empty lines a shell command prints, and (when asked) its exit status.
-std::vector<std::string> CommandLines(const std::string& command, int* exit_status = nullptr);
 
 // ExpectEverythingDelivered with no duplicate, and kcat too finds each row of the
 // outbox exactly once in pedido.confirmado and nothing else there: no event lost,
