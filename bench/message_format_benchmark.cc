@@ -14,13 +14,14 @@
 namespace outboxd::outbox {
 namespace {
 
-void Encode(benchmark::State& state, MessageFormat format) {
+void Encode(benchmark::State& state, MessageFormat format, std::string_view headers = "") {
   const std::string payload = bench::OrderPayload(state.range(1));
   const OutboxEvent event{.id = "0b6f3c1e-2b1a-4c55-9d2e-7f00d1c0ffee",
                           .aggregate_id = "pedido-77",
                           .type = "pedido.confirmado",
                           .payload = payload,
-                          .created_at = "2026-12-02 12:22:45.123+00"};
+                          .created_at = "2026-12-02 12:22:45.123+00",
+                          .headers = headers};
   format.format = static_cast<ValueFormat>(state.range(0));
   MessageEncoder encoder(format);
   bool all_ok = true;
@@ -40,9 +41,10 @@ void Encode(benchmark::State& state, MessageFormat format) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(payload.size()));
 }
 
-// Formats: 0 json, 1 envelope, 2 protobuf; payloads of 100 B, 1 KiB, 10 KiB.
+// Formats: 0 json, 1 envelope, 2 protobuf, 3 cloudevents, 4 cloudevents-json; payloads
+// of 100 B, 1 KiB, 10 KiB.
 void FormatsAndSizes(benchmark::internal::Benchmark* b) {
-  b->ArgsProduct({{0, 1, 2}, {100, 1 << 10, 10 << 10}})->ArgNames({"format", "bytes"});
+  b->ArgsProduct({{0, 1, 2, 3, 4}, {100, 1 << 10, 10 << 10}})->ArgNames({"format", "bytes"});
 }
 
 void BM_Encode(benchmark::State& state) { Encode(state, {}); }
@@ -55,6 +57,16 @@ void BM_EncodeWithPointers(benchmark::State& state) {
                  .key_pointer = "/customer/id"});
 }
 BENCHMARK(BM_EncodeWithPointers)->Apply(FormatsAndSizes);
+
+// A W3C trace context from the row's headers column (--headers-column, issue 32): the
+// column's JSON parsed, both values checked, and in the CloudEvents formats copied as
+// the distributed-tracing extension.
+void BM_EncodeWithTraceContext(benchmark::State& state) {
+  Encode(state, {.ce_source = "/outboxd/app/outbox", .ce_prefix = "ce_"},
+         R"({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", )"
+         R"("tracestate": "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"})");
+}
+BENCHMARK(BM_EncodeWithTraceContext)->Apply(FormatsAndSizes);
 
 }  // namespace
 }  // namespace outboxd::outbox
