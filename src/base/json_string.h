@@ -36,14 +36,38 @@ inline size_t Utf8Length(std::string_view s, size_t i) {
   return n;
 }
 
+// Whether a byte is copied as it is: printable ASCII other than the quote and the
+// backslash, and (kKeep only) any byte of a multi-byte sequence. A table, so the scan
+// costs a load per byte.
+struct PlainBytes {
+  bool keep[256] = {};
+  bool replace[256] = {};
+  constexpr PlainBytes() {
+    for (int u = 0x20; u < 256; ++u) {
+      keep[u] = u != '"' && u != '\\';
+      replace[u] = keep[u] && u < 0x80;
+    }
+  }
+};
+inline constexpr PlainBytes kPlainBytes;
+
 }  // namespace json_internal
 
-// Appends `text` to `out` as a quoted JSON string.
+// Appends `text` to `out` as a quoted JSON string. Runs of bytes that need no escape
+// are appended whole (the CloudEvents structured format escapes nine attributes per
+// event; a byte at a time, that was a third of its encoding time).
 inline void AppendJsonString(std::string& out, std::string_view text,
                              InvalidUtf8 invalid = InvalidUtf8::kKeep) {
   static constexpr char kHex[] = "0123456789abcdef";
   out.push_back('"');
+  const bool* plain = invalid == InvalidUtf8::kKeep ? json_internal::kPlainBytes.keep
+                                                    : json_internal::kPlainBytes.replace;
   for (size_t i = 0; i < text.size();) {
+    size_t run = i;
+    while (run < text.size() && plain[static_cast<unsigned char>(text[run])]) ++run;
+    out.append(text.data() + i, run - i);
+    if (run == text.size()) break;
+    i = run;
     const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
@@ -59,7 +83,7 @@ inline void AppendJsonString(std::string& out, std::string_view text,
           out.append("\\u00");
           out.push_back(kHex[u >> 4]);
           out.push_back(kHex[u & 0xf]);
-        } else if (u >= 0x80 && invalid == InvalidUtf8::kReplace) {
+        } else {  // u >= 0x80 with kReplace
           const size_t n = json_internal::Utf8Length(text, i);
           if (n == 0) {
             out.append("\\ufffd");
@@ -68,8 +92,6 @@ inline void AppendJsonString(std::string& out, std::string_view text,
             i += n;
             continue;
           }
-        } else {
-          out.push_back(c);
         }
     }
     ++i;

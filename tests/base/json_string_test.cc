@@ -27,5 +27,23 @@ TEST(JsonString, ReplacesBytesThatAreNotUtf8OnlyWhenAsked) {
   EXPECT_EQ(Json("ação", InvalidUtf8::kReplace), "\"ação\"");
 }
 
+// Runs of plain bytes are copied whole: escapes at either end of a run, between two
+// runs, alone, and the empty string come out as a byte at a time would make them.
+TEST(JsonString, EscapesAtTheEdgesOfPlainRunsAndEveryByteAlone) {
+  EXPECT_EQ(Json(""), R"("")");
+  EXPECT_EQ(Json("\"ab\"\n\"cd\""), R"("\"ab\"\n\"cd\"")");
+  EXPECT_EQ(Json("\x7f"), "\"\x7f\"");  // DEL is no control character to JSON
+  for (int b = 0; b < 256; ++b) {
+    const std::string byte(1, static_cast<char>(b));
+    const std::string kept = Json(byte);
+    if (b == '"' || b == '\\' || b < 0x20) {
+      EXPECT_EQ(kept[1], '\\') << b;
+    } else {
+      EXPECT_EQ(kept, "\"" + byte + "\"") << b;
+    }
+    if (b >= 0x80) EXPECT_EQ(Json(byte, InvalidUtf8::kReplace), R"("\ufffd")") << b;
+  }
+}
+
 }  // namespace
 }  // namespace outboxd
