@@ -35,10 +35,7 @@ std::string OwnHeaderRegex() {
 
 bool IsOwnHeader(std::string_view name) {
   for (std::string_view own : kOwnHeaders) {
-    if (absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
-                               absl::string_view(own.data(), own.size()))) {
-      return true;
-    }
+    if (SameHeaderName(name, own)) return true;
   }
   return false;
 }

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "pgoutput/messages.h"
 
 namespace outboxd::outbox {
@@ -28,6 +29,12 @@ inline constexpr char kSlotHeader[] = "outboxd_slot";
 // headers (Nats-Msg-Id). Lower case.
 std::span<const std::string_view> OwnHeaderNames();
 bool IsOwnHeader(std::string_view name);
+// Header names compare case-insensitively. The sizes first, inline: most names differ
+// in size, and absl::EqualsIgnoreCase is a call into the library per comparison.
+inline bool SameHeaderName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && absl::EqualsIgnoreCase(absl::string_view(a.data(), a.size()),
+                                                        absl::string_view(b.data(), b.size()));
+}
 // The jsonpath like_regex matching them, "^(id|type|...)$" (names of [a-z_-] only,
 // nothing to escape), for the SQL checks of the headers column and outboxd_emit.
 std::string OwnHeaderRegex();

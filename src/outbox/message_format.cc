@@ -213,7 +213,7 @@ absl::Status MessageEncoder::Encode(const OutboxEvent& event, std::string_view l
 
 std::string_view MessageEncoder::HeaderOf(std::string_view name) const {
   for (const sink::Header& h : headers_) {
-    if (absl::EqualsIgnoreCase(Sv(h.name), Sv(name))) return h.value;
+    if (SameHeaderName(h.name, name)) return h.value;
   }
   return {};
 }
@@ -316,9 +316,8 @@ void MessageEncoder::EncodePointerHeaders() {
   for (size_t i = 0; i < format_.headers.size(); ++i) {
     // The row named this header itself: its value stands, one header of that name.
     const std::string& name = format_.headers[i].name;
-    if (std::any_of(headers_.begin(), headers_.begin() + given, [&](const sink::Header& h) {
-          return absl::EqualsIgnoreCase(Sv(h.name), name);
-        })) {
+    if (std::any_of(headers_.begin(), headers_.begin() + given,
+                    [&](const sink::Header& h) { return SameHeaderName(h.name, name); })) {
       continue;
     }
     std::string_view value;
@@ -334,7 +333,7 @@ void MessageEncoder::DropMalformedTraceContext() {
   // traceparent first: a tracestate counts only beside a valid one (W3C 3.3).
   for (std::string_view name : {kTraceparent, kTracestate}) {
     std::erase_if(headers_, [&](const sink::Header& h) {
-      if (!absl::EqualsIgnoreCase(Sv(h.name), Sv(name))) return false;
+      if (!SameHeaderName(h.name, name)) return false;
       std::optional<std::string_view> defect;
       if (name == kTraceparent) {
         defect = TraceparentDefect(h.value);
