@@ -118,6 +118,7 @@ TEST(NetworkFaults, LatencySpikesAndABandwidthCapOnThePostgresPathCauseNoReconne
   load.Stop();
   const size_t duplicates = ExpectEachEventOnce(h);
   EXPECT_EQ(Reconnects(h), 0) << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
   // The conninfo's wal_sender_timeout took: the feedback went every second.
   EXPECT_NE(h.relay().Log().find("a third of wal_sender_timeout 3000ms"), std::string::npos)
       << h.relay().Log();
