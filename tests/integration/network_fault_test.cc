@@ -129,5 +129,54 @@ TEST(NetworkFaults, LatencySpikesAndABandwidthCapOnThePostgresPathCauseNoReconne
   EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
 }
 
+// The brokers stop answering while every connection stays open. librdkafka's mock
+// brokers advertise their own listeners, so no proxy can sit in their path: a 15 s
+// round trip on every response is the blackhole, as the producer sees it (requests
+// accepted, nothing back). The slot is never confirmed past what was acknowledged,
+// and delivery resumes, nothing lost, when the brokers answer again.
+TEST(NetworkFaults, SilentBrokersConfirmNothingEarlyAndDeliveryResumes) {
+  RelayHarness h(kTopics);
+  h.StartRelay({"--feedback-interval", "200ms"});
+  Load load(h.db().conninfo());
+  ASSERT_TRUE(load.WaitForMore(100));
+  ASSERT_TRUE(h.cluster().SetAllBrokersRtt(15000).ok());
+  const pg::Lsn silenced = h.CurrentWalLsn();
+  // Written after `silenced`, not acknowledged for 15 s: each status update meanwhile
+  // was a chance to confirm it early.
+  ASSERT_TRUE(h.WaitForFeedbackWhileInFlight(50, 3, absl::Seconds(10))) << h.relay().Log();
+  EXPECT_LE(h.ConfirmedFlushLsn(), silenced);
+  ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
+  ASSERT_TRUE(load.WaitForMore(100));
+  load.Stop();
+  const size_t duplicates = ExpectEachEventOnce(h);
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  std::printf("brokers silent for 15 s: %zu events, %zu duplicates\n", h.OutboxRows().size(),
+              duplicates);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
+// 2 s spikes on every broker response: no dead letter, no reconnect to PostgreSQL
+// (the walsender hears the feedback meanwhile), and throughput recovers.
+TEST(NetworkFaults, TwoSecondBrokerSpikesCauseNoDeadLetterAndNoReconnect) {
+  RelayHarness h(kTopics);
+  h.StartRelay();
+  Load load(h.db().conninfo());
+  ASSERT_TRUE(load.WaitForMore(100));
+  for (int spike = 0; spike < 3; ++spike) {
+    ASSERT_TRUE(h.cluster().SetAllBrokersRtt(2000).ok());
+    ASSERT_TRUE(load.WaitForMore(50));
+    ASSERT_TRUE(h.cluster().SetAllBrokersRtt(0).ok());
+    const size_t before = h.collector().Count();
+    WaitForMore(h, before, 50);  // delivery goes on at full pace
+  }
+  load.Stop();
+  const size_t duplicates = ExpectEachEventOnce(h);
+  EXPECT_EQ(Reconnects(h), 0) << h.relay().Log();
+  EXPECT_EQ(h.db().Scalar("SELECT count(*) FROM outbox_dead_letter"), "0");
+  std::printf("3 x 2 s broker spikes: %zu events, %zu duplicates, 0 reconnects\n",
+              h.OutboxRows().size(), duplicates);
+  EXPECT_EQ(h.StopRelay(), 0) << h.relay().Log();
+}
+
 }  // namespace
 }  // namespace outboxd::test
