@@ -245,7 +245,8 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
                                                     .start = start,
                                                     .target = target,
                                                     .chunk_changes = options_.bulk_catch_up_chunk,
-                                                    .metrics = &stats_->metrics}));
+                                                    .metrics = &stats_->metrics,
+                                                    .receive_timeout = options_.receive_timeout}));
   return stream;
 }
 

@@ -3,14 +3,9 @@
 // A blackhole is a half-open connection: both sockets stay open and nothing arrives,
 // which only the relay's own receive timeout can notice. Each test writes under load
 // through the fault and checks that every committed event reached Kafka once.
-#include <libpq-fe.h>
-
 #include <cstdio>
-#include <memory>
 #include <string>
-#include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -24,30 +19,19 @@ namespace {
 
 const std::vector<std::string> kTopics = {"pedido.confirmado"};
 
-// A proxy in front of the server `conninfo` names (host and port), and the relay's
-// conninfo through it; the test's own connections (the load) go straight.
+// A proxy in front of the test database's server, and the relay's conninfo through
+// it; the test's own connections (the load, the checks) go straight.
 class ProxiedPostgres {
  public:
-  explicit ProxiedPostgres(RelayHarness& h) {
-    char* error = nullptr;
-    std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(
-        PQconninfoParse(h.db().conninfo().c_str(), &error), &PQconninfoFree);
-    PQfreemem(error);
-    std::string host = "127.0.0.1";
-    int port = 5432;
-    for (PQconninfoOption* o = options.get(); o && o->keyword; ++o) {
-      if (o->val == nullptr) continue;
-      if (std::string_view(o->keyword) == "host") host = o->val;
-      if (std::string_view(o->keyword) == "port") (void)absl::SimpleAtoi(o->val, &port);
-    }
-    proxy_ = std::make_unique<FaultProxy>(host, port);
-    EXPECT_TRUE(proxy_->Start().ok());
-    h.set_relay_conninfo(absl::StrCat(h.db().conninfo(), " host=127.0.0.1 port=", proxy_->port()));
+  explicit ProxiedPostgres(RelayHarness& h)
+      : proxy_("127.0.0.1", std::stoi(h.db().Scalar("SELECT current_setting('port')"))) {
+    EXPECT_TRUE(proxy_.Start().ok());
+    h.set_relay_conninfo(absl::StrCat(h.db().conninfo(), " host=127.0.0.1 port=", proxy_.port()));
   }
-  FaultProxy& proxy() { return *proxy_; }
+  FaultProxy& proxy() { return proxy_; }
 
  private:
-  std::unique_ptr<FaultProxy> proxy_;
+  FaultProxy proxy_;
 };
 
 double Reconnects(RelayHarness& h) {
