@@ -4,7 +4,8 @@
 // forwarded either way while every socket stays open: the half-open peer a dead host
 // or NAT box leaves), resets (RST), and refused connections. Heal() ends them all.
 // One thread forwards for every connection; the controls may be called from any
-// thread. Used in process by the tests, and by scripts through tools/fault_proxy.
+// thread. Used in process by the tests (tests/integration/network_fault_test.cc) and
+// by the chaos run (outboxd-chaos --network, tests/chaos/chaos_main.cc).
 //
 //   FaultProxy proxy("127.0.0.1", pg_port);
 //   ASSERT_TRUE(proxy.Start().ok());
