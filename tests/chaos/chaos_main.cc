@@ -674,6 +674,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (options.network && options.sink != "kafka") {
+    // Its deck has the mock cluster's slow-broker fault.
+    std::fprintf(stderr, "--network runs against the mock Kafka cluster only: drop --sink\n");
+    return 2;
+  }
   char dir[] = "/tmp/outboxd-chaos-XXXXXX";
   if (mkdtemp(dir) == nullptr) {
     std::perror("mkdtemp");
