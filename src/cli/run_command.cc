@@ -39,6 +39,7 @@ struct RunCommand {
   relay::RelayOptions options;
   RelayFlags flags{.metrics = "127.0.0.1:9187"};  // the sink: options.make_sink
   DurationFlag feedback_interval{"10s"};
+  DurationFlag receive_timeout{"30s"};
   DurationFlag shutdown_timeout{"30s"};
   DurationFlag cleanup_interval{"1h"};
   int partitions_ahead = 3;
@@ -75,6 +76,10 @@ struct RunCommand {
         ->transform(CLI::AsSizeValue(false))
         ->default_str("64MiB");
     Flag(cmd, "feedback-interval", feedback_interval, "Status update interval")
+        ->capture_default_str();
+    Flag(cmd, "pg-receive-timeout", receive_timeout,
+         "Reconnect when PostgreSQL sends nothing for this long though asked to reply (a "
+         "half-open connection: a dead host, NAT box or proxy); 0s: never")
         ->capture_default_str();
     Flag(cmd, "shutdown-timeout", shutdown_timeout, "Wait for in-flight acks on SIGTERM")
         ->capture_default_str();
@@ -160,6 +165,11 @@ struct RunCommand {
       return absl::InvalidArgumentError("--slot-check-interval must be more than 0s, e.g. 5s");
     }
     options.slot_check_interval = slot_check_interval.value;
+    if (receive_timeout.value < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--pg-receive-timeout must be 0s (never) or more, e.g. 30s");
+    }
+    options.receive_timeout = receive_timeout.value;
     options.feedback_interval = feedback_interval.value;
     options.shutdown_timeout = shutdown_timeout.value;
     // Before CheckKafka: acks=1 is named as unsafe, not as librdkafka's conflict with

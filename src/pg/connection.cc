@@ -3,6 +3,8 @@
 // SQLSTATEs to absl codes and keeps the SQLSTATE as a status payload.
 #include "pg/connection.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -64,13 +66,21 @@ absl::StatusOr<Settings> ParseUserSettings(const std::string& conninfo) {
   return settings;
 }
 
-// The user's value for a setting, from the conninfo or its environment variable.
+// The user's value for a setting, from the conninfo or its environment variable
+// (nullptr: libpq reads none for it).
 std::string UserValue(const Settings& settings, const std::string& key, const char* env) {
   auto it = settings.find(key);
   if (it != settings.end()) return it->second;
-  const char* value = std::getenv(env);
+  const char* value = env ? std::getenv(env) : nullptr;
   return value ? value : "";
 }
+
+constexpr std::pair<const char*, const char*> kTcpDefaults[] = {
+    {"keepalives_idle", "15"},
+    {"keepalives_interval", "5"},
+    {"keepalives_count", "3"},
+    {"tcp_user_timeout", "30000"},  // milliseconds
+};
 
 // Keywords added after the user's (expanded) conninfo; later keywords win in libpq.
 std::vector<std::pair<std::string, std::string>> OutboxdSettings(const Settings& user,
@@ -81,6 +91,14 @@ std::vector<std::pair<std::string, std::string>> OutboxdSettings(const Settings&
   }
   if (UserValue(user, "connect_timeout", "PGCONNECT_TIMEOUT").empty()) {
     extra.emplace_back("connect_timeout", "10");
+  }
+  // A peer gone without a word (a crashed host, a NAT box that dropped the mapping)
+  // is noticed by TCP in about 30 s instead of the kernel's two hours of keepalive
+  // idle and fifteen minutes of retransmissions: probes after 15 s idle, every 5 s,
+  // 3 missed; unacknowledged data for 30 s. A path that still acknowledges TCP (a
+  // proxy in between) is the receive timeout's (--pg-receive-timeout).
+  for (const auto& [key, value] : kTcpDefaults) {
+    if (UserValue(user, key, nullptr).empty()) extra.emplace_back(key, value);
   }
   if (kind == ConnectionKind::kReplication) {
     extra.emplace_back("replication", "database");
@@ -308,6 +326,9 @@ absl::StatusOr<Connection> Connection::Open(const std::string& conninfo, Connect
 
 absl::StatusOr<Result> Connection::Exec(std::string_view sql) {
   const std::string query(sql);
+  if (reply_timeout_ != absl::InfiniteDuration()) {
+    return CollectReply(PQsendQuery(conn_.get(), query.c_str()) == 1, sql);
+  }
   Result result(PQexec(conn_.get(), query.c_str()));
   OUTBOXD_RETURN_IF_ERROR(CheckResult(result, sql));
   return result;
@@ -319,9 +340,55 @@ absl::StatusOr<Result> Connection::ExecParams(
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  if (reply_timeout_ != absl::InfiniteDuration()) {
+    return CollectReply(
+        PQsendQueryParams(conn_.get(), query.c_str(), static_cast<int>(values.size()), nullptr,
+                          values.data(), nullptr, nullptr, /*resultFormat=*/0) == 1,
+        sql);
+  }
   Result result(PQexecParams(conn_.get(), query.c_str(), static_cast<int>(values.size()),
                              /*paramTypes=*/nullptr, values.data(), /*paramLengths=*/nullptr,
                              /*paramFormats=*/nullptr, /*resultFormat=*/0));
+  OUTBOXD_RETURN_IF_ERROR(CheckResult(result, sql));
+  return result;
+}
+
+absl::Status Connection::AwaitReply(std::string_view sql) {
+  const absl::Time deadline = absl::Now() + reply_timeout_;
+  while (true) {
+    if (PQconsumeInput(conn_.get()) == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("PostgreSQL: ", ConnectReason(PQerrorMessage(conn_.get()))));
+    }
+    if (!PQisBusy(conn_.get())) return absl::OkStatus();
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::UnavailableError(absl::StrCat(
+          "PostgreSQL at ", endpoint(), " sent no answer within ",
+          absl::FormatDuration(reply_timeout_), " (query: ", Abbreviate(sql),
+          "): the connection is given up as dead (a half-open connection?) and opened again"));
+    }
+    pollfd fd{.fd = socket(), .events = POLLIN, .revents = 0};
+    poll(&fd, 1, static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left), 1, 1000)));
+  }
+}
+
+absl::StatusOr<Result> Connection::CollectReply(bool sent, std::string_view sql) {
+  if (!sent) return CheckResult(Result(nullptr), sql);  // libpq's error: never OK
+  // As PQexec: the last result is the answer; a COPY or a lost connection ends it.
+  std::optional<Result> last;
+  while (true) {
+    OUTBOXD_RETURN_IF_ERROR(AwaitReply(sql));
+    PGresult* raw = PQgetResult(conn_.get());
+    if (raw == nullptr) break;
+    last.emplace(raw);
+    const ExecStatusType status = PQresultStatus(raw);
+    if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH ||
+        PQstatus(conn_.get()) == CONNECTION_BAD) {
+      break;
+    }
+  }
+  Result result = last ? std::move(*last) : Result(nullptr);
   OUTBOXD_RETURN_IF_ERROR(CheckResult(result, sql));
   return result;
 }

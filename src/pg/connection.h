@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace outboxd::pg {
 
@@ -75,6 +76,17 @@ class Connection {
   absl::StatusOr<std::string> QuoteIdentifier(std::string_view name);
   absl::StatusOr<std::string> QuoteLiteral(std::string_view value);
 
+  // How long Exec/ExecParams and AwaitReply wait for the server's answer before they
+  // give the connection up as dead (Unavailable): a half-open connection (a dead host,
+  // NAT box or proxy in between) answers nothing, and TCP keepalives cannot tell when
+  // something in the path still acknowledges them. Infinite (the default): wait as
+  // long as libpq does. Set on the relay's control connection (relay/session.cc).
+  //   conn.set_reply_timeout(absl::Seconds(30));
+  void set_reply_timeout(absl::Duration timeout) { reply_timeout_ = timeout; }
+  // Waits, up to the reply timeout, until the answer to a query sent with libpq's
+  // asynchronous API (PQsendQuery) is complete, so PQgetResult will not block.
+  absl::Status AwaitReply(std::string_view sql);
+
   PGconn* get() const { return conn_.get(); }
   // The conninfo this connection was opened with (to open another of another kind).
   const std::string& conninfo() const { return conninfo_; }
@@ -89,11 +101,14 @@ class Connection {
   friend class ReplicationStream;  // maps the results that end a copy stream
   explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
   absl::Status CheckResult(const Result& result, std::string_view sql);
+  // Exec's path with a reply timeout: send, wait, collect as PQexec would.
+  absl::StatusOr<Result> CollectReply(bool sent, std::string_view sql);
   absl::Status EscapeError(std::string_view what, std::string_view text);
 
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
   std::string last_sqlstate_;
   std::string conninfo_;
+  absl::Duration reply_timeout_ = absl::InfiniteDuration();
 };
 
 // The SQLSTATE an Exec/ExecParams error carries (as a status payload), or "" for

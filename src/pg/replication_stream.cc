@@ -21,6 +21,9 @@ namespace {
 constexpr size_t kFeedbackSize = 1 + 8 + 8 + 8 + 8 + 1;
 // Microseconds between the Unix epoch and PostgreSQL's (2000-01-01 00:00 UTC).
 constexpr int64_t kPostgresEpochUnixMicros = 946'684'800'000'000;
+// A gap between two reads longer than this is the caller not reading (the relay's
+// loop reads at least every second while it reads at all), not the server silent.
+constexpr absl::Duration kNotReading = absl::Seconds(2);
 
 void WriteU64(char* out, uint64_t value) {
   for (int i = 7; i >= 0; --i) {
@@ -110,7 +113,10 @@ ReplicationStream::ReplicationStream(ReplicationStream&& other) noexcept
       wants_write_(other.wants_write_),
       ended_(other.ended_),
       last_received_(other.last_received_),
-      last_confirmed_(other.last_confirmed_) {}
+      last_confirmed_(other.last_confirmed_),
+      last_heard_(other.last_heard_),
+      last_read_(other.last_read_),
+      pinged_(other.pinged_) {}
 
 ReplicationStream& ReplicationStream::operator=(ReplicationStream&& other) noexcept {
   if (this != &other) {
@@ -122,6 +128,9 @@ ReplicationStream& ReplicationStream::operator=(ReplicationStream&& other) noexc
     ended_ = other.ended_;
     last_received_ = other.last_received_;
     last_confirmed_ = other.last_confirmed_;
+    last_heard_ = other.last_heard_;
+    last_read_ = other.last_read_;
+    pinged_ = other.pinged_;
   }
   return *this;
 }
@@ -145,10 +154,39 @@ absl::StatusOr<StreamMessage> ReplicationStream::Next() {
     if (!PQconsumeInput(conn_.get())) return ConnectionLost();
     len = PQgetCopyData(conn_.get(), &buffer_, /*async=*/1);
   }
-  if (len == 0) return NoMessage{};
+  const absl::Time now = absl::Now();
+  if (now - last_read_ > kNotReading) last_heard_ += now - last_read_;
+  last_read_ = now;
+  if (len == 0) {
+    OUTBOXD_RETURN_IF_ERROR(CheckSilence(now));
+    return NoMessage{};
+  }
   if (len == -1) return FinishCopy();
   if (len < 0) return ConnectionLost();
+  last_heard_ = now;
+  pinged_ = false;
   return ParseCopyData(std::string_view(buffer_, static_cast<size_t>(len)));
+}
+
+// A live walsender answers a status update that asks for a reply at once, whatever
+// it is doing; one that stays silent past the timeout is behind a dead path (a
+// crashed host, a NAT box that forgot the connection), which TCP alone may take
+// hours to notice.
+absl::Status ReplicationStream::CheckSilence(absl::Time now) {
+  const absl::Duration timeout = options_.receive_timeout;
+  if (timeout <= absl::ZeroDuration()) return absl::OkStatus();
+  const absl::Duration silence = now - last_heard_;
+  if (silence >= timeout) {
+    return absl::UnavailableError(absl::StrCat(
+        "no message from PostgreSQL at ", conn_.endpoint(), " for ", absl::FormatDuration(silence),
+        ", though a reply was asked for (--pg-receive-timeout ", absl::FormatDuration(timeout),
+        "): the replication connection is given up as dead"));
+  }
+  if (silence >= timeout / 2 && !pinged_) {
+    pinged_ = true;
+    return SendFeedback(last_received_, last_confirmed_, /*reply_requested=*/true);
+  }
+  return absl::OkStatus();
 }
 
 // The server left COPY mode: read its final results. Errors raised while decoding

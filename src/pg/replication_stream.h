@@ -31,6 +31,11 @@ struct StreamOptions {
   // pgoutput's messages 'true': logical decoding messages (pg_logical_emit_message)
   // are sent too, transactional ones inside their transaction's Begin and Commit.
   bool messages = false;
+  // How long the stream may stay silent before Next() gives the connection up as dead
+  // (Unavailable), as PostgreSQL's wal_receiver_timeout does: at half of it, a status
+  // update asks the server for a reply, which a live walsender sends at once. Time the
+  // caller spends not reading (flow control) does not count. 0: off.
+  absl::Duration receive_timeout = absl::ZeroDuration();
 };
 
 class ReplicationStream {
@@ -85,6 +90,7 @@ class ReplicationStream {
   absl::Status WaitSocket(int events, absl::Time deadline);
   absl::Status ConnectionLost() const;
   absl::Status StreamError(absl::Status status) const;
+  absl::Status CheckSilence(absl::Time now);
 
   Connection conn_;
   StreamOptions options_;
@@ -93,6 +99,9 @@ class ReplicationStream {
   bool ended_ = false;  // the copy stream is over (server ended it, error, or End())
   Lsn last_received_ = 0;
   Lsn last_confirmed_ = 0;
+  absl::Time last_heard_ = absl::Now();  // the last message from the server
+  absl::Time last_read_ = absl::Now();   // the last Next()
+  bool pinged_ = false;                  // a reply was asked for since last_heard_
 };
 
 }  // namespace outboxd::pg

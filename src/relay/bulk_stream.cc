@@ -363,10 +363,12 @@ absl::Status BulkChangeStream::SendFeedback(pg::Lsn received, pg::Lsn confirmed,
 absl::Status BulkChangeStream::SwitchToStreaming() {
   OUTBOXD_ASSIGN_OR_RETURN(
       pg::ReplicationStream stream,
-      pg::ReplicationStream::Start(std::move(*replication_), {.slot = options_.slot,
-                                                              .publication = options_.publication,
-                                                              .start_lsn = advanced_,
-                                                              .messages = options_.messages}));
+      pg::ReplicationStream::Start(std::move(*replication_),
+                                   {.slot = options_.slot,
+                                    .publication = options_.publication,
+                                    .start_lsn = advanced_,
+                                    .messages = options_.messages,
+                                    .receive_timeout = options_.receive_timeout}));
   replication_.reset();
   streaming_ = std::make_unique<PgChangeStream>(std::move(stream));
   spdlog::info(

@@ -61,6 +61,9 @@ struct BulkOptions {
   // Rows per FETCH; two results at most are held (the one read, the one prefetched).
   int fetch_rows = 1000;
   observe::Metrics* metrics = nullptr;  // outboxd_catchup_bulk_changes_total
+  // The stream's once caught up (pg::StreamOptions::receive_timeout). The peeks have
+  // none: a chunk may take the server a while to decode, with nothing to say meanwhile.
+  absl::Duration receive_timeout = absl::ZeroDuration();
 };
 
 class BulkChangeStream final : public ChangeStream {

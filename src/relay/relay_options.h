@@ -50,6 +50,13 @@ struct RelayOptions {
   // sink::Sink.
   sink::SinkFactory make_sink;
   absl::Duration feedback_interval = absl::Seconds(10);
+  // How long PostgreSQL may stay silent (the stream, or an answer on the control
+  // connection) before the connection is given up as dead and opened again
+  // (--pg-receive-timeout; 0: never). A walsender answers a reply request at once,
+  // and the relay asks at least every feedback interval (and at half of this), so
+  // 30 s of silence is a dead path, not a busy server: a blackhole is noticed in
+  // 30 s plus the reconnect, where TCP would wait for its retransmissions.
+  absl::Duration receive_timeout = absl::Seconds(30);
   absl::Duration shutdown_timeout = absl::Seconds(30);
   uint64_t max_in_flight = 100000;  // events; reading pauses above it (run's default with Kafka)
   // Key, value and header bytes of produced, unacknowledged events; reading pauses

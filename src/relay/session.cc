@@ -51,6 +51,12 @@ absl::Status Session::Open() {
     OUTBOXD_ASSIGN_OR_RETURN(pg::Connection control, pg::Connection::Open(options_.conninfo));
     control_.emplace(std::move(control));
   }
+  if (options_.receive_timeout > absl::ZeroDuration()) {
+    // Each query of the relay's loop is short: an answer that takes this long comes
+    // from a dead path, and would stall the stream's own silence check behind it.
+    replication_->set_reply_timeout(options_.receive_timeout);
+    control_->set_reply_timeout(options_.receive_timeout);
+  }
   slot_watch_.Restart();  // whatever it had in flight went with the old connection
   OUTBOXD_RETURN_IF_ERROR(CheckPrimary(*control_));
   return IdentifySystem();
@@ -205,11 +211,12 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
   if (!mine) return SlotLockedError(options_.slot);
   pg::Connection conn = std::move(*replication_);
   replication_.reset();
-  absl::StatusOr<pg::ReplicationStream> stream = pg::ReplicationStream::Start(
-      std::move(conn), {.slot = options_.slot,
-                        .publication = options_.publication,
-                        .start_lsn = start,
-                        .messages = options_.source != Source::kTable});
+  absl::StatusOr<pg::ReplicationStream> stream =
+      pg::ReplicationStream::Start(std::move(conn), {.slot = options_.slot,
+                                                     .publication = options_.publication,
+                                                     .start_lsn = start,
+                                                     .messages = options_.source != Source::kTable,
+                                                     .receive_timeout = options_.receive_timeout});
   OUTBOXD_RETURN_IF_ERROR(UnlockSlot(*control, options_.slot));
   if (!stream.ok()) return stream.status();
   return std::make_unique<PgChangeStream>(std::move(*stream));
@@ -238,7 +245,8 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
                                                     .start = start,
                                                     .target = target,
                                                     .chunk_changes = options_.bulk_catch_up_chunk,
-                                                    .metrics = &stats_->metrics}));
+                                                    .metrics = &stats_->metrics,
+                                                    .receive_timeout = options_.receive_timeout}));
   return stream;
 }
 

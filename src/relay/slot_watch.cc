@@ -40,8 +40,9 @@ absl::StatusOr<std::optional<pg::SlotInfo>> SlotWatch::Poll(pg::Connection& conn
 
 absl::Status SlotWatch::Settle(pg::Connection& conn) {
   if (!pending_) return absl::OkStatus();
-  // PQgetResult blocks until the answer is complete; a server that answers nothing
-  // here would not answer the statement the caller is about to run either.
+  // PQgetResult blocks until the answer is complete: waited for only as long as the
+  // connection's reply timeout (a half-open connection answers nothing).
+  OUTBOXD_RETURN_IF_ERROR(conn.AwaitReply("the replication slot's check"));
   OUTBOXD_ASSIGN_OR_RETURN(settled_, Collect(conn));
   return absl::OkStatus();
 }

@@ -21,6 +21,11 @@
 // --no-duplicates does the same: the relays read the topic back after each restart
 // (--dedupe, relay/resume_dedupe.h) and skip what it already holds.
 //
+// With --network the relays reach PostgreSQL through a fault proxy
+// (support/fault_proxy.h) and the faults are the path's: a blackhole (every socket
+// open, nothing forwarded: noticed by the relays' 3 s --pg-receive-timeout), 2 s
+// stalls, a 64 kB/s cap and resets, with relay kills and a slow broker around them.
+//
 // With --replica PostgreSQL is a primary and its streaming standby (scripts/pg-ha,
 // ha_pair.h); the relays follow whichever is primary (a two-host --pg,
 // --recreate-missing-slot), and the faults add failovers: promote (kill -9 of the
@@ -47,6 +52,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -63,6 +69,7 @@
 #include "chaos/schedule.h"
 #include "pg/lsn.h"
 #include "support/child_process.h"
+#include "support/fault_proxy.h"
 #include "support/pg_fixture.h"
 #include "support/private_cluster.h"
 
@@ -95,6 +102,8 @@ struct Options {
   // Kafka: the relays read the topic back after each restart (--dedupe, the default,
   // relay/resume_dedupe.h), so a duplicate fails the run as a loss does.
   bool no_duplicates = false;
+  // The relays reach PostgreSQL through a fault proxy, and the faults are the path's.
+  bool network = false;
 };
 
 void Say(const std::string& line) {
@@ -129,6 +138,9 @@ class ChaosRun {
   void Inject(const Fault& fault);
   void ProduceErrors(const Fault& fault);
   void KillWalsender();
+  // --network: the proxy, and the relays' conninfo and flags through it.
+  absl::Status SetUpProxy(RelayConfig& config);
+  void InjectPath(const Fault& fault);
   // Everything committed up to now confirmed by the relays and read by the reader.
   bool Drain(absl::Duration timeout);
   int Report(const Verdict& v, absl::Duration ran);
@@ -148,6 +160,7 @@ class ChaosRun {
   std::unique_ptr<MockBroker> broker_;  // Kafka
   std::unique_ptr<BrokerNode> node_;    // RabbitMQ or NATS
   std::unique_ptr<Reader> reader_;
+  std::unique_ptr<test::FaultProxy> proxy_;  // --network: between the relays and PostgreSQL
   std::unique_ptr<RelayPair> relays_;
   std::unique_ptr<Load> load_;
   std::map<std::string, int> faults_;  // by kind
@@ -198,16 +211,57 @@ absl::Status ChaosRun::SetUp() {
   if (setup->Wait(absl::Seconds(60)) != 0) {
     return absl::InternalError(absl::StrCat("outboxd setup failed: ", setup->Log()));
   }
-  relays_ = std::make_unique<RelayPair>(RelayConfig{.conninfo = db_->conninfo(),
-                                                    .sink_args = std::move(sink_args),
-                                                    .slot = db_->name(),
-                                                    .log_dir = dir_,
-                                                    .pg_args = ReplicaArgs("b")});
+  RelayConfig config{.conninfo = db_->conninfo(),
+                     .sink_args = std::move(sink_args),
+                     .slot = db_->name(),
+                     .log_dir = dir_,
+                     .pg_args = ReplicaArgs("b")};
+  if (options_.network) {
+    if (absl::Status proxy = SetUpProxy(config); !proxy.ok()) return proxy;
+  }
+  relays_ = std::make_unique<RelayPair>(std::move(config));
   relays_->StartBoth(/*single_in_flight=*/false);
   if (!relays_->WaitForActive(absl::Seconds(30))) {
     return absl::UnavailableError(absl::StrCat("no relay streams; logs in ", dir_));
   }
   return absl::OkStatus();
+}
+
+absl::Status ChaosRun::SetUpProxy(RelayConfig& config) {
+  int port = 0;
+  if (!absl::SimpleAtoi(db_->Scalar("SELECT current_setting('port')"), &port)) {
+    return absl::InternalError("cannot read PostgreSQL's port");
+  }
+  proxy_ = std::make_unique<test::FaultProxy>("127.0.0.1", port);
+  if (absl::Status s = proxy_->Start(); !s.ok()) return s;
+  // Seconds, not the defaults' minute: a blackhole is noticed by the relay after 3 s
+  // of silence, and its old walsender lets the slot go 5 s after it last heard.
+  config.relay_conninfo = absl::StrCat(db_->conninfo(), " host=127.0.0.1 port=", proxy_->port(),
+                                       " options='-c wal_sender_timeout=5s'");
+  config.pg_args.insert(config.pg_args.end(), {"--pg-receive-timeout", "3s"});
+  return absl::OkStatus();
+}
+
+void ChaosRun::InjectPath(const Fault& f) {
+  switch (f.kind) {
+    case FaultKind::kPathBlackhole:
+      proxy_->Blackhole();
+      break;
+    case FaultKind::kPathSpike:
+      proxy_->Stall(f.length);
+      break;
+    case FaultKind::kPathThrottle:
+      proxy_->SetBandwidth(64 << 10);
+      break;
+    case FaultKind::kPathReset:
+      proxy_->ResetAll();
+      return;
+    default:
+      Problem(absl::StrCat(KindName(f.kind), " is not a fault of the path"));
+      return;
+  }
+  absl::SleepFor(f.length);
+  proxy_->Heal();
 }
 
 absl::Status ChaosRun::SetUpKafka(std::vector<std::string>& sink_args) {
@@ -247,6 +301,7 @@ absl::Status ChaosRun::SetUpNats(std::vector<std::string>& sink_args) {
 
 const std::vector<FaultKind>& ChaosRun::FaultKinds() const {
   if (options_.replica) return kReplicaFaultKinds;
+  if (options_.network) return kNetworkFaultKinds;
   if (rabbit()) return kRabbitFaultKinds;
   return nats() ? kNatsFaultKinds : kKafkaFaultKinds;
 }
@@ -328,6 +383,12 @@ void ChaosRun::Inject(const Fault& f) {
     case FaultKind::kPromote:
     case FaultKind::kSwitchover:
       Failover(f);
+      break;
+    case FaultKind::kPathBlackhole:
+    case FaultKind::kPathSpike:
+    case FaultKind::kPathThrottle:
+    case FaultKind::kPathReset:
+      InjectPath(f);
       break;
   }
   if (!status.ok()) Problem(absl::StrCat("broker command: ", status.message()));
@@ -453,7 +514,8 @@ int ChaosRun::Run() {
       options_.seed, options_.sink == "kafka" ? "" : absl::StrCat(" --sink ", options_.sink),
       options_.scalar_poison_only ? " --scalar-poison-only" : "",
       options_.replica ? " --replica" : "", options_.standby_slot ? " --standby-slot" : "",
-      options_.partition_by.empty() ? "" : " --partition-by ", options_.partition_by));
+      options_.network ? " --network" : "", options_.partition_by.empty() ? "" : " --partition-by ",
+      options_.partition_by));
   if (absl::Status s = SetUp(); !s.ok()) {
     Say(absl::StrCat("cannot set up: ", s.message()));
     return 2;
@@ -601,12 +663,21 @@ int main(int argc, char** argv) {
   app.add_option("--partition-by", options.partition_by,
                  "a partitioned outbox (outboxd setup --partition-by): day, week or month")
       ->check(CLI::IsMember({"day", "week", "month"}));
+  app.add_flag("--network", options.network,
+               "the relays reach PostgreSQL through a fault proxy, and the faults are the "
+               "path's: blackhole, 2 s spikes, a 64 kB/s cap, resets (and relay kill, slow broker)")
+      ->excludes(replica);
   app.add_flag("--no-duplicates", options.no_duplicates,
                "Kafka: any duplicate fails the run (the relays' --dedupe reads the topic back)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (options.network && options.sink != "kafka") {
+    // Its deck has the mock cluster's slow-broker fault.
+    std::fprintf(stderr, "--network runs against the mock Kafka cluster only: drop --sink\n");
+    return 2;
   }
   char dir[] = "/tmp/outboxd-chaos-XXXXXX";
   if (mkdtemp(dir) == nullptr) {

@@ -39,14 +39,16 @@ RelayPair::~RelayPair() {
 
 void RelayPair::StartLocked(Instance& in) {
   // application_name tells pg_stat_replication which instance holds the slot.
-  std::vector<std::string> argv = {test::BinPath("outboxd"),
-                                   "run",
-                                   "--pg",
-                                   absl::StrCat(config_.conninfo, " application_name=", in.name),
-                                   "--slot",
-                                   config_.slot,
-                                   "--metrics",
-                                   "127.0.0.1:0"};
+  std::vector<std::string> argv = {
+      test::BinPath("outboxd"),
+      "run",
+      "--pg",
+      absl::StrCat(config_.relay_conninfo.empty() ? config_.conninfo : config_.relay_conninfo,
+                   " application_name=", in.name),
+      "--slot",
+      config_.slot,
+      "--metrics",
+      "127.0.0.1:0"};
   argv.insert(argv.end(), config_.sink_args.begin(), config_.sink_args.end());
   argv.insert(argv.end(), pg_args_.begin(), pg_args_.end());
   if (single_in_flight_) {

@@ -24,6 +24,9 @@ namespace outboxd::chaos {
 
 struct RelayConfig {
   std::string conninfo;  // the database
+  // The relays' own --pg when their path differs (--network: through a fault proxy);
+  // "" for `conninfo`. The driver's checks always go straight.
+  std::string relay_conninfo;
   // The sink's flags: {"--brokers", B} or {"--sink", "rabbitmq", "--amqp-url", U, ...}.
   std::vector<std::string> sink_args;
   std::string slot;

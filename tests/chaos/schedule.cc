@@ -63,6 +63,18 @@ absl::Duration Fill(std::mt19937_64& rng, Fault& f) {
     case FaultKind::kPromote:
     case FaultKind::kSwitchover:
       return absl::Seconds(12);  // promote ~1 s, the rebuild (pg_basebackup) ~5-10 s
+    case FaultKind::kPathBlackhole:
+      // Past the relays' 3 s receive timeout (chaos_main.cc) at times, not always.
+      f.length = Uniform(rng, absl::Seconds(1), absl::Seconds(8));
+      return f.length + absl::Seconds(2);  // the reconnect
+    case FaultKind::kPathSpike:
+      f.length = absl::Seconds(2);
+      return f.length;
+    case FaultKind::kPathThrottle:
+      f.length = Uniform(rng, absl::Seconds(2), absl::Seconds(6));
+      return f.length;
+    case FaultKind::kPathReset:
+      return absl::Seconds(1);
   }
   return absl::Seconds(1);
 }
@@ -97,6 +109,14 @@ std::string KindName(FaultKind kind) {
       return "promote";
     case FaultKind::kSwitchover:
       return "switchover";
+    case FaultKind::kPathBlackhole:
+      return "pg-path-blackhole";
+    case FaultKind::kPathSpike:
+      return "pg-path-spike";
+    case FaultKind::kPathThrottle:
+      return "pg-path-64kBps";
+    case FaultKind::kPathReset:
+      return "pg-path-reset";
   }
   return "?";
 }
@@ -110,6 +130,9 @@ std::string Describe(const Fault& f) {
     case FaultKind::kMemoryAlarm:
     case FaultKind::kServerDown:
     case FaultKind::kServerPause:
+    case FaultKind::kPathBlackhole:
+    case FaultKind::kPathSpike:
+    case FaultKind::kPathThrottle:
       return absl::StrCat(KindName(f.kind), " for ", length);
     case FaultKind::kSlowBroker:
       return absl::StrCat(KindName(f.kind), " rtt ", f.rtt_ms, " ms for ", length);

@@ -32,6 +32,11 @@ enum class FaultKind {
   // old primary rebuilt as its standby.
   kPromote,     // the primary dies first (kill -9): a failover
   kSwitchover,  // the primary stops first (fast shutdown): a planned switchover
+  // The path between the relays and PostgreSQL (--network, support/fault_proxy.h):
+  kPathBlackhole,  // nothing forwarded, every socket open: a half-open connection
+  kPathSpike,      // a 2 s stall of every byte, then all at once
+  kPathThrottle,   // 64 kB/s each way
+  kPathReset,      // every connection reset (RST)
 };
 // The faults of a run against the mock Kafka cluster.
 inline const std::vector<FaultKind> kKafkaFaultKinds = {
@@ -45,6 +50,12 @@ inline const std::vector<FaultKind> kRabbitFaultKinds = {
 inline const std::vector<FaultKind> kNatsFaultKinds = {
     FaultKind::kRelayKill, FaultKind::kServerDown, FaultKind::kServerPause,
     FaultKind::kPostgresRestart, FaultKind::kWalsenderKill};
+
+// The faults of a run with the relays behind a fault proxy (--network): the path's,
+// and the relay's and broker's own around them.
+inline const std::vector<FaultKind> kNetworkFaultKinds = {
+    FaultKind::kPathBlackhole, FaultKind::kPathSpike, FaultKind::kPathThrottle,
+    FaultKind::kPathReset,     FaultKind::kRelayKill, FaultKind::kSlowBroker};
 
 // The faults of a run on a primary and its standby (--replica): the failovers, and
 // the relay's own faults around them.

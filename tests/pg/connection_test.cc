@@ -14,6 +14,8 @@
 #include <string>
 #include <type_traits>
 
+#include "absl/strings/str_cat.h"
+#include "support/fault_proxy.h"
 #include "support/pg_fixture.h"
 
 namespace outboxd::pg {
@@ -190,6 +192,39 @@ TEST(Connection, SetsApplicationNameAndConnectTimeoutUnlessTheUserDid) {
   Connection theirs =
       std::move(Connection::Open(db->ConninfoWith("application_name=mine"))).value();
   EXPECT_EQ(std::move(theirs.Exec("SHOW application_name")).value().Get(0, 0), "mine");
+}
+
+TEST(Connection, SetsTcpKeepalivesAndUserTimeoutUnlessTheUserDid) {
+  auto db = test::TestDatabase::Create();
+  Connection ours = db->Connect();
+  EXPECT_EQ(Option(ours, "keepalives_idle"), "15");
+  EXPECT_EQ(Option(ours, "keepalives_interval"), "5");
+  EXPECT_EQ(Option(ours, "keepalives_count"), "3");
+  EXPECT_EQ(Option(ours, "tcp_user_timeout"), "30000");
+  Connection theirs =
+      std::move(Connection::Open(db->ConninfoWith("tcp_user_timeout=5000 keepalives_idle=60")))
+          .value();
+  EXPECT_EQ(Option(theirs, "tcp_user_timeout"), "5000");
+  EXPECT_EQ(Option(theirs, "keepalives_idle"), "60");
+}
+
+// A blackhole between us and the server (test::FaultProxy): the query's answer never
+// comes, and the reply timeout gives the connection up instead of waiting forever.
+TEST(Connection, ReplyTimeoutGivesUpAHalfOpenConnection) {
+  auto db = test::TestDatabase::Create();
+  test::FaultProxy proxy("127.0.0.1", std::stoi(db->Scalar("SELECT current_setting('port')")));
+  ASSERT_TRUE(proxy.Start().ok());
+  Connection conn =
+      std::move(
+          Connection::Open(db->ConninfoWith(absl::StrCat("host=127.0.0.1 port=", proxy.port()))))
+          .value();
+  conn.set_reply_timeout(absl::Seconds(1));
+  ASSERT_TRUE(conn.Exec("SELECT 1").ok());
+  ASSERT_TRUE(conn.ExecParams("SELECT $1::int", {"2"}).ok());
+  proxy.Blackhole();
+  absl::StatusOr<Result> hung = conn.Exec("SELECT 1");
+  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable) << hung.status();
+  EXPECT_THAT(std::string(hung.status().message()), HasSubstr("sent no answer within 1s"));
 }
 
 TEST(Connection, AcceptsUris) {

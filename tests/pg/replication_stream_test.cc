@@ -14,8 +14,10 @@
 #include <thread>
 #include <variant>
 
+#include "absl/strings/str_cat.h"
 #include "ops/setup.h"
 #include "pg/slot.h"
+#include "support/fault_proxy.h"
 #include "support/pg_fixture.h"
 #include "support/wait_until.h"
 
@@ -46,12 +48,14 @@ class StreamTest : public ::testing::Test {
   }
 
   absl::StatusOr<ReplicationStream> Start(std::string_view publication = "outboxd",
-                                          std::string_view extra_conninfo = "") {
+                                          std::string_view extra_conninfo = "",
+                                          absl::Duration receive_timeout = absl::ZeroDuration()) {
     absl::StatusOr<Connection> conn =
         Connection::Open(db_->ConninfoWith(extra_conninfo), ConnectionKind::kReplication);
     if (!conn.ok()) return conn.status();
-    return ReplicationStream::Start(std::move(*conn),
-                                    {.slot = db_->name(), .publication = std::string(publication)});
+    return ReplicationStream::Start(std::move(*conn), {.slot = db_->name(),
+                                                       .publication = std::string(publication),
+                                                       .receive_timeout = receive_timeout});
   }
 
   SlotInfo Slot() {
@@ -157,6 +161,37 @@ TEST_F(StreamTest, StreamsAnOutboxTransactionAndConfirmsItsEndLsn) {
   EXPECT_TRUE(std::holds_alternative<StreamEnd>(stream->Next().value()));
   EXPECT_EQ(stream->SendFeedback(commit_end, commit_end).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// An idle walsender with the default wal_sender_timeout (60 s) sends nothing of its
+// own for 30 s: the ping at half the receive timeout is what it answers.
+TEST_F(StreamTest, IdleStreamAnswersThePingAndOutlivesTheReceiveTimeout) {
+  absl::StatusOr<ReplicationStream> stream = Start("outboxd", "", absl::Seconds(1));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const absl::Status idle = ReadUntil(
+      *stream, [](const StreamMessage&) { return false; }, std::chrono::seconds(4));
+  EXPECT_EQ(idle.code(), absl::StatusCode::kDeadlineExceeded) << idle;
+}
+
+// Both sockets open, nothing arriving (test::FaultProxy's blackhole): Next() gives the
+// stream up once it has been silent for the receive timeout, a reply asked for.
+TEST_F(StreamTest, SilenceLongerThanTheReceiveTimeoutIsUnavailable) {
+  test::FaultProxy proxy("127.0.0.1", std::stoi(db_->Scalar("SELECT current_setting('port')")));
+  ASSERT_TRUE(proxy.Start().ok());
+  absl::StatusOr<ReplicationStream> stream =
+      Start("outboxd", absl::StrCat("host=127.0.0.1 port=", proxy.port()), absl::Seconds(1));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  db_->Exec(kInsertThree);
+  ASSERT_TRUE(ReadUntil(*stream, [](const StreamMessage& m) {
+                return std::holds_alternative<XLogData>(m);
+              }).ok());
+  proxy.Blackhole();
+  const absl::Time blackholed = absl::Now();
+  const absl::Status lost = ReadUntil(
+      *stream, [](const StreamMessage&) { return false; }, std::chrono::seconds(10));
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;
+  EXPECT_THAT(std::string(lost.message()), HasSubstr("no message from PostgreSQL"));
+  EXPECT_LT(absl::Now() - blackholed, absl::Seconds(5));
 }
 
 TEST_F(StreamTest, FeedbackNeverGoesBackwards) {

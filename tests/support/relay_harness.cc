@@ -78,9 +78,16 @@ bool WaitForStreaming(ChildProcess& relay, absl::Duration timeout) {
 }
 
 std::unique_ptr<ChildProcess> RelayHarness::SpawnRelay(std::vector<std::string> extra_args) {
-  std::vector<std::string> args = {
-      BinPath("outboxd"),     "run",    "--pg", db_->conninfo(), "--brokers",
-      cluster_->bootstraps(), "--slot", slot(), "--metrics",     "127.0.0.1:0"};
+  std::vector<std::string> args = {BinPath("outboxd"),
+                                   "run",
+                                   "--pg",
+                                   relay_conninfo_.empty() ? db_->conninfo() : relay_conninfo_,
+                                   "--brokers",
+                                   cluster_->bootstraps(),
+                                   "--slot",
+                                   slot(),
+                                   "--metrics",
+                                   "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   return ChildProcess::Start(args);
 }

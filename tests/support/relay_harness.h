@@ -57,6 +57,9 @@ class RelayHarness {
   void StartRelay(std::vector<std::string> extra_args = {}, const std::string& wait_for = "");
   // Another `outboxd run` on the same slot (a standby), not owned by the harness.
   std::unique_ptr<ChildProcess> SpawnRelay(std::vector<std::string> extra_args = {});
+  // The --pg the relays get from now on (default: the test database's conninfo), e.g.
+  // through a FaultProxy (support/fault_proxy.h).
+  void set_relay_conninfo(std::string conninfo) { relay_conninfo_ = std::move(conninfo); }
   ChildProcess& relay() { return *relay_; }
   void set_relay(std::unique_ptr<ChildProcess> relay) { relay_ = std::move(relay); }
   // The relay's /healthz status code (it runs with --metrics 127.0.0.1:0), or -1.
@@ -92,6 +95,7 @@ class RelayHarness {
   std::unique_ptr<kafka::MockCluster> cluster_;
   std::unique_ptr<KafkaCollector> collector_;
   std::unique_ptr<ChildProcess> relay_;
+  std::string relay_conninfo_;
 
   // Waits `rounds` times until `newest_after(since)`, a query of one timestamp newer
   // than `since` (or ''), returns one; each round starts from the one before.
