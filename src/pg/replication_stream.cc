@@ -116,6 +116,7 @@ ReplicationStream::ReplicationStream(ReplicationStream&& other) noexcept
       last_confirmed_(other.last_confirmed_),
       last_heard_(other.last_heard_),
       last_read_(other.last_read_),
+      heard_(other.heard_),
       pinged_(other.pinged_) {}
 
 ReplicationStream& ReplicationStream::operator=(ReplicationStream&& other) noexcept {
@@ -130,6 +131,7 @@ ReplicationStream& ReplicationStream::operator=(ReplicationStream&& other) noexc
     last_confirmed_ = other.last_confirmed_;
     last_heard_ = other.last_heard_;
     last_read_ = other.last_read_;
+    heard_ = other.heard_;
     pinged_ = other.pinged_;
   }
   return *this;
@@ -154,17 +156,14 @@ absl::StatusOr<StreamMessage> ReplicationStream::Next() {
     if (!PQconsumeInput(conn_.get())) return ConnectionLost();
     len = PQgetCopyData(conn_.get(), &buffer_, /*async=*/1);
   }
-  const absl::Time now = absl::Now();
-  if (now - last_read_ > kNotReading) last_heard_ += now - last_read_;
-  last_read_ = now;
   if (len == 0) {
-    OUTBOXD_RETURN_IF_ERROR(CheckSilence(now));
+    OUTBOXD_RETURN_IF_ERROR(CheckSilence(absl::Now()));
     return NoMessage{};
   }
   if (len == -1) return FinishCopy();
   if (len < 0) return ConnectionLost();
-  last_heard_ = now;
-  pinged_ = false;
+  // No clock read per message: the next empty read stands for when it was heard.
+  heard_ = true;
   return ParseCopyData(std::string_view(buffer_, static_cast<size_t>(len)));
 }
 
@@ -173,6 +172,14 @@ absl::StatusOr<StreamMessage> ReplicationStream::Next() {
 // crashed host, a NAT box that forgot the connection), which TCP alone may take
 // hours to notice.
 absl::Status ReplicationStream::CheckSilence(absl::Time now) {
+  if (heard_) {
+    last_heard_ = now;
+    heard_ = false;
+    pinged_ = false;
+  } else if (now - last_read_ > kNotReading) {
+    last_heard_ += now - last_read_;
+  }
+  last_read_ = now;
   const absl::Duration timeout = options_.receive_timeout;
   if (timeout <= absl::ZeroDuration()) return absl::OkStatus();
   const absl::Duration silence = now - last_heard_;

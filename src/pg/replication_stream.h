@@ -100,7 +100,8 @@ class ReplicationStream {
   Lsn last_received_ = 0;
   Lsn last_confirmed_ = 0;
   absl::Time last_heard_ = absl::Now();  // the last message from the server
-  absl::Time last_read_ = absl::Now();   // the last Next()
+  absl::Time last_read_ = absl::Now();   // the last Next() that found no message
+  bool heard_ = false;                   // a message since last_read_
   bool pinged_ = false;                  // a reply was asked for since last_heard_
 };
 
