@@ -165,9 +165,11 @@ struct RunCommand {
       return absl::InvalidArgumentError("--slot-check-interval must be more than 0s, e.g. 5s");
     }
     options.slot_check_interval = slot_check_interval.value;
-    if (receive_timeout.value < absl::ZeroDuration()) {
+    // Under a second, a round trip and a busy server's scheduling would make a healthy
+    // stream look dead, and the relay would reconnect for ever.
+    if (receive_timeout.value != absl::ZeroDuration() && receive_timeout.value < absl::Seconds(1)) {
       return absl::InvalidArgumentError(
-          "--pg-receive-timeout must be 0s (never) or more, e.g. 30s");
+          "--pg-receive-timeout must be 0s (never) or at least 1s, e.g. 30s");
     }
     options.receive_timeout = receive_timeout.value;
     options.feedback_interval = feedback_interval.value;

@@ -304,6 +304,9 @@ TEST_F(ConfigErrorsTest, BadDurationTopicOrNumberIsNamed) {
   EXPECT_TRUE(FailsCleanly(Run({"--max-in-flight", "many"}), {"--max-in-flight"}));
   // Zero would never read the stream: a relay that hangs doing nothing.
   EXPECT_TRUE(FailsCleanly(Run({"--max-in-flight", "0"}), {"--max-in-flight must be at least 1"}));
+  // Under a second a healthy stream would look dead: a relay reconnecting for ever.
+  EXPECT_TRUE(FailsCleanly(Run({"--pg-receive-timeout", "500ms"}),
+                           {"--pg-receive-timeout must be 0s (never) or at least 1s"}));
 }
 
 // The codes Preflight returns are those the CLI maps to exit code 2.
