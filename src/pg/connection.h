@@ -83,6 +83,7 @@ class Connection {
   // long as libpq does. Set on the relay's control connection (relay/session.cc).
   //   conn.set_reply_timeout(absl::Seconds(30));
   void set_reply_timeout(absl::Duration timeout) { reply_timeout_ = timeout; }
+  absl::Duration reply_timeout() const { return reply_timeout_; }
   // Waits, up to the reply timeout, until the answer to a query sent with libpq's
   // asynchronous API (PQsendQuery) is complete, so PQgetResult will not block.
   absl::Status AwaitReply(std::string_view sql);
@@ -109,6 +110,24 @@ class Connection {
   std::string last_sqlstate_;
   std::string conninfo_;
   absl::Duration reply_timeout_ = absl::InfiniteDuration();
+};
+
+// Lifts a connection's reply timeout while it lives, for a statement that may take
+// long on a healthy server: CREATE_REPLICATION_SLOT waits for every transaction
+// running at that moment to end.
+//   NoReplyTimeout patient(conn);
+class NoReplyTimeout {
+ public:
+  explicit NoReplyTimeout(Connection& conn) : conn_(conn), saved_(conn.reply_timeout()) {
+    conn_.set_reply_timeout(absl::InfiniteDuration());
+  }
+  ~NoReplyTimeout() { conn_.set_reply_timeout(saved_); }
+  NoReplyTimeout(const NoReplyTimeout&) = delete;
+  NoReplyTimeout& operator=(const NoReplyTimeout&) = delete;
+
+ private:
+  Connection& conn_;
+  absl::Duration saved_;
 };
 
 // The SQLSTATE an Exec/ExecParams error carries (as a status payload), or "" for

@@ -74,6 +74,9 @@ absl::StatusOr<std::string> SlotMismatch(Connection& conn, const SlotInfo& slot)
 absl::StatusOr<CreatedSlot> CreateSlotWithSnapshot(Connection& conn, std::string_view slot) {
   // The pre-15 spelling (EXPORT_SNAPSHOT), which every supported server accepts.
   OUTBOXD_ASSIGN_OR_RETURN(std::string slot_name, conn.QuoteIdentifier(slot));
+  // The slot is consistent once every transaction running now has ended: as long as
+  // the server's longest one, which --pg-receive-timeout must not take for a dead path.
+  NoReplyTimeout patient(conn);
   OUTBOXD_ASSIGN_OR_RETURN(Result result,
                            conn.Exec(absl::StrCat("CREATE_REPLICATION_SLOT ", slot_name,
                                                   " LOGICAL pgoutput EXPORT_SNAPSHOT")));

@@ -128,8 +128,13 @@ absl::StatusOr<std::optional<outbox::BackfillRequest>> Session::RecreateMissingS
   OUTBOXD_ASSIGN_OR_RETURN(std::optional<outbox::BackfillRequest> request,
                            state_.PendingBackfill(*control_, options_.slot));
   if (!request) return absl::InternalError("the backfill request just made is not there");
-  OUTBOXD_ASSIGN_OR_RETURN(
-      int64_t rows, state_.CountBackfill(*control_, options_.table, "publicado_em", *request));
+  int64_t rows = 0;
+  {
+    // A count of every row of a large outbox may take a healthy server long.
+    pg::NoReplyTimeout patient(*control_);
+    OUTBOXD_ASSIGN_OR_RETURN(
+        rows, state_.CountBackfill(*control_, options_.table, "publicado_em", *request));
+  }
   spdlog::warn(
       "replication slot {} is missing on {} though {} (a failover?): re-creating it and "
       "republishing the {} outbox rows {}; those already published arrive again as duplicates",
