@@ -1,7 +1,8 @@
 // The fixture the NATS tests share (tests/nats): the URL of the shared nats-server
 // (OUTBOXD_TEST_NATS, from scripts/test or DIR/env of scripts/nats), and a stream and
 // subject prefix of the test's own, since the tests run in parallel on that server.
-// Without the variable the test skips, saying why, before SetUpWithServer().
+// Without the variable the test fails, saying how to start one, before SetUpWithServer()
+// (a skipped test would let a run without NATS pass).
 //
 //   class NatsRelayTest : public test::NatsTest {
 //     void SetUpWithServer() override { db_ = ...; }
