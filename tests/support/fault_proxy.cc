@@ -235,6 +235,11 @@ FaultProxy::Faults FaultProxy::TakeFaults() {
   return faults;
 }
 
+FaultProxy::Faults FaultProxy::PeekFaults() const {
+  absl::MutexLock lock(&mu_);
+  return faults_;
+}
+
 void FaultProxy::Loop() {
   while (!stop_) Turn(TakeFaults());
 }
@@ -265,16 +270,20 @@ void FaultProxy::Turn(const Faults& faults) {
   while (read(wake_[0], drain, sizeof(drain)) > 0) {
   }
   if (fds[1].revents & POLLIN) Accept();
-  if (faults.blackhole) return;
+  // The faults as they are after the poll: bytes that arrived during it must get a
+  // latency, stall or blackhole set meanwhile (the one taken before the poll is up to
+  // kPollMs old, and gave an echo sent right after SetLatency only one way's delay).
+  const Faults shaping = PeekFaults();
+  if (shaping.blackhole) return;
   const absl::Time now = absl::Now();
-  const bool stalled = now < faults.stalled_until;
+  const bool stalled = now < shaping.stalled_until;
   for (size_t i = 0; i < connections_.size() && 2 + 2 * i + 1 < fds.size(); ++i) {
     Connection& c = *connections_[i];
-    if (fds[2 + 2 * i].revents) c.broken |= !c.up.Read(now, faults.latency);
-    if (fds[3 + 2 * i].revents) c.broken |= !c.down.Read(now, faults.latency);
+    if (fds[2 + 2 * i].revents) c.broken |= !c.up.Read(now, shaping.latency);
+    if (fds[3 + 2 * i].revents) c.broken |= !c.down.Read(now, shaping.latency);
     if (stalled || c.broken) continue;
-    c.broken |= !c.up.Write(now, faults.bytes_per_second);
-    c.broken |= !c.down.Write(now, faults.bytes_per_second);
+    c.broken |= !c.up.Write(now, shaping.bytes_per_second);
+    c.broken |= !c.down.Write(now, shaping.bytes_per_second);
   }
   std::erase_if(connections_, [](const auto& c) { return c->done(); });
   open_ = static_cast<int>(connections_.size());

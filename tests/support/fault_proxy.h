@@ -79,7 +79,8 @@ class FaultProxy {
   absl::Status Listen();
   void Accept();
   void Wake();
-  Faults TakeFaults();
+  Faults TakeFaults();        // and clears the one-shot reset
+  Faults PeekFaults() const;  // as they are
 
   const std::string target_host_;
   const int target_port_;
