@@ -79,7 +79,8 @@ struct RunCommand {
         ->capture_default_str();
     Flag(cmd, "pg-receive-timeout", receive_timeout,
          "Reconnect when PostgreSQL sends nothing for this long though asked to reply (a "
-         "half-open connection: a dead host, NAT box or proxy); 0s: never")
+         "half-open connection: a dead host, NAT box or proxy); the stream's is at least the "
+         "server's wal_sender_timeout; 0s: never")
         ->capture_default_str();
     Flag(cmd, "shutdown-timeout", shutdown_timeout, "Wait for in-flight acks on SIGTERM")
         ->capture_default_str();

@@ -1,6 +1,7 @@
 // The relay's PostgreSQL side: connections, the slot's checks, the stream's start.
 #include "relay/session.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -28,6 +29,11 @@ absl::Duration ChooseFeedbackInterval(absl::Duration configured,
     return wal_sender_timeout / 3;
   }
   return configured;
+}
+
+absl::Duration ChooseReceiveTimeout(absl::Duration configured, absl::Duration wal_sender_timeout) {
+  if (configured <= absl::ZeroDuration()) return configured;
+  return std::max(configured, wal_sender_timeout);
 }
 
 Session::Session(const RelayOptions& options, RelayStats* stats)
@@ -161,6 +167,14 @@ absl::StatusOr<absl::Duration> Session::FeedbackInterval() {
     spdlog::info("feedback every {} (a third of wal_sender_timeout {}ms)",
                  absl::FormatDuration(interval), timeout_ms);
   }
+  stream_receive_timeout_ =
+      ChooseReceiveTimeout(options_.receive_timeout, absl::Milliseconds(timeout_ms));
+  if (stream_receive_timeout_ != options_.receive_timeout) {
+    spdlog::info(
+        "the stream's receive timeout is wal_sender_timeout {}ms, not --pg-receive-timeout {}: "
+        "a walsender decoding a large transaction of other tables answers only every half of it",
+        timeout_ms, absl::FormatDuration(options_.receive_timeout));
+  }
   return interval;
 }
 
@@ -221,7 +235,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartStream(pg::Lsn start
                                                      .publication = options_.publication,
                                                      .start_lsn = start,
                                                      .messages = options_.source != Source::kTable,
-                                                     .receive_timeout = options_.receive_timeout});
+                                                     .receive_timeout = stream_receive_timeout_});
   OUTBOXD_RETURN_IF_ERROR(UnlockSlot(*control, options_.slot));
   if (!stream.ok()) return stream.status();
   return std::make_unique<PgChangeStream>(std::move(*stream));
@@ -251,7 +265,7 @@ absl::StatusOr<std::unique_ptr<ChangeStream>> Session::StartBulkStream(pg::Lsn s
                                                     .target = target,
                                                     .chunk_changes = options_.bulk_catch_up_chunk,
                                                     .metrics = &stats_->metrics,
-                                                    .receive_timeout = options_.receive_timeout}));
+                                                    .receive_timeout = stream_receive_timeout_}));
   return stream;
 }
 

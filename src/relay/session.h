@@ -43,6 +43,13 @@ namespace outboxd::relay {
 // The feedback timer: the configured interval, shortened to a third of the server's
 // wal_sender_timeout (0: none) so a paused reader is never taken for a dead one.
 absl::Duration ChooseFeedbackInterval(absl::Duration configured, absl::Duration wal_sender_timeout);
+// The stream's receive timeout (--pg-receive-timeout): at least wal_sender_timeout. A
+// walsender decoding a large transaction of unpublished tables sends nothing and reads
+// our reply requests only every wal_sender_timeout / 2 (PostgreSQL's
+// WalSndUpdateProgress); a shorter timeout would take it for a dead path, and each
+// reconnect would decode that transaction again, silent again: a relay that never
+// gets past it. 0 (off) stays 0.
+absl::Duration ChooseReceiveTimeout(absl::Duration configured, absl::Duration wal_sender_timeout);
 
 class Session final : public ReplicationSession {
  public:
@@ -133,6 +140,8 @@ class Session final : public ReplicationSession {
   absl::StatusOr<pg::Connection*> Settled();
   // wal_status "lost": FailedPrecondition with the recovery; "unreserved": a warning.
   absl::Status CheckWalStatus(const pg::SlotInfo& slot);
+  // Reads wal_sender_timeout: the feedback interval it allows, and sets
+  // stream_receive_timeout_.
   absl::StatusOr<absl::Duration> FeedbackInterval();
   absl::Status IdentifySystem();
   absl::Status ReadStandbys();
@@ -140,6 +149,9 @@ class Session final : public ReplicationSession {
   absl::StatusOr<std::optional<outbox::BackfillRequest>> RecreateMissingSlot();
 
   const RelayOptions& options_;
+  // --pg-receive-timeout as the stream applies it (ChooseReceiveTimeout), once the
+  // server's wal_sender_timeout is read.
+  absl::Duration stream_receive_timeout_ = options_.receive_timeout;
   RelayStats* stats_;
   std::optional<pg::Connection> replication_;
   std::optional<pg::Connection> control_;          // regular connection: dead letters, slot checks

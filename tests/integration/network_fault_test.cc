@@ -44,6 +44,9 @@ double Reconnects(RelayHarness& h) {
 TEST(NetworkFaults, BlackholedPostgresIsNoticedWithinTheReceiveTimeoutAndLosesNothing) {
   RelayHarness h(kTopics);
   ProxiedPostgres pg(h);
+  // The stream's timeout is at least wal_sender_timeout (relay/session.h): 2 s too.
+  h.set_relay_conninfo(absl::StrCat(h.db().conninfo(), " host=127.0.0.1 port=", pg.proxy().port(),
+                                    " options='-c wal_sender_timeout=2s'"));
   h.StartRelay({"--pg-receive-timeout", "2s"});
   Load load(h.db().conninfo());
   ASSERT_TRUE(load.WaitForMore(100));

@@ -690,6 +690,16 @@ TEST(RelayFeedbackInterval, IsAThirdOfTheWalSenderTimeoutWhenShorter) {
       << "wal_sender_timeout 0 disables the server's timeout";
 }
 
+// A walsender decoding a large transaction of other tables reads reply requests only
+// every wal_sender_timeout / 2: the stream's receive timeout is never shorter than
+// wal_sender_timeout, or such a transaction would look like a dead path for ever.
+TEST(RelayReceiveTimeout, IsAtLeastTheWalSenderTimeoutAndZeroStaysOff) {
+  EXPECT_EQ(ChooseReceiveTimeout(absl::Seconds(30), absl::Seconds(60)), absl::Seconds(60));
+  EXPECT_EQ(ChooseReceiveTimeout(absl::Seconds(30), absl::Seconds(5)), absl::Seconds(30));
+  EXPECT_EQ(ChooseReceiveTimeout(absl::ZeroDuration(), absl::Seconds(60)), absl::ZeroDuration());
+  EXPECT_EQ(ChooseReceiveTimeout(absl::Seconds(2), absl::ZeroDuration()), absl::Seconds(2));
+}
+
 // While flow control holds the stream unread and nothing is acknowledged, the relay
 // still speaks within every feedback interval (a third of wal_sender_timeout): the
 // walsender never takes it for dead. Timer feedback asks for a reply.
