@@ -23,10 +23,16 @@ const std::vector<std::string> kTopics = {"pedido.confirmado"};
 // it; the test's own connections (the load, the checks) go straight.
 class ProxiedPostgres {
  public:
-  explicit ProxiedPostgres(RelayHarness& h)
+  // `wal_sender_timeout`: the relay's walsender's, set in its conninfo (a short one
+  // keeps the stream's receive timeout short too: relay/session.h).
+  explicit ProxiedPostgres(RelayHarness& h, const std::string& wal_sender_timeout = "")
       : proxy_("127.0.0.1", std::stoi(h.db().Scalar("SELECT current_setting('port')"))) {
     EXPECT_TRUE(proxy_.Start().ok());
-    h.set_relay_conninfo(absl::StrCat(h.db().conninfo(), " host=127.0.0.1 port=", proxy_.port()));
+    h.set_relay_conninfo(absl::StrCat(
+        h.db().conninfo(), " host=127.0.0.1 port=", proxy_.port(),
+        wal_sender_timeout.empty()
+            ? ""
+            : absl::StrCat(" options='-c wal_sender_timeout=", wal_sender_timeout, "'")));
   }
   FaultProxy& proxy() { return proxy_; }
 
@@ -43,10 +49,7 @@ double Reconnects(RelayHarness& h) {
 // says so meanwhile, it reconnects once the path is back, and loses nothing.
 TEST(NetworkFaults, BlackholedPostgresIsNoticedWithinTheReceiveTimeoutAndLosesNothing) {
   RelayHarness h(kTopics);
-  ProxiedPostgres pg(h);
-  // The stream's timeout is at least wal_sender_timeout (relay/session.h): 2 s too.
-  h.set_relay_conninfo(absl::StrCat(h.db().conninfo(), " host=127.0.0.1 port=", pg.proxy().port(),
-                                    " options='-c wal_sender_timeout=2s'"));
+  ProxiedPostgres pg(h, "2s");  // the stream's timeout is at least wal_sender_timeout
   h.StartRelay({"--pg-receive-timeout", "2s"});
   Load load(h.db().conninfo());
   ASSERT_TRUE(load.WaitForMore(100));
@@ -87,9 +90,7 @@ TEST(NetworkFaults, BlackholedPostgresIsNoticedWithinTheReceiveTimeoutAndLosesNo
 // times out on either side (no reconnect), and the backlog drains once healed.
 TEST(NetworkFaults, LatencySpikesAndABandwidthCapOnThePostgresPathCauseNoReconnect) {
   RelayHarness h(kTopics);
-  ProxiedPostgres pg(h);
-  h.set_relay_conninfo(absl::StrCat(h.db().conninfo(), " host=127.0.0.1 port=", pg.proxy().port(),
-                                    " options='-c wal_sender_timeout=3s'"));
+  ProxiedPostgres pg(h, "3s");
   h.StartRelay({"--pg-receive-timeout", "5s"});
   Load load(h.db().conninfo());
   ASSERT_TRUE(load.WaitForMore(100));
