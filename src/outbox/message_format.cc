@@ -233,11 +233,16 @@ MessageEncoder::CloudEventValues MessageEncoder::CloudEventAttributes(
           HeaderOf(kTracestate)};
 }
 
+bool MessageEncoder::IsCloudEventsAttribute(std::string_view name) const {
+  return format_.format == ValueFormat::kCloudEvents &&
+         absl::StartsWithIgnoreCase(Sv(name), Sv(format_.ce_prefix));
+}
+
 void MessageEncoder::EncodeCloudEventHeaders(const OutboxEvent& event) {
   // The attributes are outboxd's: a row's or --header's header under the binding's
   // prefix would stand beside them (a second ce_id, a forged ce_source), so it goes.
   std::erase_if(headers_, [&](const sink::Header& h) {
-    if (!absl::StartsWithIgnoreCase(Sv(h.name), Sv(format_.ce_prefix))) return false;
+    if (!IsCloudEventsAttribute(h.name)) return false;
     dropped_.push_back({h.name, "cloudevents_attribute"});
     return true;
   });
@@ -476,11 +481,7 @@ absl::StatusOr<std::string_view> MessageEncoder::PayloadOf(
 std::string MessageEncoder::RowHeadersOf(std::span<const sink::Header> headers) const {
   std::string json;
   for (const sink::Header& h : headers) {
-    if (IsOwnHeader(h.name)) continue;
-    if (format_.format == ValueFormat::kCloudEvents &&
-        absl::StartsWithIgnoreCase(Sv(h.name), Sv(format_.ce_prefix))) {
-      continue;
-    }
+    if (IsOwnHeader(h.name) || IsCloudEventsAttribute(h.name)) continue;
     json.push_back(json.empty() ? '{' : ',');
     AppendJsonString(json, h.name);
     json.push_back(':');

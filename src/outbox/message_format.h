@@ -189,6 +189,9 @@ class MessageEncoder {
   // "data" last (PayloadOf relies on it).
   using CloudEventValues = std::array<std::string_view, 9>;
   CloudEventValues CloudEventAttributes(const OutboxEvent& event) const;
+  // A header name under the binding's prefix in binary mode: an attribute's, which
+  // only outboxd sets (a row's is dropped; a dead letter keeps none).
+  bool IsCloudEventsAttribute(std::string_view name) const;
   void EncodeCloudEventHeaders(const OutboxEvent& event);
   void AppendStructuredEvent(const OutboxEvent& event);
   // The value of an already encoded header (traceparent, tracestate), or empty.
